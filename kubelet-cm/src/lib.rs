@@ -1,0 +1,1 @@
+//! kubelet-cm (placeholder until its issue lands).

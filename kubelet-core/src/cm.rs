@@ -1,0 +1,67 @@
+//! The [`ContainerManager`] contract: node resources and pod-level resource setup.
+//!
+//! A container manager reports what the node offers (capacity and allocatable), prepares the
+//! pod-level resources before the sandbox is created (for cgroupfs: the `pod<uid>` cgroup under
+//! its QoS parent, handed to the runtime as the cgroup parent) and tears them down after the
+//! pod's containers are gone. The engine's resource admission reads allocatable from it.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// A Kubernetes resource list: resource name ("cpu", "memory", "pods", …) → quantity.
+pub type ResourceList = BTreeMap<String, Quantity>;
+
+/// Errors from a container manager.
+#[derive(Debug, thiserror::Error)]
+pub enum CmError {
+    /// Setting up pod resources failed.
+    #[error("setting up resources of pod {pod} failed: {message}")]
+    PodSetup {
+        /// `ns/name`.
+        pod: String,
+        /// Why.
+        message: String,
+    },
+    /// Removing pod resources failed.
+    #[error("removing resources of pod uid {uid} failed: {message}")]
+    PodTeardown {
+        /// Pod uid.
+        uid: String,
+        /// Why.
+        message: String,
+    },
+    /// Reading node or cgroup state failed.
+    #[error("reading {what} failed: {message}")]
+    Read {
+        /// What was read.
+        what: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// What the container manager set up for a pod.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodResources {
+    /// Cgroup parent for the sandbox (`None`: the runtime chooses).
+    pub cgroup_parent: Option<String>,
+}
+
+/// Node resources and pod-level resource management. See the module docs.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait ContainerManager: Send + Sync {
+    /// Node capacity (cpu, memory, pods, ephemeral-storage, hugepages-*).
+    fn capacity(&self) -> ResourceList;
+    /// Node allocatable: capacity minus reservations and hard eviction thresholds.
+    fn allocatable(&self) -> ResourceList;
+    /// Prepares pod-level resources before the sandbox is created. Idempotent.
+    async fn ensure_pod_resources(&self, pod: &Pod) -> Result<PodResources, CmError>;
+    /// Removes pod-level resources after all containers of the pod are gone. Idempotent.
+    async fn remove_pod_resources(&self, pod_uid: &str) -> Result<(), CmError>;
+    /// Uids of pods that have resources set up (for orphan cleanup at housekeeping).
+    async fn pods_with_resources(&self) -> Result<Vec<String>, CmError>;
+}

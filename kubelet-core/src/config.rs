@@ -1,0 +1,80 @@
+//! The engine's configuration, with the Go kubelet's defaults.
+//!
+//! These are the fields of `KubeletConfiguration` that the lifecycle engine itself reads; the
+//! binary maps the full configuration file and flags onto this struct.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Engine configuration. `Config::default()` gives the Go kubelet's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The node's name (`--hostname-override` or the host name), lower case.
+    pub node_name: String,
+    /// Node labels used by node-affinity and node-selector admission.
+    pub node_labels: BTreeMap<String, String>,
+    /// `--root-dir` (default `/var/lib/kubelet`): pod directories live under `pods/`.
+    pub root_dir: PathBuf,
+    /// Pod log root (`/var/log/pods`).
+    pub pod_logs_dir: PathBuf,
+    /// `syncFrequency` (1m): how often every pod is re-synced.
+    pub sync_frequency: Duration,
+    /// Housekeeping period (2s): orphan cleanup.
+    pub housekeeping_interval: Duration,
+    /// PLEG relist period (1s).
+    pub pleg_relist_period: Duration,
+    /// A relist taking longer than this marks the PLEG unhealthy (3m).
+    pub pleg_relist_threshold: Duration,
+    /// `maxPods` (110).
+    pub max_pods: u32,
+    /// First CrashLoopBackOff delay (10s).
+    pub backoff_initial: Duration,
+    /// Cap of CrashLoopBackOff (5m).
+    pub backoff_max: Duration,
+    /// First ImagePullBackOff delay (10s).
+    pub image_backoff_initial: Duration,
+    /// Cap of ImagePullBackOff (5m).
+    pub image_backoff_max: Duration,
+    /// `serializeImagePulls` (true): pull one image at a time.
+    pub serialize_image_pulls: bool,
+    /// `maxParallelImagePulls` when pulls are not serialized (`None`: unlimited).
+    pub max_parallel_image_pulls: Option<usize>,
+    /// Upper bound of pod workers talking to the runtime at once (`None`: unlimited).
+    pub max_concurrent_pod_syncs: Option<usize>,
+    /// `clusterDNS` nameservers.
+    pub cluster_dns: Vec<String>,
+    /// `clusterDomain`, e.g. "cluster.local".
+    pub cluster_domain: String,
+    /// `resolvConf` (`/etc/resolv.conf`; empty: none).
+    pub resolv_conf: PathBuf,
+    /// Capacity of the bounded channel that carries source updates.
+    pub update_channel_capacity: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            node_name: String::new(),
+            node_labels: BTreeMap::new(),
+            root_dir: PathBuf::from("/var/lib/kubelet"),
+            pod_logs_dir: PathBuf::from("/var/log/pods"),
+            sync_frequency: Duration::from_secs(60),
+            housekeeping_interval: Duration::from_secs(2),
+            pleg_relist_period: Duration::from_secs(1),
+            pleg_relist_threshold: Duration::from_secs(180),
+            max_pods: 110,
+            backoff_initial: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(300),
+            image_backoff_initial: Duration::from_secs(10),
+            image_backoff_max: Duration::from_secs(300),
+            serialize_image_pulls: true,
+            max_parallel_image_pulls: None,
+            max_concurrent_pod_syncs: None,
+            cluster_dns: Vec::new(),
+            cluster_domain: String::new(),
+            resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            update_channel_capacity: 64,
+        }
+    }
+}

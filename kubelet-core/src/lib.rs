@@ -1,0 +1,54 @@
+//! # kubelet-core
+//!
+//! The pod lifecycle engine of kubelet-rs and the contracts its backends implement.
+//!
+//! A kubelet is assembled from four parts, each behind a trait defined here:
+//! [`PodSource`] (where desired pods come from), [`ContainerRuntime`] (what runs them),
+//! [`ContainerManager`] (node resources and pod cgroups) and [`StatusSink`] (where status and
+//! events go). The engine owns everything in between — merging sources, the pod manager, one
+//! worker per pod (sync → terminating → terminated), the sync loop, the PLEG, status
+//! generation, restart backoff and admission — so a backend never re-implements the lifecycle.
+//!
+//! ```no_run
+//! # #[cfg(feature = "testing")]
+//! # async fn example() -> Result<(), kubelet_core::Error> {
+//! use std::sync::Arc;
+//! use kubelet_core::{Config, Kubelet};
+//! use kubelet_core::testing::{SimRuntime, FakeContainerManager, StaticSource};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let kubelet = Kubelet::builder()
+//!     .config(Config { node_name: "node-1".into(), ..Config::default() })
+//!     .runtime(Arc::new(SimRuntime::new()))
+//!     .container_manager(Arc::new(FakeContainerManager::default()))
+//!     .source(Arc::new(StaticSource::new("file", vec![])))
+//!     .build()?;
+//! let handle = kubelet.handle();
+//! let shutdown = CancellationToken::new();
+//! tokio::spawn(kubelet.run(shutdown.clone()));
+//! // ... handle.pods(), handle.pod_status(uid), handle.check_health() ...
+//! shutdown.cancel();
+//! # let _ = handle;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod cm;
+pub mod config;
+pub mod error;
+pub mod hash;
+pub mod kubelet;
+pub mod pod;
+pub mod qos;
+pub mod resources;
+pub mod runtime;
+pub mod sink;
+pub mod source;
+
+pub use cm::{CmError, ContainerManager, PodResources, ResourceList};
+pub use config::Config;
+pub use error::{Error, Result};
+pub use kubelet::{Kubelet, KubeletBuilder, KubeletHandle};
+pub use runtime::{ContainerRuntime, RuntimeError, RuntimeResult};
+pub use sink::{Event, EventObject, EventType, NoopStatusSink, SinkError, StatusSink};
+pub use source::{PodOperation, PodSource, PodUpdate, SourceError};

@@ -1,0 +1,134 @@
+//! Helpers over Kubernetes [`Pod`] objects: identity, annotations the kubelet uses, and
+//! small accessors with the API's defaults applied.
+
+use k8s_openapi::api::core::v1::Pod;
+
+/// Annotation naming the source a pod came from ("file", "http", "api").
+pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+/// Annotation with the hash of a static pod's manifest.
+pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+/// Annotation with the time the kubelet first saw a static pod.
+pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
+/// Annotation marking a mirror pod (its value is the static pod's hash).
+pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// Source name of the API server source.
+pub const API_SOURCE: &str = "api";
+
+/// Default pod termination grace period when the spec does not set one (30s).
+pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
+
+/// metadata.uid, or "" when missing.
+pub fn uid(pod: &Pod) -> &str {
+    pod.metadata.uid.as_deref().unwrap_or("")
+}
+
+/// metadata.name, or "".
+pub fn name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or("")
+}
+
+/// metadata.namespace, or "default".
+pub fn namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+/// `namespace/name`, the form used in logs and errors.
+pub fn full_name(pod: &Pod) -> String {
+    format!("{}/{}", namespace(pod), name(pod))
+}
+
+/// The value of an annotation.
+pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// The source the pod came from (config.source annotation), "" when unknown.
+pub fn source(pod: &Pod) -> &str {
+    annotation(pod, CONFIG_SOURCE_ANNOTATION).unwrap_or("")
+}
+
+/// A static pod: one from a file or URL source rather than the API server.
+pub fn is_static(pod: &Pod) -> bool {
+    let s = source(pod);
+    !s.is_empty() && s != API_SOURCE
+}
+
+/// A mirror pod: the API server's reflection of a static pod.
+pub fn is_mirror(pod: &Pod) -> bool {
+    annotation(pod, CONFIG_MIRROR_ANNOTATION).is_some()
+}
+
+/// The pod shares the host's network namespace.
+pub fn host_network(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false)
+}
+
+/// spec.restartPolicy with the API default ("Always").
+pub fn restart_policy(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always")
+}
+
+/// The grace period to use when stopping the pod: the deletion grace period when the pod is
+/// being deleted, else spec.terminationGracePeriodSeconds, else 30s; never negative.
+pub fn termination_grace_period_seconds(pod: &Pod) -> i64 {
+    let spec = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS);
+    pod.metadata
+        .deletion_grace_period_seconds
+        .unwrap_or(spec)
+        .max(0)
+}
+
+/// The pod has a deletion timestamp (graceful deletion in progress).
+pub fn is_deleted(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    #[test]
+    fn grace_period_prefers_deletion_grace_and_defaults_to_30s() {
+        let mut pod = Pod::default();
+        assert_eq!(termination_grace_period_seconds(&pod), 30);
+        pod.spec = Some(PodSpec {
+            termination_grace_period_seconds: Some(5),
+            ..Default::default()
+        });
+        assert_eq!(termination_grace_period_seconds(&pod), 5);
+        pod.metadata = ObjectMeta {
+            deletion_grace_period_seconds: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(termination_grace_period_seconds(&pod), 1);
+    }
+
+    #[test]
+    fn static_and_mirror_detection() {
+        let mut pod = Pod::default();
+        assert!(!is_static(&pod));
+        pod.metadata.annotations = Some(
+            [(CONFIG_SOURCE_ANNOTATION.to_string(), "file".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        assert!(is_static(&pod));
+        assert!(!is_mirror(&pod));
+    }
+}

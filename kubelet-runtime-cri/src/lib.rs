@@ -1,0 +1,1 @@
+//! kubelet-runtime-cri (placeholder until its issue lands).

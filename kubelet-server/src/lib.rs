@@ -1,0 +1,1 @@
+//! kubelet-server (placeholder until its issue lands).

@@ -1,0 +1,1 @@
+//! kubelet-sources (placeholder until its issue lands).
