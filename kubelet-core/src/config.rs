@@ -14,6 +14,8 @@ pub struct Config {
     pub node_name: String,
     /// Node labels used by node-affinity and node-selector admission.
     pub node_labels: BTreeMap<String, String>,
+    /// The node's IPs (`--node-ip` or detected): status.hostIP(s), host-network pod IPs.
+    pub node_ips: Vec<String>,
     /// `--root-dir` (default `/var/lib/kubelet`): pod directories live under `pods/`.
     pub root_dir: PathBuf,
     /// Pod log root (`/var/log/pods`).
@@ -57,6 +59,7 @@ impl Default for Config {
         Config {
             node_name: String::new(),
             node_labels: BTreeMap::new(),
+            node_ips: Vec::new(),
             root_dir: PathBuf::from("/var/lib/kubelet"),
             pod_logs_dir: PathBuf::from("/var/log/pods"),
             sync_frequency: Duration::from_secs(60),

@@ -33,22 +33,42 @@
 //! # }
 //! ```
 
+pub mod admission;
+pub mod backoff;
+pub mod clock;
 pub mod cm;
 pub mod config;
+pub mod dns;
+mod engine;
+pub mod env;
 pub mod error;
 pub mod hash;
+pub mod images;
 pub mod kubelet;
+#[cfg(test)]
+mod lifecycle_tests;
+pub mod pleg;
 pub mod pod;
+pub mod pod_manager;
+pub mod pod_status;
+pub mod pod_workers;
+pub mod podconfig;
 pub mod qos;
 pub mod resources;
 pub mod runtime;
 pub mod sink;
 pub mod source;
+pub mod status;
+pub mod sync;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
+pub use admission::{AdmitAttributes, AdmitHandler, AdmitResult};
 pub use cm::{CmError, ContainerManager, PodResources, ResourceList};
 pub use config::Config;
 pub use error::{Error, Result};
 pub use kubelet::{Kubelet, KubeletBuilder, KubeletHandle};
+pub use pod_workers::WorkerState;
 pub use runtime::{ContainerRuntime, RuntimeError, RuntimeResult};
 pub use sink::{Event, EventObject, EventType, NoopStatusSink, SinkError, StatusSink};
 pub use source::{PodOperation, PodSource, PodUpdate, SourceError};

@@ -105,7 +105,9 @@ mod tests {
         )
     }
 
-    fn pod(containers: &[(&[(&str, &str)], &[(&str, &str)])]) -> Pod {
+    type Pairs<'a> = &'a [(&'a str, &'a str)];
+
+    fn pod(containers: &[(Pairs, Pairs)]) -> Pod {
         Pod {
             spec: Some(PodSpec {
                 containers: containers

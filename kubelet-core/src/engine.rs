@@ -1,0 +1,138 @@
+//! The engine's shared state: the parts the builder was given plus the small, clearly owned
+//! structures the sync loop, pod workers, PLEG and status publisher share.
+//!
+//! Locks here are `std` mutexes held only for map lookups and updates, never across an
+//! `.await`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use tokio::sync::Semaphore;
+
+use crate::admission::AdmitHandler;
+use crate::backoff::Backoff;
+use crate::cm::ContainerManager;
+use crate::config::Config;
+use crate::images::ImageManager;
+use crate::pod_manager::PodManager;
+use crate::runtime::{ContainerRuntime, DnsConfig, PodRef};
+use crate::sink::StatusSink;
+use crate::status::StatusManager;
+
+/// Liveness bookkeeping for `/healthz`.
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    /// When the sync loop last started an iteration (Unix ns; 0 = never).
+    pub sync_loop_entered: AtomicI64,
+    /// When the PLEG last started a relist (Unix ns; 0 = never).
+    pub pleg_relist_started: AtomicI64,
+    /// When the PLEG last finished a relist (Unix ns; 0 = never).
+    pub pleg_relist_finished: AtomicI64,
+}
+
+/// Shared engine state. See the module docs.
+pub(crate) struct Engine {
+    pub config: Config,
+    pub runtime: Arc<dyn ContainerRuntime>,
+    pub cm: Arc<dyn ContainerManager>,
+    pub sink: Arc<dyn StatusSink>,
+    pub admit_handlers: Vec<Arc<dyn AdmitHandler>>,
+    pods: RwLock<PodManager>,
+    pub status: Arc<StatusManager>,
+    crash_backoff: Mutex<Backoff>,
+    pub images: ImageManager,
+    runtime_name: RwLock<String>,
+    pub runtime_ready: AtomicBool,
+    pub network_ready: AtomicBool,
+    pub sources_ready: AtomicBool,
+    pub sync_permits: Option<Semaphore>,
+    host_dns: RwLock<DnsConfig>,
+    pub health: Health,
+    /// Pods seen in the runtime at the last relist (for orphan cleanup).
+    runtime_pods: Mutex<HashMap<String, PodRef>>,
+}
+
+impl Engine {
+    pub fn new(
+        config: Config,
+        runtime: Arc<dyn ContainerRuntime>,
+        cm: Arc<dyn ContainerManager>,
+        sink: Arc<dyn StatusSink>,
+        admit_handlers: Vec<Arc<dyn AdmitHandler>>,
+    ) -> Self {
+        let images = ImageManager::new(&config);
+        let crash_backoff = Backoff::new(config.backoff_initial, config.backoff_max);
+        let sync_permits = config
+            .max_concurrent_pod_syncs
+            .map(|n| Semaphore::new(n.max(1)));
+        Engine {
+            status: Arc::new(StatusManager::new(sink.clone())),
+            config,
+            runtime,
+            cm,
+            sink,
+            admit_handlers,
+            pods: RwLock::new(PodManager::new()),
+            crash_backoff: Mutex::new(crash_backoff),
+            images,
+            runtime_name: RwLock::new("runtime".to_string()),
+            runtime_ready: AtomicBool::new(false),
+            network_ready: AtomicBool::new(false),
+            sources_ready: AtomicBool::new(false),
+            sync_permits,
+            host_dns: RwLock::new(DnsConfig::default()),
+            health: Health::default(),
+            runtime_pods: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn pods(&self) -> RwLockReadGuard<'_, PodManager> {
+        self.pods.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn pods_mut(&self) -> RwLockWriteGuard<'_, PodManager> {
+        self.pods.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn crash_backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
+        self.crash_backoff.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn runtime_name(&self) -> String {
+        self.runtime_name
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn set_runtime_name(&self, name: String) {
+        *self.runtime_name.write().unwrap_or_else(|e| e.into_inner()) = name;
+    }
+
+    pub fn host_dns(&self) -> DnsConfig {
+        self.host_dns
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn set_host_dns(&self, dns: DnsConfig) {
+        *self.host_dns.write().unwrap_or_else(|e| e.into_inner()) = dns;
+    }
+
+    pub fn set_runtime_pods(&self, pods: HashMap<String, PodRef>) {
+        *self.runtime_pods.lock().unwrap_or_else(|e| e.into_inner()) = pods;
+    }
+
+    pub fn runtime_pods(&self) -> HashMap<String, PodRef> {
+        self.runtime_pods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn is_runtime_ready(&self) -> bool {
+        self.runtime_ready.load(Ordering::Relaxed)
+    }
+}

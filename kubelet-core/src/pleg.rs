@@ -1,0 +1,249 @@
+//! The pod lifecycle event generator (Go's `GenericPLEG`): relists the runtime every
+//! `relist_period`, compares each sandbox's and container's state with the previous relist,
+//! and emits an [`Event`] per change to the sync loop, which wakes the pod's worker.
+//!
+//! Transitions and the events they produce:
+//!
+//! | old → new | event |
+//! |---|---|
+//! | any → running | `ContainerStarted` |
+//! | any → exited | `ContainerDied` |
+//! | any → unknown | `ContainerChanged` |
+//! | exited → gone | `ContainerRemoved` |
+//! | running/unknown → gone | `ContainerChanged` |
+//!
+//! Sandboxes produce `SandboxChanged` on any change. The relist also records which pods
+//! exist in the runtime (for orphan cleanup) and its timing: a PLEG whose last relist started
+//! longer ago than the threshold (3m) is unhealthy, which `/healthz` reports.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::now_unix_nanos;
+use crate::engine::Engine;
+use crate::runtime::{ContainerState, ListFilter, PodRef, SandboxState};
+
+/// What changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// A container is now running.
+    ContainerStarted,
+    /// A container exited.
+    ContainerDied,
+    /// An exited container was removed.
+    ContainerRemoved,
+    /// A container changed to or from an unknown state.
+    ContainerChanged,
+    /// A sandbox appeared, changed state or disappeared.
+    SandboxChanged,
+}
+
+/// One lifecycle event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The pod the object belongs to.
+    pub pod_uid: String,
+    /// What changed.
+    pub kind: EventKind,
+    /// The container or sandbox id.
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Observed {
+    Running,
+    Exited,
+    Unknown,
+    SandboxReady,
+    SandboxNotReady,
+}
+
+#[derive(Debug, Clone)]
+struct Record {
+    uid: String,
+    state: Observed,
+}
+
+/// The relisting state. Owned by the PLEG task.
+pub(crate) struct Pleg {
+    engine: Arc<Engine>,
+    records: HashMap<String, Record>,
+}
+
+fn container_observed(s: ContainerState) -> Observed {
+    match s {
+        ContainerState::Running => Observed::Running,
+        ContainerState::Exited => Observed::Exited,
+        // A created container has not run: Go maps it to unknown as well.
+        ContainerState::Created | ContainerState::Unknown => Observed::Unknown,
+    }
+}
+
+fn transition(old: Option<Observed>, new: Option<Observed>) -> Option<EventKind> {
+    if old == new {
+        return None;
+    }
+    let is_sandbox = |o: Option<Observed>| {
+        matches!(
+            o,
+            Some(Observed::SandboxReady) | Some(Observed::SandboxNotReady)
+        )
+    };
+    if is_sandbox(old) || is_sandbox(new) {
+        return Some(EventKind::SandboxChanged);
+    }
+    Some(match new {
+        Some(Observed::Running) => EventKind::ContainerStarted,
+        Some(Observed::Exited) => EventKind::ContainerDied,
+        Some(_) => EventKind::ContainerChanged,
+        None => match old {
+            Some(Observed::Exited) => EventKind::ContainerRemoved,
+            _ => EventKind::ContainerChanged,
+        },
+    })
+}
+
+impl Pleg {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Pleg {
+            engine,
+            records: HashMap::new(),
+        }
+    }
+
+    /// One relist: returns the events, or the runtime error.
+    pub async fn relist(&mut self) -> Result<Vec<Event>, crate::runtime::RuntimeError> {
+        let filter = ListFilter::all();
+        let runtime = &self.engine.runtime;
+        let (sandboxes, containers) = tokio::try_join!(
+            runtime.list_pod_sandboxes(&filter),
+            runtime.list_containers(&filter)
+        )?;
+        let mut current: HashMap<String, Record> =
+            HashMap::with_capacity(sandboxes.len() + containers.len());
+        let mut pods: HashMap<String, PodRef> = HashMap::new();
+        for s in sandboxes {
+            let state = match s.state {
+                SandboxState::Ready => Observed::SandboxReady,
+                SandboxState::NotReady => Observed::SandboxNotReady,
+            };
+            pods.entry(s.pod.uid.clone())
+                .or_insert_with(|| s.pod.clone());
+            current.insert(
+                s.id,
+                Record {
+                    uid: s.pod.uid,
+                    state,
+                },
+            );
+        }
+        for c in containers {
+            pods.entry(c.pod.uid.clone())
+                .or_insert_with(|| c.pod.clone());
+            current.insert(
+                c.id,
+                Record {
+                    uid: c.pod.uid,
+                    state: container_observed(c.state),
+                },
+            );
+        }
+        let mut events = Vec::new();
+        for (id, new) in &current {
+            let old = self.records.get(id).map(|r| r.state);
+            if let Some(kind) = transition(old, Some(new.state)) {
+                events.push(Event {
+                    pod_uid: new.uid.clone(),
+                    kind,
+                    id: id.clone(),
+                });
+            }
+        }
+        for (id, old) in &self.records {
+            if !current.contains_key(id) {
+                if let Some(kind) = transition(Some(old.state), None) {
+                    events.push(Event {
+                        pod_uid: old.uid.clone(),
+                        kind,
+                        id: id.clone(),
+                    });
+                }
+            }
+        }
+        self.records = current;
+        self.engine.set_runtime_pods(pods);
+        Ok(events)
+    }
+
+    /// Relists every period and sends events until shutdown. Events for one pod in one relist
+    /// are sent once (the worker re-reads the whole pod anyway).
+    pub async fn run(mut self, events: mpsc::Sender<Event>, shutdown: CancellationToken) {
+        let period = self.engine.config.pleg_relist_period;
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let engine = self.engine.clone();
+            let health = &engine.health;
+            health
+                .pleg_relist_started
+                .store(now_unix_nanos(), Ordering::Relaxed);
+            match self.relist().await {
+                Ok(evs) => {
+                    health
+                        .pleg_relist_finished
+                        .store(now_unix_nanos(), Ordering::Relaxed);
+                    let mut sent = std::collections::HashSet::new();
+                    for e in evs {
+                        if !sent.insert(e.pod_uid.clone()) {
+                            continue;
+                        }
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            r = events.send(e) => if r.is_err() { return },
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "PLEG relist failed"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transitions_table() {
+        use EventKind::*;
+        use Observed::*;
+        let cases = [
+            (None, Some(Running), Some(ContainerStarted)),
+            (Some(Unknown), Some(Running), Some(ContainerStarted)),
+            (Some(Running), Some(Exited), Some(ContainerDied)),
+            (None, Some(Exited), Some(ContainerDied)),
+            (Some(Running), Some(Unknown), Some(ContainerChanged)),
+            (Some(Exited), None, Some(ContainerRemoved)),
+            (Some(Running), None, Some(ContainerChanged)),
+            (Some(Running), Some(Running), None),
+            (None, Some(SandboxReady), Some(SandboxChanged)),
+            (
+                Some(SandboxReady),
+                Some(SandboxNotReady),
+                Some(SandboxChanged),
+            ),
+            (Some(SandboxNotReady), None, Some(SandboxChanged)),
+        ];
+        for (old, new, want) in cases {
+            assert_eq!(transition(old, new), want, "{old:?} -> {new:?}");
+        }
+    }
+}

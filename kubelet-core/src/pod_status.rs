@@ -1,0 +1,91 @@
+//! A pod's state in the runtime: its sandboxes and containers, gathered with the runtime's
+//! list and status calls (Go's `kubecontainer.PodStatus` / `GetPodStatus`).
+
+use crate::runtime::{
+    ContainerRuntime, ContainerState, ContainerStatus, ListFilter, RuntimeError, RuntimeResult,
+    SandboxStatus,
+};
+
+/// Sandboxes and containers of one pod, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodRuntimeStatus {
+    /// Pod uid.
+    pub uid: String,
+    /// Sandboxes, newest first.
+    pub sandboxes: Vec<SandboxStatus>,
+    /// Containers (all attempts), newest first.
+    pub containers: Vec<ContainerStatus>,
+}
+
+impl PodRuntimeStatus {
+    /// The newest container with this name.
+    pub fn latest(&self, name: &str) -> Option<&ContainerStatus> {
+        self.containers.iter().find(|c| c.summary.name == name)
+    }
+
+    /// The second newest container with this name (the previous attempt).
+    pub fn previous(&self, name: &str) -> Option<&ContainerStatus> {
+        self.containers
+            .iter()
+            .filter(|c| c.summary.name == name)
+            .nth(1)
+    }
+
+    /// Containers that are running (or in an unknown state, which may still run).
+    pub fn running_containers(&self) -> impl Iterator<Item = &ContainerStatus> {
+        self.containers.iter().filter(|c| {
+            matches!(
+                c.summary.state,
+                ContainerState::Running | ContainerState::Unknown
+            )
+        })
+    }
+
+    /// The pod's IPs from its newest sandbox.
+    pub fn pod_ips(&self) -> Vec<String> {
+        self.sandboxes
+            .first()
+            .map(|s| {
+                s.ip.iter()
+                    .chain(s.additional_ips.iter())
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Reads the pod's state from the runtime. Objects that vanish between the listing and the
+/// status call are skipped.
+pub async fn fetch(runtime: &dyn ContainerRuntime, uid: &str) -> RuntimeResult<PodRuntimeStatus> {
+    let filter = ListFilter::pod(uid);
+    let (sandboxes, containers) = tokio::try_join!(
+        runtime.list_pod_sandboxes(&filter),
+        runtime.list_containers(&filter)
+    )?;
+    let mut status = PodRuntimeStatus {
+        uid: uid.to_string(),
+        ..Default::default()
+    };
+    for s in sandboxes {
+        match runtime.pod_sandbox_status(&s.id).await {
+            Ok(st) => status.sandboxes.push(st),
+            Err(RuntimeError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    for c in containers {
+        match runtime.container_status(&c.id).await {
+            Ok(st) => status.containers.push(st),
+            Err(RuntimeError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    status
+        .sandboxes
+        .sort_by_key(|s| std::cmp::Reverse((s.created_at, s.attempt)));
+    status
+        .containers
+        .sort_by_key(|c| std::cmp::Reverse((c.summary.created_at, c.summary.attempt)));
+    Ok(status)
+}

@@ -1,0 +1,345 @@
+//! Merging the pod sources into one incremental stream (Go's `config.PodConfig`).
+//!
+//! Every source keeps its own desired set, keyed by pod UID. A source's update is applied to
+//! its set and the differences come out as incremental updates, in the order Go emits them:
+//! `Remove`, `Add`, `Update`, `Delete`, `Reconcile`.
+//!
+//! - A pod is *updated* when its spec, labels, annotations, deletion timestamp or deletion
+//!   grace period changed; when only its status changed it is *reconciled*; when its deletion
+//!   timestamp became set it is *deleted* (graceful termination).
+//! - A pod without a UID or name, a second pod with the same UID in one update, and a pod
+//!   whose `namespace/name` is already owned by a different UID (in any source) are rejected
+//!   with a warning; the first one keeps running.
+//! - A source counts as *seen* once it delivered its first `Set`. Until every registered
+//!   source is seen, the sync loop must not delete pods it does not know about
+//!   ([`PodConfigMerger::seen_all_sources`]).
+
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::pod;
+use crate::source::{PodOperation, PodUpdate};
+
+#[derive(Debug, Default)]
+struct SourcePods {
+    pods: HashMap<String, Pod>,
+}
+
+/// The merge state. See the module docs.
+#[derive(Debug, Default)]
+pub struct PodConfigMerger {
+    sources: HashMap<String, SourcePods>,
+    expected: HashSet<String>,
+    seen: HashSet<String>,
+    /// full name → (source, uid) of the pod that owns it.
+    owners: HashMap<String, (String, String)>,
+}
+
+#[derive(Default)]
+struct Changes {
+    removes: Vec<Pod>,
+    adds: Vec<Pod>,
+    updates: Vec<Pod>,
+    deletes: Vec<Pod>,
+    reconciles: Vec<Pod>,
+}
+
+fn differ_semantically(a: &Pod, b: &Pod) -> bool {
+    a.spec != b.spec
+        || a.metadata.labels != b.metadata.labels
+        || a.metadata.annotations != b.metadata.annotations
+        || a.metadata.deletion_timestamp != b.metadata.deletion_timestamp
+        || a.metadata.deletion_grace_period_seconds != b.metadata.deletion_grace_period_seconds
+}
+
+impl PodConfigMerger {
+    /// A merger expecting updates from the named sources.
+    pub fn new<I, S>(expected_sources: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        PodConfigMerger {
+            expected: expected_sources.into_iter().map(Into::into).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Whether every expected source has delivered its first snapshot.
+    pub fn seen_all_sources(&self) -> bool {
+        self.expected.iter().all(|s| self.seen.contains(s))
+    }
+
+    /// Whether `source` has delivered its first snapshot.
+    pub fn seen(&self, source: &str) -> bool {
+        self.seen.contains(source)
+    }
+
+    /// Applies one source update; returns the incremental updates it causes.
+    pub fn merge(&mut self, update: PodUpdate) -> Vec<PodUpdate> {
+        let source = update.source.clone();
+        let mut changes = Changes::default();
+        let incoming = self.filter_invalid(&source, update.pods);
+        match update.op {
+            PodOperation::Set => {
+                self.seen.insert(source.clone());
+                let new_uids: HashSet<String> =
+                    incoming.iter().map(|p| pod::uid(p).to_string()).collect();
+                let old: Vec<String> = self
+                    .sources
+                    .get(&source)
+                    .map(|s| s.pods.keys().cloned().collect())
+                    .unwrap_or_default();
+                for uid in old.iter().filter(|u| !new_uids.contains(*u)) {
+                    if let Some(p) = self.remove_pod(&source, uid) {
+                        changes.removes.push(p);
+                    }
+                }
+                for p in incoming {
+                    self.upsert(&source, p, &mut changes);
+                }
+            }
+            PodOperation::Add | PodOperation::Update | PodOperation::Delete => {
+                for p in incoming {
+                    self.upsert(&source, p, &mut changes);
+                }
+            }
+            PodOperation::Remove => {
+                for p in incoming {
+                    if let Some(p) = self.remove_pod(&source, pod::uid(&p)) {
+                        changes.removes.push(p);
+                    }
+                }
+            }
+            PodOperation::Reconcile => {
+                for p in incoming {
+                    let uid = pod::uid(&p).to_string();
+                    if let Some(existing) = self
+                        .sources
+                        .get_mut(&source)
+                        .and_then(|s| s.pods.get_mut(&uid))
+                    {
+                        if existing.status != p.status {
+                            existing.status = p.status.clone();
+                            changes.reconciles.push(p);
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (op, pods) in [
+            (PodOperation::Remove, changes.removes),
+            (PodOperation::Add, changes.adds),
+            (PodOperation::Update, changes.updates),
+            (PodOperation::Delete, changes.deletes),
+            (PodOperation::Reconcile, changes.reconciles),
+        ] {
+            if !pods.is_empty() {
+                out.push(PodUpdate {
+                    op,
+                    pods,
+                    source: source.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Drops pods without identity, duplicate UIDs and names owned by another pod.
+    fn filter_invalid(&self, source: &str, pods: Vec<Pod>) -> Vec<Pod> {
+        let mut uids = HashSet::new();
+        let mut names = HashSet::new();
+        let mut valid = Vec::with_capacity(pods.len());
+        for p in pods {
+            let uid = pod::uid(&p).to_string();
+            let full = pod::full_name(&p);
+            if uid.is_empty() || pod::name(&p).is_empty() {
+                tracing::warn!(source, pod = %full, "pod without uid or name rejected");
+                continue;
+            }
+            if !uids.insert(uid.clone()) || !names.insert(full.clone()) {
+                tracing::warn!(source, pod = %full, uid, "duplicate pod in one update rejected");
+                continue;
+            }
+            if let Some((owner_source, owner_uid)) = self.owners.get(&full) {
+                let replaced_in_same_source = owner_source == source;
+                if *owner_uid != uid && !replaced_in_same_source {
+                    tracing::warn!(
+                        source, pod = %full, uid, owner_source, owner_uid,
+                        "pod name already used by a pod of another source; rejected"
+                    );
+                    continue;
+                }
+            }
+            valid.push(p);
+        }
+        valid
+    }
+
+    fn remove_pod(&mut self, source: &str, uid: &str) -> Option<Pod> {
+        let p = self.sources.get_mut(source)?.pods.remove(uid)?;
+        let full = pod::full_name(&p);
+        if self.owners.get(&full).is_some_and(|(_, u)| u == uid) {
+            self.owners.remove(&full);
+        }
+        Some(p)
+    }
+
+    fn upsert(&mut self, source: &str, p: Pod, changes: &mut Changes) {
+        let uid = pod::uid(&p).to_string();
+        let full = pod::full_name(&p);
+        let pods = &mut self.sources.entry(source.to_string()).or_default().pods;
+        match pods.get_mut(&uid) {
+            None => {
+                self.owners.insert(full, (source.to_string(), uid.clone()));
+                pods.insert(uid, p.clone());
+                if pod::is_deleted(&p) {
+                    changes.deletes.push(p);
+                } else {
+                    changes.adds.push(p);
+                }
+            }
+            Some(existing) => {
+                if differ_semantically(existing, &p) {
+                    let newly_deleted = existing.metadata.deletion_timestamp.is_none()
+                        && p.metadata.deletion_timestamp.is_some();
+                    *existing = p.clone();
+                    if newly_deleted {
+                        changes.deletes.push(p);
+                    } else {
+                        changes.updates.push(p);
+                    }
+                } else if existing.status != p.status {
+                    existing.status = p.status.clone();
+                    changes.reconciles.push(p);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    fn pod(name: &str, uid: &str, image: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "c".into(),
+                    image: Some(image.into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn set(source: &str, pods: Vec<Pod>) -> PodUpdate {
+        PodUpdate {
+            op: PodOperation::Set,
+            pods,
+            source: source.into(),
+        }
+    }
+
+    fn summary(out: &[PodUpdate]) -> Vec<(PodOperation, Vec<String>)> {
+        out.iter()
+            .map(|u| {
+                (
+                    u.op,
+                    u.pods.iter().map(|p| pod::uid(p).to_string()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn set_snapshots_become_incremental_updates() {
+        let mut m = PodConfigMerger::new(["file", "http"]);
+        assert!(!m.seen_all_sources());
+        let out = m.merge(set("file", vec![pod("a", "1", "x"), pod("b", "2", "x")]));
+        assert_eq!(
+            summary(&out),
+            vec![(PodOperation::Add, vec!["1".into(), "2".into()])]
+        );
+        assert!(m.seen("file") && !m.seen_all_sources());
+        // Same snapshot again: nothing.
+        assert!(m
+            .merge(set("file", vec![pod("a", "1", "x"), pod("b", "2", "x")]))
+            .is_empty());
+        // b changes spec, a disappears, c appears.
+        let out = m.merge(set("file", vec![pod("b", "2", "y"), pod("c", "3", "x")]));
+        assert_eq!(
+            summary(&out),
+            vec![
+                (PodOperation::Remove, vec!["1".into()]),
+                (PodOperation::Add, vec!["3".into()]),
+                (PodOperation::Update, vec!["2".into()]),
+            ]
+        );
+        m.merge(set("http", vec![]));
+        assert!(m.seen_all_sources());
+    }
+
+    #[test]
+    fn deletion_status_and_duplicates() {
+        let mut m = PodConfigMerger::new(["api", "file"]);
+        m.merge(set("api", vec![pod("a", "1", "x")]));
+        let mut deleted = pod("a", "1", "x");
+        deleted.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        let out = m.merge(PodUpdate {
+            op: PodOperation::Update,
+            pods: vec![deleted],
+            source: "api".into(),
+        });
+        assert_eq!(
+            summary(&out),
+            vec![(PodOperation::Delete, vec!["1".into()])]
+        );
+
+        let mut with_status = pod("b", "2", "x");
+        m.merge(set("api", vec![pod("a", "1", "x"), with_status.clone()]));
+        with_status.status = Some(Default::default());
+        let out = m.merge(set("api", vec![pod("a", "1", "x"), with_status]));
+        assert_eq!(
+            summary(&out),
+            vec![(PodOperation::Reconcile, vec!["2".into()])]
+        );
+
+        // Another source claiming default/b with another uid is rejected; same uid twice too.
+        let out = m.merge(set(
+            "file",
+            vec![pod("b", "9", "x"), pod("c", "3", "x"), pod("d", "3", "x")],
+        ));
+        assert_eq!(summary(&out), vec![(PodOperation::Add, vec!["3".into()])]);
+        // A pod without uid is rejected.
+        let out = m.merge(set("file", vec![pod("c", "3", "x"), pod("e", "", "x")]));
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn edited_static_pod_replaces_uid_in_same_source() {
+        let mut m = PodConfigMerger::new(["file"]);
+        m.merge(set("file", vec![pod("web", "old", "x")]));
+        let out = m.merge(set("file", vec![pod("web", "new", "y")]));
+        assert_eq!(
+            summary(&out),
+            vec![
+                (PodOperation::Remove, vec!["old".into()]),
+                (PodOperation::Add, vec!["new".into()]),
+            ]
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! Pod status: generating it ([`generate`]) and publishing changes ([`manager`]).
+
+pub mod generate;
+pub mod manager;
+
+pub use generate::{generate, is_terminal, StatusInputs, WaitingReason};
+pub use manager::StatusManager;

@@ -1,0 +1,559 @@
+//! What a sync must do to a pod (Go's `computePodActions`), as a pure function of the pod
+//! spec and its runtime state, so it can be table-tested.
+//!
+//! Rules, in order:
+//! 1. **Sandbox**: create one when there is none, when the newest is not ready, when more than
+//!    one is ready, when the network mode changed, or when a pod-network sandbox has no IP.
+//!    Re-creating kills the whole pod first. A pod with `restartPolicy: Never` whose sandbox
+//!    died after its containers ran is done and gets no new sandbox; neither does a pod whose
+//!    containers all completed (`OnFailure`) and whose init containers are done.
+//! 2. **Init containers** run one at a time in order; while one is running or the next is due,
+//!    app containers are not looked at. A failed init container is restarted unless
+//!    `restartPolicy` is `Never`, in which case the pod is killed (and fails).
+//! 3. **App containers**: a running container whose spec hash changed is killed and restarted;
+//!    a missing or exited one is started if the restart policy allows (`Always`; `OnFailure` on
+//!    a non-zero exit; never for `Never` once it ran; always when it never ran or is stuck in
+//!    created/unknown state). A deleted pod (deletion timestamp set) restarts nothing.
+//! 4. If nothing keeps running and nothing is to start, the pod is killed (it is finished).
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::hash::container_hash;
+use crate::pod;
+use crate::pod_status::PodRuntimeStatus;
+use crate::runtime::{ContainerState, ContainerStatus, SandboxState};
+
+/// A running container to stop, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerToKill {
+    /// Runtime id.
+    pub id: String,
+    /// Name in the pod spec.
+    pub name: String,
+    /// Why it is killed (goes into the Killing event).
+    pub message: String,
+}
+
+/// The result of [`compute_pod_actions`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodActions {
+    /// Stop every container and the sandbox.
+    pub kill_pod: bool,
+    /// Create a new sandbox (after killing the pod).
+    pub create_sandbox: bool,
+    /// The sandbox to use (the existing one), or the one being replaced.
+    pub sandbox_id: Option<String>,
+    /// Attempt number of the sandbox to create.
+    pub attempt: u32,
+    /// Index in `spec.initContainers` of the init container to start next.
+    pub next_init_container: Option<usize>,
+    /// Indexes in `spec.containers` to start.
+    pub containers_to_start: Vec<usize>,
+    /// Running containers to stop.
+    pub containers_to_kill: Vec<ContainerToKill>,
+}
+
+/// Whether the restart policy restarts failed containers (Go's `shouldRestartOnFailure`).
+fn restart_on_failure(p: &Pod) -> bool {
+    pod::restart_policy(p) != "Never"
+}
+
+fn sandbox_changed(p: &Pod, status: &PodRuntimeStatus) -> (bool, u32, Option<String>) {
+    let Some(newest) = status.sandboxes.first() else {
+        return (true, 0, None);
+    };
+    let ready = status
+        .sandboxes
+        .iter()
+        .filter(|s| s.state == SandboxState::Ready)
+        .count();
+    let next = newest.attempt.saturating_add(1);
+    let id = Some(newest.id.clone());
+    if ready > 1 || newest.state != SandboxState::Ready {
+        return (true, next, id);
+    }
+    if newest.host_network != pod::host_network(p) {
+        return (true, next, None);
+    }
+    if !pod::host_network(p) && newest.ip.as_deref().unwrap_or("").is_empty() {
+        return (true, next, id);
+    }
+    (false, newest.attempt, id)
+}
+
+fn succeeded(c: &Container, status: &PodRuntimeStatus) -> bool {
+    status
+        .latest(&c.name)
+        .is_some_and(|s| s.summary.state == ContainerState::Exited && s.exit_code == 0)
+}
+
+/// Go's `isInitContainerFailed`.
+pub fn init_container_failed(s: &ContainerStatus) -> bool {
+    s.reason == "OOMKilled"
+        || (s.summary.state == ContainerState::Exited && s.exit_code != 0)
+        || s.summary.state == ContainerState::Unknown
+}
+
+/// Progress of init containers (Go's `findNextInitContainerToRun`): the last failed init
+/// container's status (if any), the index of the next one to run, and whether all are done.
+pub fn next_init_container<'a>(
+    p: &Pod,
+    status: &'a PodRuntimeStatus,
+) -> (Option<&'a ContainerStatus>, Option<usize>, bool) {
+    let Some(spec) = p.spec.as_ref() else {
+        return (None, None, true);
+    };
+    let inits = spec.init_containers.as_deref().unwrap_or(&[]);
+    if inits.is_empty() {
+        return (None, None, true);
+    }
+    let app_running = spec.containers.iter().any(|c| {
+        status
+            .latest(&c.name)
+            .is_some_and(|s| s.summary.state == ContainerState::Running)
+    });
+    if app_running {
+        return (None, None, true);
+    }
+    for (i, c) in inits.iter().enumerate().rev() {
+        if let Some(s) = status.latest(&c.name) {
+            if init_container_failed(s) {
+                return (Some(s), Some(i), false);
+            }
+        }
+    }
+    for (i, c) in inits.iter().enumerate().rev() {
+        let Some(s) = status.latest(&c.name) else {
+            continue;
+        };
+        match s.summary.state {
+            ContainerState::Running => return (None, None, false),
+            ContainerState::Exited => {
+                if i + 1 == inits.len() {
+                    return (None, None, true);
+                }
+                return (None, Some(i + 1), false);
+            }
+            _ => {}
+        }
+    }
+    (None, Some(0), false)
+}
+
+/// Go's `ShouldContainerBeRestarted`.
+pub fn should_start(c: &Container, p: &Pod, status: &PodRuntimeStatus) -> bool {
+    if pod::is_deleted(p) {
+        return false;
+    }
+    let Some(s) = status.latest(&c.name) else {
+        return true;
+    };
+    match s.summary.state {
+        ContainerState::Running => false,
+        ContainerState::Unknown | ContainerState::Created => true,
+        ContainerState::Exited => match pod::restart_policy(p) {
+            "Never" => false,
+            "OnFailure" => s.exit_code != 0,
+            _ => true,
+        },
+    }
+}
+
+/// Computes the actions for one sync. See the module docs.
+pub fn compute_pod_actions(p: &Pod, status: &PodRuntimeStatus) -> PodActions {
+    let (create_sandbox, attempt, sandbox_id) = sandbox_changed(p, status);
+    let mut actions = PodActions {
+        kill_pod: create_sandbox,
+        create_sandbox,
+        sandbox_id,
+        attempt,
+        ..Default::default()
+    };
+    let Some(spec) = p.spec.as_ref() else {
+        actions.create_sandbox = false;
+        return actions;
+    };
+    let has_inits = spec.init_containers.as_ref().is_some_and(|v| !v.is_empty());
+    if create_sandbox {
+        if (!restart_on_failure(p) && attempt != 0 && !status.containers.is_empty())
+            || pod::is_deleted(p)
+        {
+            actions.create_sandbox = false;
+            return actions;
+        }
+        let to_start: Vec<usize> = spec
+            .containers
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !(pod::restart_policy(p) == "OnFailure" && succeeded(c, status)))
+            .map(|(i, _)| i)
+            .collect();
+        if to_start.is_empty() && next_init_container(p, status).2 {
+            actions.create_sandbox = false;
+            return actions;
+        }
+        if has_inits {
+            actions.next_init_container = Some(0);
+        } else {
+            actions.containers_to_start = to_start;
+        }
+        return actions;
+    }
+
+    let (last_failed, next, done) = next_init_container(p, status);
+    if !done {
+        if let Some(next) = next {
+            if last_failed.is_some() && !restart_on_failure(p) {
+                actions.kill_pod = true;
+            } else {
+                if let Some(s) = last_failed.filter(|s| s.summary.state == ContainerState::Unknown)
+                {
+                    actions.containers_to_kill.push(ContainerToKill {
+                        id: s.summary.id.clone(),
+                        name: s.summary.name.clone(),
+                        message:
+                            "Init container is in unknown state, try killing it before restart"
+                                .into(),
+                    });
+                }
+                actions.next_init_container = Some(next);
+            }
+        }
+        return actions;
+    }
+
+    let mut keep = 0usize;
+    for (i, c) in spec.containers.iter().enumerate() {
+        let s = status.latest(&c.name);
+        match s {
+            Some(s) if s.summary.state == ContainerState::Running => {
+                if s.summary.hash != container_hash(c) {
+                    actions.containers_to_kill.push(ContainerToKill {
+                        id: s.summary.id.clone(),
+                        name: c.name.clone(),
+                        message: format!(
+                            "Container {} definition changed, will be restarted",
+                            c.name
+                        ),
+                    });
+                    if !pod::is_deleted(p) {
+                        actions.containers_to_start.push(i);
+                    }
+                } else {
+                    keep += 1;
+                }
+            }
+            _ => {
+                if should_start(c, p, status) {
+                    if let Some(s) = s.filter(|s| s.summary.state == ContainerState::Unknown) {
+                        actions.containers_to_kill.push(ContainerToKill {
+                            id: s.summary.id.clone(),
+                            name: c.name.clone(),
+                            message: "Container is in unknown state, try killing it before restart"
+                                .into(),
+                        });
+                    }
+                    actions.containers_to_start.push(i);
+                }
+            }
+        }
+    }
+    if keep == 0 && actions.containers_to_start.is_empty() {
+        actions.kill_pod = true;
+    }
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{ContainerSummary, PodRef, SandboxStatus};
+    use crate::testing::{container, pod};
+
+    fn sandbox(attempt: u32, ready: bool, ip: Option<&str>, t: i64) -> SandboxStatus {
+        SandboxStatus {
+            id: format!("sb{attempt}"),
+            pod: PodRef::default(),
+            attempt,
+            state: if ready {
+                SandboxState::Ready
+            } else {
+                SandboxState::NotReady
+            },
+            created_at: t,
+            ip: ip.map(str::to_string),
+            additional_ips: vec![],
+            host_network: false,
+        }
+    }
+
+    fn cstatus(
+        c: &Container,
+        state: ContainerState,
+        exit: i32,
+        attempt: u32,
+        t: i64,
+    ) -> ContainerStatus {
+        ContainerStatus {
+            summary: ContainerSummary {
+                id: format!("{}-{attempt}", c.name),
+                sandbox_id: "sb0".into(),
+                pod: PodRef::default(),
+                name: c.name.clone(),
+                attempt,
+                hash: container_hash(c),
+                image: String::new(),
+                image_ref: String::new(),
+                state,
+                created_at: t,
+            },
+            started_at: t,
+            finished_at: t,
+            exit_code: exit,
+            reason: String::new(),
+            message: String::new(),
+            log_path: None,
+        }
+    }
+
+    struct Case {
+        name: &'static str,
+        policy: &'static str,
+        inits: usize,
+        sandboxes: Vec<SandboxStatus>,
+        /// (container name, state, exit code)
+        containers: Vec<(&'static str, ContainerState, i32)>,
+        changed_spec: bool,
+        want: PodActions,
+    }
+
+    fn actions(kill: bool, create: bool, sb: Option<&str>, attempt: u32) -> PodActions {
+        PodActions {
+            kill_pod: kill,
+            create_sandbox: create,
+            sandbox_id: sb.map(str::to_string),
+            attempt,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn compute_pod_actions_table() {
+        use ContainerState::*;
+        let ready = || vec![sandbox(0, true, Some("10.88.0.2"), 1)];
+        let cases = vec![
+            Case {
+                name: "new pod: sandbox and all containers",
+                policy: "Always",
+                inits: 0,
+                sandboxes: vec![],
+                containers: vec![],
+                changed_spec: false,
+                want: PodActions {
+                    containers_to_start: vec![0, 1],
+                    ..actions(true, true, None, 0)
+                },
+            },
+            Case {
+                name: "new pod with init containers: first init only",
+                policy: "Always",
+                inits: 2,
+                sandboxes: vec![],
+                containers: vec![],
+                changed_spec: false,
+                want: PodActions {
+                    next_init_container: Some(0),
+                    ..actions(true, true, None, 0)
+                },
+            },
+            Case {
+                name: "steady state: nothing",
+                policy: "Always",
+                inits: 0,
+                sandboxes: ready(),
+                containers: vec![("a", Running, 0), ("b", Running, 0)],
+                changed_spec: false,
+                want: actions(false, false, Some("sb0"), 0),
+            },
+            Case {
+                name: "dead sandbox is re-created",
+                policy: "Always",
+                inits: 0,
+                sandboxes: vec![sandbox(0, false, Some("10.88.0.2"), 1)],
+                containers: vec![("a", Exited, 0), ("b", Exited, 0)],
+                changed_spec: false,
+                want: PodActions {
+                    containers_to_start: vec![0, 1],
+                    ..actions(true, true, Some("sb0"), 1)
+                },
+            },
+            Case {
+                name: "sandbox without IP is re-created",
+                policy: "Always",
+                inits: 0,
+                sandboxes: vec![sandbox(0, true, None, 1)],
+                containers: vec![],
+                changed_spec: false,
+                want: PodActions {
+                    containers_to_start: vec![0, 1],
+                    ..actions(true, true, Some("sb0"), 1)
+                },
+            },
+            Case {
+                name: "Never: dead sandbox after containers ran is not re-created",
+                policy: "Never",
+                inits: 0,
+                sandboxes: vec![sandbox(0, false, Some("10.88.0.2"), 1)],
+                containers: vec![("a", Exited, 0), ("b", Exited, 1)],
+                changed_spec: false,
+                want: actions(true, false, Some("sb0"), 1),
+            },
+            Case {
+                name: "Always restarts an exited container",
+                policy: "Always",
+                inits: 0,
+                sandboxes: ready(),
+                containers: vec![("a", Running, 0), ("b", Exited, 0)],
+                changed_spec: false,
+                want: PodActions {
+                    containers_to_start: vec![1],
+                    ..actions(false, false, Some("sb0"), 0)
+                },
+            },
+            Case {
+                name: "OnFailure restarts only failures",
+                policy: "OnFailure",
+                inits: 0,
+                sandboxes: ready(),
+                containers: vec![("a", Exited, 0), ("b", Exited, 2)],
+                changed_spec: false,
+                want: PodActions {
+                    containers_to_start: vec![1],
+                    ..actions(false, false, Some("sb0"), 0)
+                },
+            },
+            Case {
+                name: "Never: all exited kills the pod",
+                policy: "Never",
+                inits: 0,
+                sandboxes: ready(),
+                containers: vec![("a", Exited, 0), ("b", Exited, 2)],
+                changed_spec: false,
+                want: actions(true, false, Some("sb0"), 0),
+            },
+            Case {
+                name: "changed spec hash kills and restarts",
+                policy: "Never",
+                inits: 0,
+                sandboxes: ready(),
+                containers: vec![("a", Running, 0), ("b", Running, 0)],
+                changed_spec: true,
+                want: PodActions {
+                    containers_to_start: vec![0],
+                    containers_to_kill: vec![ContainerToKill {
+                        id: "a-0".into(),
+                        name: "a".into(),
+                        message: "Container a definition changed, will be restarted".into(),
+                    }],
+                    ..actions(false, false, Some("sb0"), 0)
+                },
+            },
+            Case {
+                name: "second init container is next",
+                policy: "Always",
+                inits: 2,
+                sandboxes: ready(),
+                containers: vec![("init0", Exited, 0)],
+                changed_spec: false,
+                want: PodActions {
+                    next_init_container: Some(1),
+                    ..actions(false, false, Some("sb0"), 0)
+                },
+            },
+            Case {
+                name: "failed init container is retried under OnFailure",
+                policy: "OnFailure",
+                inits: 2,
+                sandboxes: ready(),
+                containers: vec![("init0", Exited, 1)],
+                changed_spec: false,
+                want: PodActions {
+                    next_init_container: Some(0),
+                    ..actions(false, false, Some("sb0"), 0)
+                },
+            },
+            Case {
+                name: "failed init container under Never kills the pod",
+                policy: "Never",
+                inits: 2,
+                sandboxes: ready(),
+                containers: vec![("init0", Exited, 1)],
+                changed_spec: false,
+                want: actions(true, false, Some("sb0"), 0),
+            },
+            Case {
+                name: "inits done: app containers start",
+                policy: "Always",
+                inits: 2,
+                sandboxes: ready(),
+                containers: vec![("init0", Exited, 0), ("init1", Exited, 0)],
+                changed_spec: false,
+                want: PodActions {
+                    containers_to_start: vec![0, 1],
+                    ..actions(false, false, Some("sb0"), 0)
+                },
+            },
+        ];
+        for case in cases {
+            let mut p = pod(
+                "p",
+                "u",
+                vec![container("a", "img:1"), container("b", "img:1")],
+            );
+            if let Some(s) = p.spec.as_mut() {
+                s.restart_policy = Some(case.policy.into());
+                if case.inits > 0 {
+                    s.init_containers = Some(
+                        (0..case.inits)
+                            .map(|i| container(&format!("init{i}"), "img:1"))
+                            .collect(),
+                    );
+                }
+            }
+            let spec = p.spec.clone().unwrap_or_default();
+            let all: Vec<Container> = spec
+                .init_containers
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .chain(spec.containers.clone())
+                .collect();
+            let mut containers: Vec<ContainerStatus> = case
+                .containers
+                .iter()
+                .map(|(name, state, code)| {
+                    let c = all
+                        .iter()
+                        .find(|c| c.name == *name)
+                        .cloned()
+                        .unwrap_or_default();
+                    cstatus(&c, *state, *code, 0, 1)
+                })
+                .collect();
+            if case.changed_spec {
+                containers[0].summary.hash ^= 1;
+            }
+            let status = PodRuntimeStatus {
+                uid: "u".into(),
+                sandboxes: case.sandboxes.clone(),
+                containers,
+            };
+            assert_eq!(
+                compute_pod_actions(&p, &status),
+                case.want,
+                "case: {}",
+                case.name
+            );
+        }
+    }
+}

@@ -1,0 +1,524 @@
+//! Pod sync: carrying out [`actions::compute_pod_actions`] against the runtime (Go's
+//! `kuberuntime.SyncPod`), killing a pod (`killPodWithSyncResult`) and removing what is left
+//! of it after termination.
+//!
+//! Only pod workers call these, one call at a time per pod.
+
+pub mod actions;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::clock::{now_time, now_unix_nanos};
+use crate::dns::pod_dns;
+use crate::engine::Engine;
+use crate::env::{container_env, expand_command, FieldValues};
+use crate::hash::container_hash;
+use crate::pod;
+use crate::pod_status::{self, PodRuntimeStatus};
+use crate::runtime::{ContainerConfig, ContainerKind, ContainerState, SandboxConfig, SandboxState};
+use crate::sink::{Event, EventObject, EventType};
+use crate::status::{generate, is_terminal, StatusInputs, WaitingReason};
+
+use actions::{compute_pod_actions, PodActions};
+
+/// How long to wait before retrying after a failed runtime call.
+const ERROR_RETRY: Duration = Duration::from_secs(2);
+/// Go's minimum grace period for stopping a container.
+const MIN_GRACE_SECONDS: i64 = 2;
+
+/// What the worker does after a sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyncOutcome {
+    /// The pod reached a terminal phase: terminate it.
+    Terminal,
+    /// Sync again after this long (or earlier on an event).
+    Requeue(Duration),
+}
+
+/// Per-pod memory of the worker: why containers last failed to start.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerMemory {
+    pub reasons: HashMap<String, WaitingReason>,
+}
+
+fn pod_event(p: &Pod, field: Option<&str>, t: EventType, reason: &str, message: String) -> Event {
+    Event {
+        object: EventObject::Pod {
+            namespace: pod::namespace(p).to_string(),
+            name: pod::name(p).to_string(),
+            uid: pod::uid(p).to_string(),
+            field_path: field
+                .map(|c| format!("spec.containers{{{c}}}"))
+                .unwrap_or_default(),
+        },
+        event_type: t,
+        reason: reason.to_string(),
+        message,
+    }
+}
+
+fn nothing_to_do(a: &PodActions) -> bool {
+    !a.kill_pod
+        && !a.create_sandbox
+        && a.next_init_container.is_none()
+        && a.containers_to_start.is_empty()
+        && a.containers_to_kill.is_empty()
+}
+
+fn secs(s: i64) -> Duration {
+    Duration::from_secs(u64::try_from(s).unwrap_or(0))
+}
+
+impl Engine {
+    fn event(&self, e: Event) {
+        self.sink.record_event(e);
+    }
+
+    /// Generates and records the pod's status; returns it.
+    pub(crate) fn update_status(
+        &self,
+        p: &Arc<Pod>,
+        rt: &PodRuntimeStatus,
+        memory: &WorkerMemory,
+        terminated: bool,
+    ) -> k8s_openapi::api::core::v1::PodStatus {
+        let old = self.status.get(pod::uid(p));
+        let runtime_name = self.runtime_name();
+        let status = generate(&StatusInputs {
+            pod: p,
+            runtime: rt,
+            reasons: &memory.reasons,
+            old: old.as_ref(),
+            runtime_name: &runtime_name,
+            host_ips: &self.config.node_ips,
+            terminated,
+            now: now_time(),
+        });
+        self.status.set(p, status.clone());
+        status
+    }
+
+    /// One sync of a pod that should be running. See the module docs.
+    pub(crate) async fn sync_pod(&self, p: &Arc<Pod>, memory: &mut WorkerMemory) -> SyncOutcome {
+        let _permit = match self.sync_permits.as_ref() {
+            Some(s) => s.acquire().await.ok(),
+            None => None,
+        };
+        let uid = pod::uid(p);
+        let rt = match pod_status::fetch(self.runtime.as_ref(), uid).await {
+            Ok(rt) => rt,
+            Err(e) => {
+                tracing::warn!(pod = %pod::full_name(p), uid, error = %e, "reading pod state from the runtime failed");
+                return SyncOutcome::Requeue(ERROR_RETRY);
+            }
+        };
+        let status = self.update_status(p, &rt, memory, false);
+        if is_terminal(&status) {
+            return SyncOutcome::Terminal;
+        }
+        if !pod::host_network(p)
+            && !self
+                .network_ready
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::debug!(pod = %pod::full_name(p), "network is not ready; waiting");
+            return SyncOutcome::Requeue(Duration::from_secs(1));
+        }
+        let actions = compute_pod_actions(p, &rt);
+        if nothing_to_do(&actions) {
+            return SyncOutcome::Requeue(self.config.sync_frequency);
+        }
+        tracing::debug!(pod = %pod::full_name(p), uid, ?actions, "syncing pod");
+        let retry = self.execute(p, &rt, &actions, memory).await;
+        let next = retry.unwrap_or(self.config.sync_frequency);
+        match pod_status::fetch(self.runtime.as_ref(), uid).await {
+            Ok(rt) => {
+                let status = self.update_status(p, &rt, memory, false);
+                if is_terminal(&status) {
+                    return SyncOutcome::Terminal;
+                }
+                SyncOutcome::Requeue(next)
+            }
+            Err(_) => SyncOutcome::Requeue(ERROR_RETRY),
+        }
+    }
+
+    /// Builds the sandbox config, asking the container manager for the cgroup parent.
+    async fn sandbox_config(&self, p: &Arc<Pod>, attempt: u32) -> Result<SandboxConfig, String> {
+        let resources = self
+            .cm
+            .ensure_pod_resources(p)
+            .await
+            .map_err(|e| e.to_string())?;
+        let hostname = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.hostname.clone())
+            .unwrap_or_else(|| pod::name(p).to_string());
+        let log_directory = self.config.pod_logs_dir.join(format!(
+            "{}_{}_{}",
+            pod::namespace(p),
+            pod::name(p),
+            pod::uid(p)
+        ));
+        Ok(SandboxConfig {
+            pod: p.clone(),
+            attempt,
+            hostname,
+            log_directory,
+            cgroup_parent: resources.cgroup_parent,
+            dns: Some(pod_dns(p, &self.config, &self.host_dns())),
+        })
+    }
+
+    /// Carries out the actions; returns the earliest time a retry is due, if any.
+    async fn execute(
+        &self,
+        p: &Arc<Pod>,
+        rt: &PodRuntimeStatus,
+        actions: &PodActions,
+        memory: &mut WorkerMemory,
+    ) -> Option<Duration> {
+        let grace = self.grace_period(p, None);
+        if actions.kill_pod {
+            if actions.create_sandbox && !rt.sandboxes.is_empty() {
+                self.event(pod_event(
+                    p,
+                    None,
+                    EventType::Normal,
+                    "SandboxChanged",
+                    "Pod sandbox changed, it will be killed and re-created.".into(),
+                ));
+            }
+            if let Err(e) = self.kill_pod(p, rt, grace).await {
+                tracing::warn!(pod = %pod::full_name(p), error = %e, "killing pod failed");
+                return Some(ERROR_RETRY);
+            }
+            if !actions.create_sandbox {
+                return None;
+            }
+        } else {
+            let stops = actions.containers_to_kill.iter().map(|k| {
+                self.event(pod_event(
+                    p,
+                    Some(&k.name),
+                    EventType::Normal,
+                    "Killing",
+                    k.message.clone(),
+                ));
+                self.runtime.stop_container(&k.id, grace)
+            });
+            for r in join_all(stops).await {
+                if let Err(e) = r {
+                    tracing::warn!(pod = %pod::full_name(p), error = %e, "stopping container failed");
+                }
+            }
+        }
+        let sandbox = match self.sandbox_config(p, actions.attempt).await {
+            Ok(s) => s,
+            Err(message) => {
+                self.event(pod_event(
+                    p,
+                    None,
+                    EventType::Warning,
+                    "FailedCreatePodSandBox",
+                    message,
+                ));
+                return Some(ERROR_RETRY);
+            }
+        };
+        let mut pod_ip = rt.pod_ips().into_iter().next().unwrap_or_default();
+        let sandbox_id = if actions.create_sandbox {
+            match self.runtime.run_pod_sandbox(&sandbox).await {
+                Ok(id) => {
+                    if let Ok(st) = self.runtime.pod_sandbox_status(&id).await {
+                        pod_ip = st.ip.unwrap_or_default();
+                    }
+                    id
+                }
+                Err(e) => {
+                    self.event(pod_event(
+                        p,
+                        None,
+                        EventType::Warning,
+                        "FailedCreatePodSandBox",
+                        format!("Failed to create pod sandbox: {e}"),
+                    ));
+                    return Some(ERROR_RETRY);
+                }
+            }
+        } else {
+            match actions.sandbox_id.clone() {
+                Some(id) => id,
+                None => return Some(ERROR_RETRY),
+            }
+        };
+        let fields = FieldValues {
+            pod_ip,
+            host_ip: self.config.node_ips.first().cloned().unwrap_or_default(),
+            node_name: self.config.node_name.clone(),
+        };
+        let spec = p.spec.as_ref()?;
+        let mut retry: Option<Duration> = None;
+        let mut todo: Vec<(&Container, ContainerKind)> = Vec::new();
+        if let Some(i) = actions.next_init_container {
+            if let Some(c) = spec.init_containers.as_ref().and_then(|v| v.get(i)) {
+                todo.push((c, ContainerKind::Init));
+            }
+        }
+        for &i in &actions.containers_to_start {
+            if let Some(c) = spec.containers.get(i) {
+                todo.push((c, ContainerKind::Regular));
+            }
+        }
+        for (c, kind) in todo {
+            match self
+                .start_container(p, rt, &sandbox_id, &sandbox, c, kind, &fields)
+                .await
+            {
+                Ok(()) => {
+                    memory.reasons.remove(&c.name);
+                }
+                Err((reason, after)) => {
+                    tracing::info!(pod = %pod::full_name(p), container = %c.name, reason = %reason.reason, message = %reason.message, "container not started");
+                    memory.reasons.insert(c.name.clone(), reason);
+                    let after = after.unwrap_or(ERROR_RETRY);
+                    retry = Some(retry.map_or(after, |r| r.min(after)));
+                }
+            }
+        }
+        retry
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn start_container(
+        &self,
+        p: &Arc<Pod>,
+        rt: &PodRuntimeStatus,
+        sandbox_id: &str,
+        sandbox: &SandboxConfig,
+        c: &Container,
+        kind: ContainerKind,
+        fields: &FieldValues,
+    ) -> Result<(), (WaitingReason, Option<Duration>)> {
+        let fail = |reason: &str, message: String| {
+            (
+                WaitingReason {
+                    reason: reason.to_string(),
+                    message,
+                },
+                None,
+            )
+        };
+        let latest = rt.latest(&c.name);
+        let hash = container_hash(c);
+        if let Some(s) = latest.filter(|s| s.summary.state == ContainerState::Exited) {
+            let key = format!(
+                "{}_{}_{}_{:x}",
+                pod::name(p),
+                pod::namespace(p),
+                pod::uid(p),
+                hash
+            );
+            let now = now_unix_nanos();
+            let mut backoff = self.crash_backoff();
+            if let Some(left) = backoff.is_in_backoff_since(&key, s.finished_at, now) {
+                let delay = backoff.get(&key).unwrap_or_default();
+                drop(backoff);
+                self.event(pod_event(
+                    p,
+                    Some(&c.name),
+                    EventType::Warning,
+                    "BackOff",
+                    format!(
+                        "Back-off restarting failed container {} in pod {}",
+                        c.name,
+                        pod::full_name(p)
+                    ),
+                ));
+                return Err((
+                    WaitingReason {
+                        reason: "CrashLoopBackOff".into(),
+                        message: format!(
+                            "back-off {}s restarting failed container={} pod={}_{}({})",
+                            delay.as_secs(),
+                            c.name,
+                            pod::name(p),
+                            pod::namespace(p),
+                            pod::uid(p)
+                        ),
+                    },
+                    Some(left),
+                ));
+            }
+            backoff.next(&key, s.finished_at, now);
+        }
+        let image_ref = self
+            .images
+            .ensure_image(self.runtime.as_ref(), self.sink.as_ref(), p, c, sandbox)
+            .await
+            .map_err(|e| (e.reason, e.retry_after))?;
+        let restart_count = latest.map_or(0, |s| s.summary.attempt.saturating_add(1));
+        let env = container_env(p, c, fields).map_err(|m| fail("CreateContainerConfigError", m))?;
+        let (command, args) = expand_command(c, &env);
+        let config = ContainerConfig {
+            pod: p.clone(),
+            container: c.clone(),
+            kind,
+            restart_count,
+            hash,
+            image_ref,
+            command,
+            args,
+            env,
+            mounts: Vec::new(),
+            log_path: PathBuf::from(&c.name).join(format!("{restart_count}.log")),
+        };
+        let id = match self
+            .runtime
+            .create_container(sandbox_id, &config, sandbox)
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                let message = e.to_string();
+                self.event(pod_event(
+                    p,
+                    Some(&c.name),
+                    EventType::Warning,
+                    "Failed",
+                    format!("Error: {message}"),
+                ));
+                return Err(fail("CreateContainerError", message));
+            }
+        };
+        self.event(pod_event(
+            p,
+            Some(&c.name),
+            EventType::Normal,
+            "Created",
+            format!("Created container {}", c.name),
+        ));
+        if let Err(e) = self.runtime.start_container(&id).await {
+            let message = e.to_string();
+            self.event(pod_event(
+                p,
+                Some(&c.name),
+                EventType::Warning,
+                "Failed",
+                format!("Error: {message}"),
+            ));
+            return Err(fail("RunContainerError", message));
+        }
+        self.event(pod_event(
+            p,
+            Some(&c.name),
+            EventType::Normal,
+            "Started",
+            format!("Started container {}", c.name),
+        ));
+        Ok(())
+    }
+
+    /// The grace period for stopping the pod's containers: an explicit override as given,
+    /// otherwise the pod's (deletion or spec) grace period, at least 2s.
+    pub(crate) fn grace_period(&self, p: &Pod, override_seconds: Option<i64>) -> Duration {
+        match override_seconds {
+            Some(s) => secs(s),
+            None => secs(pod::termination_grace_period_seconds(p).max(MIN_GRACE_SECONDS)),
+        }
+    }
+
+    /// Stops every running container (in parallel) and then every ready sandbox.
+    pub(crate) async fn kill_pod(
+        &self,
+        p: &Pod,
+        rt: &PodRuntimeStatus,
+        grace: Duration,
+    ) -> Result<(), crate::runtime::RuntimeError> {
+        let stops = rt.running_containers().map(|c| {
+            self.event(pod_event(
+                p,
+                Some(&c.summary.name),
+                EventType::Normal,
+                "Killing",
+                format!("Stopping container {}", c.summary.name),
+            ));
+            self.runtime.stop_container(&c.summary.id, grace)
+        });
+        let mut first_err = None;
+        for r in join_all(stops).await {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        for s in rt
+            .sandboxes
+            .iter()
+            .filter(|s| s.state == SandboxState::Ready)
+        {
+            self.runtime.stop_pod_sandbox(&s.id).await?;
+        }
+        Ok(())
+    }
+
+    /// Terminates a pod: stops everything with the grace period and records the final status.
+    pub(crate) async fn terminate_pod(
+        &self,
+        p: &Arc<Pod>,
+        grace: Duration,
+        memory: &WorkerMemory,
+    ) -> Result<(), crate::runtime::RuntimeError> {
+        let uid = pod::uid(p);
+        let rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
+        self.kill_pod(p, &rt, grace).await?;
+        let rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
+        self.update_status(
+            p,
+            &rt,
+            memory,
+            pod::is_deleted(p) || !self.pods().contains(uid),
+        );
+        Ok(())
+    }
+
+    /// Removes the terminated pod's containers, sandboxes and pod-level resources.
+    pub(crate) async fn cleanup_pod(&self, p: &Arc<Pod>) -> Result<(), String> {
+        let uid = pod::uid(p);
+        let rt = pod_status::fetch(self.runtime.as_ref(), uid)
+            .await
+            .map_err(|e| e.to_string())?;
+        for c in &rt.containers {
+            self.runtime
+                .remove_container(&c.summary.id)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        for s in &rt.sandboxes {
+            if s.state == SandboxState::Ready {
+                self.runtime
+                    .stop_pod_sandbox(&s.id)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            self.runtime
+                .remove_pod_sandbox(&s.id)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        self.cm
+            .remove_pod_resources(uid)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}

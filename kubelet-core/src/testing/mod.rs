@@ -1,0 +1,18 @@
+//! Test doubles for the core contracts, for this crate's tests and for downstream users
+//! (feature `testing`): a deterministic in-memory runtime ([`SimRuntime`]), a container
+//! manager with fixed capacity ([`FakeContainerManager`]), a pod source a test can drive
+//! ([`StaticSource`]) and a status sink that records what it was given
+//! ([`RecordingSink`]). All of them are complete implementations: nothing panics or answers
+//! "unimplemented" except the streaming URLs of the simulator, which it does not have.
+
+mod cm;
+mod pods;
+mod sim;
+mod sink;
+mod source;
+
+pub use cm::FakeContainerManager;
+pub use pods::{container, pod};
+pub use sim::{ContainerBehavior, SimRuntime};
+pub use sink::RecordingSink;
+pub use source::StaticSource;

@@ -1,0 +1,578 @@
+//! A deterministic in-memory container runtime.
+//!
+//! Time comes from [`crate::clock::now_unix_nanos`] (tokio's clock), so under a paused tokio
+//! clock everything is reproducible. A container's behaviour is set per image with
+//! [`SimRuntime::set_behavior`], or per container through its environment:
+//! `SIM_RUN_FOR_MS` (how long it runs after starting; absent: forever), `SIM_EXIT_CODE`
+//! (its exit code then; default 0), `SIM_OOM=1` (it exits as OOMKilled, code 137) and
+//! `SIM_IGNORE_TERM=1` (a stop waits out the whole grace period and then kills it with 137;
+//! otherwise a stop ends it at once with 143). Exits are evaluated lazily whenever the
+//! runtime is read, so no timers run.
+//!
+//! Image pulls succeed and add the image unless the image was marked with
+//! [`SimRuntime::fail_pulls`]; [`SimRuntime::add_image`] preloads one.
+//! [`SimRuntime::set_unavailable`] makes every call fail with `Unavailable`, like a
+//! runtime that is restarting. [`SimRuntime::calls`] counts calls per operation.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::clock::now_unix_nanos;
+use crate::runtime::{
+    AttachRequest, ContainerConfig, ContainerRuntime, ContainerState, ContainerStatus,
+    ContainerSummary, ExecOutput, ExecRequest, ImageInfo, ListFilter, PodRef, PullImageRequest,
+    RuntimeError, RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig, SandboxState,
+    SandboxStatus, SandboxSummary,
+};
+
+/// What a simulated container does once started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ContainerBehavior {
+    /// How long it runs; `None`: until stopped.
+    pub run_for: Option<Duration>,
+    /// Exit code when it ends by itself.
+    pub exit_code: i32,
+    /// It ends OOMKilled.
+    pub oom: bool,
+    /// It ignores SIGTERM: a stop takes the whole grace period.
+    pub ignore_term: bool,
+}
+
+#[derive(Debug, Clone)]
+struct SimSandbox {
+    summary: SandboxSummary,
+    ip: String,
+    host_network: bool,
+}
+
+#[derive(Debug, Clone)]
+struct SimContainer {
+    status: ContainerStatus,
+    behavior: ContainerBehavior,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    sandboxes: HashMap<String, SimSandbox>,
+    containers: HashMap<String, SimContainer>,
+    by_pod: HashMap<String, (Vec<String>, Vec<String>)>,
+    images: HashMap<String, ImageInfo>,
+    pull_failures: HashSet<String>,
+    behaviors: HashMap<String, ContainerBehavior>,
+    next_id: u64,
+    unavailable: bool,
+    calls: HashMap<&'static str, usize>,
+}
+
+/// The simulated runtime. See the module docs.
+#[derive(Debug, Default)]
+pub struct SimRuntime {
+    state: Mutex<State>,
+}
+
+fn behavior_from_env(config: &ContainerConfig, base: ContainerBehavior) -> ContainerBehavior {
+    let mut b = base;
+    for e in &config.env {
+        match e.name.as_str() {
+            "SIM_RUN_FOR_MS" => {
+                b.run_for = e.value.parse().ok().map(Duration::from_millis);
+            }
+            "SIM_EXIT_CODE" => b.exit_code = e.value.parse().unwrap_or(0),
+            "SIM_OOM" => b.oom = e.value == "1",
+            "SIM_IGNORE_TERM" => b.ignore_term = e.value == "1",
+            _ => {}
+        }
+    }
+    b
+}
+
+fn not_found(kind: &'static str, id: &str) -> RuntimeError {
+    RuntimeError::NotFound {
+        kind,
+        id: id.to_string(),
+    }
+}
+
+/// Marks a running container exited if its run time is over.
+fn advance(c: &mut SimContainer, now: i64) {
+    if c.status.summary.state != ContainerState::Running {
+        return;
+    }
+    let Some(run_for) = c.behavior.run_for else {
+        return;
+    };
+    let end = c
+        .status
+        .started_at
+        .saturating_add(i64::try_from(run_for.as_nanos()).unwrap_or(i64::MAX));
+    if now >= end {
+        exit(
+            c,
+            end,
+            if c.behavior.oom {
+                137
+            } else {
+                c.behavior.exit_code
+            },
+            c.behavior.oom,
+        );
+    }
+}
+
+fn exit(c: &mut SimContainer, at: i64, code: i32, oom: bool) {
+    c.status.summary.state = ContainerState::Exited;
+    c.status.finished_at = at;
+    c.status.exit_code = code;
+    c.status.reason = if oom {
+        "OOMKilled".into()
+    } else if code == 0 {
+        "Completed".into()
+    } else {
+        "Error".into()
+    };
+}
+
+impl SimRuntime {
+    /// An empty runtime.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn enter(&self, op: &'static str) -> RuntimeResult<MutexGuard<'_, State>> {
+        let mut st = self.lock();
+        *st.calls.entry(op).or_default() += 1;
+        if st.unavailable {
+            return Err(RuntimeError::Unavailable(
+                "simulated runtime is down".into(),
+            ));
+        }
+        Ok(st)
+    }
+
+    /// Sets the behaviour of containers created from `image`.
+    pub fn set_behavior(&self, image: &str, behavior: ContainerBehavior) {
+        self.lock().behaviors.insert(image.to_string(), behavior);
+    }
+
+    /// Makes pulls of `image` fail.
+    pub fn fail_pulls(&self, image: &str) {
+        self.lock().pull_failures.insert(image.to_string());
+    }
+
+    /// Makes the image present.
+    pub fn add_image(&self, image: &str) {
+        self.lock().images.insert(
+            image.to_string(),
+            ImageInfo {
+                id: format!("sha256:{image}"),
+                repo_tags: vec![image.to_string()],
+                ..Default::default()
+            },
+        );
+    }
+
+    /// Makes every call fail with `Unavailable` (or work again).
+    pub fn set_unavailable(&self, down: bool) {
+        self.lock().unavailable = down;
+    }
+
+    /// How many times `op` ("CreateContainer", "StartContainer", "PullImage", …) was called.
+    pub fn calls(&self, op: &str) -> usize {
+        self.lock().calls.get(op).copied().unwrap_or(0)
+    }
+
+    /// Number of containers and sandboxes that exist (any state).
+    pub fn object_counts(&self) -> (usize, usize) {
+        let st = self.lock();
+        (st.sandboxes.len(), st.containers.len())
+    }
+
+    /// Makes a running container exit now with `code` (a crash).
+    pub fn crash(&self, container_id: &str, code: i32) {
+        let mut st = self.lock();
+        if let Some(c) = st.containers.get_mut(container_id) {
+            if c.status.summary.state == ContainerState::Running {
+                exit(c, now_unix_nanos(), code, false);
+            }
+        }
+    }
+
+    /// Ids of the pod's containers named `name`, oldest first.
+    pub fn container_ids(&self, pod_uid: &str, name: &str) -> Vec<String> {
+        let st = self.lock();
+        let mut v: Vec<(i64, String)> = st
+            .by_pod
+            .get(pod_uid)
+            .map(|(_, cs)| {
+                cs.iter()
+                    .filter_map(|id| st.containers.get(id))
+                    .filter(|c| c.status.summary.name == name)
+                    .map(|c| (c.status.summary.created_at, c.status.summary.id.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v.into_iter().map(|(_, id)| id).collect()
+    }
+
+    fn next_id(st: &mut State, prefix: &str) -> String {
+        st.next_id += 1;
+        format!("{prefix}{:012x}", st.next_id)
+    }
+}
+
+#[async_trait]
+impl ContainerRuntime for SimRuntime {
+    async fn version(&self) -> RuntimeResult<RuntimeVersion> {
+        let _st = self.enter("Version")?;
+        Ok(RuntimeVersion {
+            runtime_name: "sim".into(),
+            runtime_version: "0.1.0".into(),
+            runtime_api_version: "v1".into(),
+        })
+    }
+
+    async fn status(&self) -> RuntimeResult<RuntimeStatus> {
+        let _st = self.enter("Status")?;
+        Ok(RuntimeStatus {
+            runtime_ready: true,
+            network_ready: true,
+            message: String::new(),
+        })
+    }
+
+    async fn list_pod_sandboxes(&self, filter: &ListFilter) -> RuntimeResult<Vec<SandboxSummary>> {
+        let st = self.enter("ListPodSandbox")?;
+        Ok(match filter.pod_uid.as_deref() {
+            Some(uid) => st
+                .by_pod
+                .get(uid)
+                .map(|(ss, _)| {
+                    ss.iter()
+                        .filter_map(|id| st.sandboxes.get(id))
+                        .map(|s| s.summary.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            None => st.sandboxes.values().map(|s| s.summary.clone()).collect(),
+        })
+    }
+
+    async fn pod_sandbox_status(&self, sandbox_id: &str) -> RuntimeResult<SandboxStatus> {
+        let st = self.enter("PodSandboxStatus")?;
+        let s = st
+            .sandboxes
+            .get(sandbox_id)
+            .ok_or_else(|| not_found("sandbox", sandbox_id))?;
+        Ok(SandboxStatus {
+            id: s.summary.id.clone(),
+            pod: s.summary.pod.clone(),
+            attempt: s.summary.attempt,
+            state: s.summary.state,
+            created_at: s.summary.created_at,
+            ip: (!s.host_network).then(|| s.ip.clone()),
+            additional_ips: Vec::new(),
+            host_network: s.host_network,
+        })
+    }
+
+    async fn run_pod_sandbox(&self, config: &SandboxConfig) -> RuntimeResult<String> {
+        let mut st = self.enter("RunPodSandbox")?;
+        let id = Self::next_id(&mut st, "sb");
+        let n = st.next_id;
+        let pod = PodRef {
+            uid: crate::pod::uid(&config.pod).to_string(),
+            name: crate::pod::name(&config.pod).to_string(),
+            namespace: crate::pod::namespace(&config.pod).to_string(),
+        };
+        let sandbox = SimSandbox {
+            summary: SandboxSummary {
+                id: id.clone(),
+                pod: pod.clone(),
+                attempt: config.attempt,
+                state: SandboxState::Ready,
+                created_at: now_unix_nanos(),
+            },
+            ip: format!("10.88.{}.{}", (n >> 8) & 0xff, (n & 0xff).max(1)),
+            host_network: crate::pod::host_network(&config.pod),
+        };
+        st.sandboxes.insert(id.clone(), sandbox);
+        st.by_pod.entry(pod.uid).or_default().0.push(id.clone());
+        Ok(id)
+    }
+
+    async fn stop_pod_sandbox(&self, sandbox_id: &str) -> RuntimeResult<()> {
+        let mut st = self.enter("StopPodSandbox")?;
+        let now = now_unix_nanos();
+        let Some(s) = st.sandboxes.get_mut(sandbox_id) else {
+            return Ok(());
+        };
+        s.summary.state = SandboxState::NotReady;
+        let uid = s.summary.pod.uid.clone();
+        let ids: Vec<String> = st
+            .by_pod
+            .get(&uid)
+            .map(|(_, c)| c.clone())
+            .unwrap_or_default();
+        for id in ids {
+            if let Some(c) = st.containers.get_mut(&id) {
+                advance(c, now);
+                if c.status.summary.sandbox_id == sandbox_id
+                    && c.status.summary.state == ContainerState::Running
+                {
+                    exit(c, now, 137, false);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, sandbox_id: &str) -> RuntimeResult<()> {
+        let mut st = self.enter("RemovePodSandbox")?;
+        let Some(s) = st.sandboxes.remove(sandbox_id) else {
+            return Ok(());
+        };
+        let uid = s.summary.pod.uid;
+        let containers: Vec<String> = st
+            .containers
+            .iter()
+            .filter(|(_, c)| c.status.summary.sandbox_id == sandbox_id)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &containers {
+            st.containers.remove(id);
+        }
+        if let Some((ss, cs)) = st.by_pod.get_mut(&uid) {
+            ss.retain(|x| x != sandbox_id);
+            cs.retain(|x| !containers.contains(x));
+            if ss.is_empty() && cs.is_empty() {
+                st.by_pod.remove(&uid);
+            }
+        }
+        Ok(())
+    }
+
+    async fn list_containers(&self, filter: &ListFilter) -> RuntimeResult<Vec<ContainerSummary>> {
+        let mut st = self.enter("ListContainers")?;
+        let now = now_unix_nanos();
+        let ids: Vec<String> = match filter.pod_uid.as_deref() {
+            Some(uid) => st
+                .by_pod
+                .get(uid)
+                .map(|(_, c)| c.clone())
+                .unwrap_or_default(),
+            None => st.containers.keys().cloned().collect(),
+        };
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(c) = st.containers.get_mut(&id) {
+                advance(c, now);
+                out.push(c.status.summary.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn container_status(&self, container_id: &str) -> RuntimeResult<ContainerStatus> {
+        let mut st = self.enter("ContainerStatus")?;
+        let c = st
+            .containers
+            .get_mut(container_id)
+            .ok_or_else(|| not_found("container", container_id))?;
+        advance(c, now_unix_nanos());
+        Ok(c.status.clone())
+    }
+
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: &ContainerConfig,
+        sandbox: &SandboxConfig,
+    ) -> RuntimeResult<String> {
+        let mut st = self.enter("CreateContainer")?;
+        let pod = st
+            .sandboxes
+            .get(sandbox_id)
+            .filter(|s| s.summary.state == SandboxState::Ready)
+            .map(|s| s.summary.pod.clone())
+            .ok_or_else(|| not_found("sandbox", sandbox_id))?;
+        let image = config.container.image.clone().unwrap_or_default();
+        let base = st.behaviors.get(&image).copied().unwrap_or_default();
+        let id = Self::next_id(&mut st, "c");
+        let status = ContainerStatus {
+            summary: ContainerSummary {
+                id: id.clone(),
+                sandbox_id: sandbox_id.to_string(),
+                pod: pod.clone(),
+                name: config.container.name.clone(),
+                attempt: config.restart_count,
+                hash: config.hash,
+                image,
+                image_ref: config.image_ref.clone(),
+                state: ContainerState::Created,
+                created_at: now_unix_nanos(),
+            },
+            started_at: 0,
+            finished_at: 0,
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            log_path: Some(sandbox.log_directory.join(&config.log_path)),
+        };
+        st.containers.insert(
+            id.clone(),
+            SimContainer {
+                status,
+                behavior: behavior_from_env(config, base),
+            },
+        );
+        st.by_pod.entry(pod.uid).or_default().1.push(id.clone());
+        Ok(id)
+    }
+
+    async fn start_container(&self, container_id: &str) -> RuntimeResult<()> {
+        let mut st = self.enter("StartContainer")?;
+        let c = st
+            .containers
+            .get_mut(container_id)
+            .ok_or_else(|| not_found("container", container_id))?;
+        if c.status.summary.state != ContainerState::Created {
+            return Err(RuntimeError::OperationFailed {
+                operation: "StartContainer",
+                message: format!("container {container_id} is not in created state"),
+            });
+        }
+        c.status.summary.state = ContainerState::Running;
+        c.status.started_at = now_unix_nanos();
+        Ok(())
+    }
+
+    async fn stop_container(&self, container_id: &str, timeout: Duration) -> RuntimeResult<()> {
+        let ignore_term = {
+            let mut st = self.enter("StopContainer")?;
+            let Some(c) = st.containers.get_mut(container_id) else {
+                return Ok(());
+            };
+            advance(c, now_unix_nanos());
+            if c.status.summary.state != ContainerState::Running {
+                return Ok(());
+            }
+            if !c.behavior.ignore_term {
+                exit(c, now_unix_nanos(), 143, false);
+                return Ok(());
+            }
+            true
+        };
+        if ignore_term {
+            tokio::time::sleep(timeout).await;
+            let mut st = self.lock();
+            if let Some(c) = st.containers.get_mut(container_id) {
+                advance(c, now_unix_nanos());
+                if c.status.summary.state == ContainerState::Running {
+                    exit(c, now_unix_nanos(), 137, false);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn remove_container(&self, container_id: &str) -> RuntimeResult<()> {
+        let mut st = self.enter("RemoveContainer")?;
+        if let Some(c) = st.containers.remove(container_id) {
+            if let Some((_, cs)) = st.by_pod.get_mut(&c.status.summary.pod.uid) {
+                cs.retain(|x| x != container_id);
+            }
+        }
+        Ok(())
+    }
+
+    async fn image_status(&self, image: &str) -> RuntimeResult<Option<ImageInfo>> {
+        let st = self.enter("ImageStatus")?;
+        Ok(st.images.get(image).cloned())
+    }
+
+    async fn pull_image(&self, request: &PullImageRequest) -> RuntimeResult<String> {
+        let mut st = self.enter("PullImage")?;
+        if st.pull_failures.contains(&request.image) {
+            return Err(RuntimeError::ImagePull {
+                image: request.image.clone(),
+                message: "simulated registry: not found".into(),
+            });
+        }
+        let id = format!("sha256:{}", request.image);
+        st.images.insert(
+            request.image.clone(),
+            ImageInfo {
+                id: id.clone(),
+                repo_tags: vec![request.image.clone()],
+                ..Default::default()
+            },
+        );
+        Ok(id)
+    }
+
+    async fn list_images(&self) -> RuntimeResult<Vec<ImageInfo>> {
+        let st = self.enter("ListImages")?;
+        Ok(st.images.values().cloned().collect())
+    }
+
+    async fn remove_image(&self, image: &str) -> RuntimeResult<()> {
+        let mut st = self.enter("RemoveImage")?;
+        st.images.remove(image);
+        Ok(())
+    }
+
+    async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        _timeout: Duration,
+    ) -> RuntimeResult<ExecOutput> {
+        let mut st = self.enter("ExecSync")?;
+        let c = st
+            .containers
+            .get_mut(container_id)
+            .ok_or_else(|| not_found("container", container_id))?;
+        advance(c, now_unix_nanos());
+        if c.status.summary.state != ContainerState::Running {
+            return Err(RuntimeError::OperationFailed {
+                operation: "ExecSync",
+                message: format!("container {container_id} is not running"),
+            });
+        }
+        // The simulated shell: `exit N` exits with N, anything else echoes its arguments.
+        match cmd {
+            [exit, code] if exit == "exit" => Ok(ExecOutput {
+                exit_code: code.parse().unwrap_or(1),
+                ..Default::default()
+            }),
+            _ => Ok(ExecOutput {
+                stdout: format!("{}\n", cmd.join(" ")).into_bytes(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    async fn exec_url(&self, _request: &ExecRequest) -> RuntimeResult<String> {
+        Err(RuntimeError::Unimplemented { operation: "Exec" })
+    }
+
+    async fn attach_url(&self, _request: &AttachRequest) -> RuntimeResult<String> {
+        Err(RuntimeError::Unimplemented {
+            operation: "Attach",
+        })
+    }
+
+    async fn port_forward_url(&self, _sandbox_id: &str, _ports: &[i32]) -> RuntimeResult<String> {
+        Err(RuntimeError::Unimplemented {
+            operation: "PortForward",
+        })
+    }
+}
