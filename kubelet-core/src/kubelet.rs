@@ -353,7 +353,7 @@ impl SyncLoop {
     fn handle_source_update(&mut self, update: PodUpdate) {
         for inc in self.merger.merge(update) {
             tracing::debug!(op = ?inc.op, source = %inc.source, pods = inc.pods.len(), "pod config update");
-            let pods: Vec<Arc<Pod>> = inc.pods.into_iter().map(Arc::new).collect();
+            let pods = inc.pods;
             match inc.op {
                 PodOperation::Add => self.handle_additions(pods),
                 PodOperation::Update => {

@@ -294,10 +294,12 @@ impl PodWorkers {
                         } else {
                             let span =
                                 tracing::debug_span!("sync", pod = %pod::full_name(&p), uid = %uid);
-                            let outcome = tracing::Instrument::instrument(
+                            // Boxed: the sync's state lives on the heap only while it runs,
+                            // keeping thousands of idle workers small.
+                            let outcome = Box::pin(tracing::Instrument::instrument(
                                 engine.sync_pod(&p, &mut memory),
                                 span,
-                            )
+                            ))
                             .await;
                             match outcome {
                                 SyncOutcome::Terminal => {
@@ -331,7 +333,7 @@ impl PodWorkers {
                             worker.lock().cancel_stop = CancellationToken::new();
                             continue;
                         }
-                        r = engine.terminate_pod(&p, grace, &memory) => r,
+                        r = Box::pin(engine.terminate_pod(&p, grace, &memory)) => r,
                     };
                     match result {
                         Ok(()) => {
@@ -352,7 +354,7 @@ impl PodWorkers {
                 }
                 WorkerState::Terminated => {
                     if removed || pod::is_deleted(&p) {
-                        match engine.cleanup_pod(&p).await {
+                        match Box::pin(engine.cleanup_pod(&p)).await {
                             Ok(()) => {
                                 if pod::is_deleted(&p) {
                                     engine.status.terminated(p.clone());

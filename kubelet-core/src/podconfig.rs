@@ -15,6 +15,7 @@
 //!   ([`PodConfigMerger::seen_all_sources`]).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -23,7 +24,19 @@ use crate::source::{PodOperation, PodUpdate};
 
 #[derive(Debug, Default)]
 struct SourcePods {
-    pods: HashMap<String, Pod>,
+    pods: HashMap<String, Arc<Pod>>,
+}
+
+/// One incremental change out of the merge. Pods are shared, not copied, with the merge's
+/// own state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergedUpdate {
+    /// Add, Update, Delete, Remove or Reconcile (never Set).
+    pub op: PodOperation,
+    /// The pods concerned.
+    pub pods: Vec<Arc<Pod>>,
+    /// The source they came from.
+    pub source: String,
 }
 
 /// The merge state. See the module docs.
@@ -38,11 +51,11 @@ pub struct PodConfigMerger {
 
 #[derive(Default)]
 struct Changes {
-    removes: Vec<Pod>,
-    adds: Vec<Pod>,
-    updates: Vec<Pod>,
-    deletes: Vec<Pod>,
-    reconciles: Vec<Pod>,
+    removes: Vec<Arc<Pod>>,
+    adds: Vec<Arc<Pod>>,
+    updates: Vec<Arc<Pod>>,
+    deletes: Vec<Arc<Pod>>,
+    reconciles: Vec<Arc<Pod>>,
 }
 
 fn differ_semantically(a: &Pod, b: &Pod) -> bool {
@@ -77,7 +90,7 @@ impl PodConfigMerger {
     }
 
     /// Applies one source update; returns the incremental updates it causes.
-    pub fn merge(&mut self, update: PodUpdate) -> Vec<PodUpdate> {
+    pub fn merge(&mut self, update: PodUpdate) -> Vec<MergedUpdate> {
         let source = update.source.clone();
         let mut changes = Changes::default();
         let incoming = self.filter_invalid(&source, update.pods);
@@ -121,8 +134,8 @@ impl PodConfigMerger {
                         .and_then(|s| s.pods.get_mut(&uid))
                     {
                         if existing.status != p.status {
-                            existing.status = p.status.clone();
-                            changes.reconciles.push(p);
+                            Arc::make_mut(existing).status = p.status;
+                            changes.reconciles.push(existing.clone());
                         }
                     }
                 }
@@ -137,7 +150,7 @@ impl PodConfigMerger {
             (PodOperation::Reconcile, changes.reconciles),
         ] {
             if !pods.is_empty() {
-                out.push(PodUpdate {
+                out.push(MergedUpdate {
                     op,
                     pods,
                     source: source.clone(),
@@ -178,7 +191,7 @@ impl PodConfigMerger {
         valid
     }
 
-    fn remove_pod(&mut self, source: &str, uid: &str) -> Option<Pod> {
+    fn remove_pod(&mut self, source: &str, uid: &str) -> Option<Arc<Pod>> {
         let p = self.sources.get_mut(source)?.pods.remove(uid)?;
         let full = pod::full_name(&p);
         if self.owners.get(&full).is_some_and(|(_, u)| u == uid) {
@@ -194,6 +207,7 @@ impl PodConfigMerger {
         match pods.get_mut(&uid) {
             None => {
                 self.owners.insert(full, (source.to_string(), uid.clone()));
+                let p = Arc::new(p);
                 pods.insert(uid, p.clone());
                 if pod::is_deleted(&p) {
                     changes.deletes.push(p);
@@ -205,6 +219,7 @@ impl PodConfigMerger {
                 if differ_semantically(existing, &p) {
                     let newly_deleted = existing.metadata.deletion_timestamp.is_none()
                         && p.metadata.deletion_timestamp.is_some();
+                    let p = Arc::new(p);
                     *existing = p.clone();
                     if newly_deleted {
                         changes.deletes.push(p);
@@ -212,8 +227,8 @@ impl PodConfigMerger {
                         changes.updates.push(p);
                     }
                 } else if existing.status != p.status {
-                    existing.status = p.status.clone();
-                    changes.reconciles.push(p);
+                    Arc::make_mut(existing).status = p.status;
+                    changes.reconciles.push(existing.clone());
                 }
             }
         }
@@ -254,7 +269,7 @@ mod tests {
         }
     }
 
-    fn summary(out: &[PodUpdate]) -> Vec<(PodOperation, Vec<String>)> {
+    fn summary(out: &[MergedUpdate]) -> Vec<(PodOperation, Vec<String>)> {
         out.iter()
             .map(|u| {
                 (
