@@ -1,0 +1,359 @@
+//! The manifest file/directory source (`--pod-manifest-path`, `staticPodPath`), as Go's
+//! `pkg/kubelet/config/file.go` and `file_linux.go`.
+//!
+//! The path is a single file or a directory whose regular, non-hidden files are read (no
+//! recursion). Changes are noticed through inotify (events are coalesced and debounced) and a
+//! periodic rescan (`fileCheckFrequency`, 20s). After every scan the source sends the complete
+//! set of its pods as one [`PodOperation::Set`] — the first scan always (even when empty, which
+//! marks the source as seen), later ones only when the set changed.
+//!
+//! A file that cannot be read, parsed or validated is *skipped*: the error is logged (naming
+//! the file and the reason) and whatever that file last contributed successfully stays in
+//! effect, so a partially written manifest never stops a running pod; a new broken file
+//! contributes nothing. A file that disappears removes only its own pods.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use kubelet_core::source::{PodOperation, PodSource, PodUpdate, SourceError};
+use notify::{RecursiveMode, Watcher};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::static_pod::{self, Context, ManifestError, SeenTracker, FILE_SOURCE};
+
+/// How long events are collected after the first one before rescanning.
+const DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// Configuration of a [`FileSource`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// A manifest file, or a directory of manifests.
+    pub path: PathBuf,
+    /// The node name (static pods are named `<name>-<node>`).
+    pub node_name: String,
+    /// Period of the full rescan (`fileCheckFrequency`, default 20s).
+    pub check_frequency: Duration,
+}
+
+impl Config {
+    /// A configuration with the Go default check frequency (20s).
+    pub fn new(path: impl Into<PathBuf>, node_name: impl Into<String>) -> Self {
+        Config {
+            path: path.into(),
+            node_name: node_name.into(),
+            check_frequency: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Static pods from a manifest file or directory. See the module docs.
+#[derive(Debug)]
+pub struct FileSource {
+    config: Config,
+}
+
+impl FileSource {
+    /// Creates the source; nothing is read until [`PodSource::run`].
+    pub fn new(config: Config) -> FileSource {
+        FileSource { config }
+    }
+}
+
+/// What one file contributed at its last successful read.
+#[derive(Debug, Clone)]
+struct FileState {
+    /// Hash of the bytes last read (to skip re-parsing and re-logging unchanged content).
+    content_hash: [u8; 32],
+    /// The pods of the last content that processed without errors.
+    good_pods: Vec<Pod>,
+}
+
+/// The scanning state of one running source.
+struct Scanner {
+    config: Config,
+    files: BTreeMap<PathBuf, FileState>,
+    seen: SeenTracker,
+    last_duplicates: Vec<String>,
+}
+
+impl Scanner {
+    fn new(config: Config) -> Self {
+        Scanner {
+            config,
+            files: BTreeMap::new(),
+            seen: SeenTracker::new(),
+            last_duplicates: Vec::new(),
+        }
+    }
+
+    /// The files to read: the path itself, or the directory's regular non-hidden files.
+    async fn list_files(&self) -> Vec<PathBuf> {
+        let path = &self.config.path;
+        let meta = match tokio::fs::metadata(path).await {
+            Ok(m) => m,
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    tracing::debug!(path = %path.display(), "manifest path does not exist");
+                } else {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot stat manifest path");
+                }
+                return Vec::new();
+            }
+        };
+        if !meta.is_dir() {
+            return vec![path.clone()];
+        }
+        let mut out = Vec::new();
+        let mut dir = match tokio::fs::read_dir(path).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read manifest directory");
+                return out;
+            }
+        };
+        loop {
+            match dir.next_entry().await {
+                Ok(Some(entry)) => {
+                    let name = entry.file_name();
+                    if name.to_string_lossy().starts_with('.') {
+                        continue;
+                    }
+                    let p = entry.path();
+                    match tokio::fs::metadata(&p).await {
+                        Ok(m) if m.is_file() => out.push(p),
+                        Ok(m) if m.is_dir() => {
+                            tracing::debug!(path = %p.display(), "not recursing into a directory of the manifest path");
+                        }
+                        Ok(_) => {
+                            tracing::debug!(path = %p.display(), "ignoring a manifest path entry that is not a regular file");
+                        }
+                        Err(e) => {
+                            tracing::debug!(path = %p.display(), error = %e, "manifest entry vanished while listing");
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "error listing manifest directory");
+                    break;
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Reads everything and returns the complete, de-duplicated pod set (with config.seen).
+    async fn scan(&mut self) -> Vec<Pod> {
+        let files = self.list_files().await;
+        let mut next = BTreeMap::new();
+        for file in files {
+            let bytes = match tokio::fs::read(&file).await {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    tracing::warn!(path = %file.display(), error = %e, "cannot read manifest file; skipping it");
+                    if let Some(prev) = self.files.remove(&file) {
+                        next.insert(file, prev);
+                    }
+                    continue;
+                }
+            };
+            let hash: [u8; 32] = Sha256::digest(&bytes).into();
+            if let Some(prev) = self.files.remove(&file) {
+                if prev.content_hash == hash {
+                    next.insert(file, prev);
+                    continue;
+                }
+                let state = self.process(&file, &bytes, hash, prev.good_pods);
+                next.insert(file, state);
+            } else {
+                let state = self.process(&file, &bytes, hash, Vec::new());
+                next.insert(file, state);
+            }
+        }
+        for gone in self.files.keys() {
+            tracing::info!(path = %gone.display(), "manifest file removed");
+        }
+        self.files = next;
+
+        let all: Vec<(String, Pod)> = self
+            .files
+            .iter()
+            .flat_map(|(path, st)| {
+                let origin = path.display().to_string();
+                st.good_pods.iter().map(move |p| (origin.clone(), p.clone()))
+            })
+            .collect();
+        let (keep, dups) = static_pod::reject_duplicates(all, FILE_SOURCE);
+        let dup_msgs: Vec<String> = dups.iter().map(ToString::to_string).collect();
+        if dup_msgs != self.last_duplicates {
+            for e in &dups {
+                tracing::warn!(error = %e, "rejecting static pod");
+            }
+            self.last_duplicates = dup_msgs;
+        }
+        let mut pods: Vec<Pod> = keep.into_iter().map(|(_, p)| p).collect();
+        self.seen.stamp(&mut pods);
+        pods
+    }
+
+    /// Processes changed content; on any error the previous good pods stay.
+    fn process(&self, file: &Path, bytes: &[u8], hash: [u8; 32], previous: Vec<Pod>) -> FileState {
+        let origin = file.display().to_string();
+        let ctx = Context {
+            source: FILE_SOURCE,
+            origin: &origin,
+            node_name: &self.config.node_name,
+        };
+        let manifest = static_pod::parse_manifest(bytes, &ctx);
+        if manifest.errors.is_empty() {
+            tracing::debug!(path = %origin, pods = manifest.pods.len(), "read manifest file");
+            return FileState {
+                content_hash: hash,
+                good_pods: manifest.pods,
+            };
+        }
+        for e in &manifest.errors {
+            log_manifest_error(e, !previous.is_empty());
+        }
+        FileState {
+            content_hash: hash,
+            good_pods: previous,
+        }
+    }
+}
+
+fn log_manifest_error(e: &ManifestError, keeping_previous: bool) {
+    if keeping_previous {
+        tracing::warn!(error = %e, "skipping invalid manifest; its last valid content stays in effect");
+    } else {
+        tracing::warn!(error = %e, "skipping invalid manifest");
+    }
+}
+
+/// Sets up an inotify watch on the path (its parent when the path is a file, so editors that
+/// replace the file are noticed). Events only trigger rescans, so they are collapsed into a
+/// capacity-1 channel.
+fn start_watch(path: &Path, tx: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+    let target = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => path.to_path_buf(),
+        Ok(_) => path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+        Err(_) => return None,
+    };
+    let handler = move |res: notify::Result<notify::Event>| {
+        if let Ok(ev) = res {
+            if !ev.kind.is_access() {
+                // Full channel: a rescan is already pending, nothing is lost.
+                let _ = tx.try_send(());
+            }
+        } else {
+            let _ = tx.try_send(());
+        }
+    };
+    let mut watcher = match notify::recommended_watcher(handler) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot create a file watcher; relying on periodic rescans");
+            return None;
+        }
+    };
+    match watcher.watch(&target, RecursiveMode::NonRecursive) {
+        Ok(()) => {
+            tracing::debug!(path = %target.display(), "watching manifest path");
+            Some(watcher)
+        }
+        Err(e) => {
+            tracing::warn!(path = %target.display(), error = %e, "cannot watch manifest path; relying on periodic rescans");
+            None
+        }
+    }
+}
+
+#[async_trait]
+impl PodSource for FileSource {
+    fn name(&self) -> &str {
+        FILE_SOURCE
+    }
+
+    async fn run(
+        &self,
+        updates: mpsc::Sender<PodUpdate>,
+        shutdown: CancellationToken,
+    ) -> Result<(), SourceError> {
+        if self.config.path.as_os_str().is_empty() {
+            return Err(SourceError::InvalidConfig {
+                source_name: FILE_SOURCE.into(),
+                message: "the manifest path is empty".into(),
+            });
+        }
+        let period = self.config.check_frequency.max(Duration::from_millis(10));
+        let (tx, mut rx) = mpsc::channel::<()>(1);
+        let mut scanner = Scanner::new(self.config.clone());
+        let mut watcher: Option<notify::RecommendedWatcher> = None;
+        let mut last_sent: Option<Vec<Pod>> = None;
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick of an interval fires immediately; consume it, we scan right away.
+        ticker.tick().await;
+        tracing::info!(path = %self.config.path.display(), "starting static pod file source");
+        loop {
+            if watcher.is_none() {
+                let path = self.config.path.clone();
+                let tx = tx.clone();
+                watcher = tokio::task::spawn_blocking(move || start_watch(&path, tx))
+                    .await
+                    .ok()
+                    .flatten();
+            }
+            let pods = scanner.scan().await;
+            if last_sent.as_ref() != Some(&pods) {
+                tracing::info!(path = %self.config.path.display(), pods = pods.len(), "static pods changed");
+                let update = PodUpdate {
+                    op: PodOperation::Set,
+                    pods: pods.clone(),
+                    source: FILE_SOURCE.into(),
+                };
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    sent = updates.send(update) => if sent.is_err() {
+                        return Err(SourceError::ChannelClosed { source_name: FILE_SOURCE.into() });
+                    },
+                }
+                last_sent = Some(pods);
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = ticker.tick() => {
+                    // Re-create the watch on the next round when the path (dis)appeared.
+                    if watcher.is_some() && tokio::fs::metadata(&self.config.path).await.is_err() {
+                        watcher = None;
+                    }
+                    if watcher.is_none() {
+                        continue;
+                    }
+                }
+                ev = rx.recv() => {
+                    if ev.is_none() {
+                        watcher = None;
+                    }
+                    // Debounce: let a burst of events (an editor's save) settle, then rescan once.
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(DEBOUNCE) => {}
+                    }
+                    while rx.try_recv().is_ok() {}
+                }
+            }
+        }
+    }
+}
