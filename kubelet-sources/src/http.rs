@@ -84,7 +84,7 @@ impl HttpSource {
         HttpSource { config }
     }
 
-    fn build_client(&self) -> Result<reqwest::Client, SourceError> {
+    fn build_client(&self) -> Result<(reqwest::Client, HeaderMap), SourceError> {
         let invalid = |message: String| SourceError::InvalidConfig {
             source_name: HTTP_SOURCE.into(),
             message,
@@ -105,21 +105,30 @@ impl HttpSource {
                 .map_err(|e| invalid(format!("manifest URL header {k:?} value: {e}")))?;
             headers.append(name, value);
         }
-        reqwest::Client::builder()
-            .default_headers(headers)
+        let client = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .build()
-            .map_err(|e| invalid(format!("cannot build the HTTP client: {e}")))
+            .map_err(|e| invalid(format!("cannot build the HTTP client: {e}")))?;
+        Ok((client, headers))
     }
 }
 
 /// Fetches the body; `Ok(bytes)` only for status 200.
-async fn fetch(client: &reqwest::Client, url: &str) -> Result<Vec<u8>, FetchError> {
+async fn fetch(
+    client: &reqwest::Client,
+    headers: &HeaderMap,
+    url: &str,
+) -> Result<Vec<u8>, FetchError> {
     let req_err = |source| FetchError::Request {
         url: url.to_string(),
         source,
     };
-    let resp = client.get(url).send().await.map_err(req_err)?;
+    let resp = client
+        .get(url)
+        .headers(headers.clone())
+        .send()
+        .await
+        .map_err(req_err)?;
     let status = resp.status();
     if status != reqwest::StatusCode::OK {
         return Err(FetchError::Status {
@@ -169,7 +178,7 @@ impl PodSource for HttpSource {
         updates: mpsc::Sender<PodUpdate>,
         shutdown: CancellationToken,
     ) -> Result<(), SourceError> {
-        let client = self.build_client()?;
+        let (client, headers) = self.build_client()?;
         let url = self.config.url.as_str();
         let period = self.config.check_frequency.max(Duration::from_millis(10));
         let mut ticker = tokio::time::interval(period);
@@ -186,7 +195,7 @@ impl PodSource for HttpSource {
             }
             let fetched = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
-                r = fetch(&client, url) => r,
+                r = fetch(&client, &headers, url) => r,
             };
             let body = match fetched {
                 Ok(b) => b,
@@ -234,6 +243,209 @@ impl PodSource for HttpSource {
                 },
             }
             last_sent = Some(pods);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use kubelet_core::pod as podutil;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// What the test server answers, and the request heads it received.
+    #[derive(Default)]
+    struct Served {
+        status: u16,
+        body: String,
+        requests: Vec<String>,
+    }
+
+    /// A one-route HTTP/1.1 server on 127.0.0.1 answering every request from `state`.
+    async fn serve(state: Arc<Mutex<Served>>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let (status, body) = {
+                        let mut s = state.lock().unwrap();
+                        s.requests.push(String::from_utf8_lossy(&buf).to_string());
+                        (s.status, s.body.clone())
+                    };
+                    let resp = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = sock.write_all(resp.as_bytes()).await;
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        format!("http://{addr}/pods")
+    }
+
+    fn pod_yaml(name: &str, image: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: c\n    image: {image}\n"
+        )
+    }
+
+    fn start(
+        url: String,
+    ) -> (
+        mpsc::Receiver<PodUpdate>,
+        CancellationToken,
+        tokio::task::JoinHandle<Result<(), SourceError>>,
+    ) {
+        let source = HttpSource::new(Config {
+            url,
+            headers: vec![
+                ("X-Token".into(), "secret".into()),
+                ("X-Multi".into(), "1".into()),
+                ("X-Multi".into(), "2".into()),
+            ],
+            node_name: "Node-B".into(),
+            check_frequency: Duration::from_millis(50),
+        });
+        let (tx, rx) = mpsc::channel(8);
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        (
+            rx,
+            shutdown,
+            tokio::spawn(async move { source.run(tx, token).await }),
+        )
+    }
+
+    async fn next(rx: &mut mpsc::Receiver<PodUpdate>) -> PodUpdate {
+        let u = tokio::time::timeout(WAIT, rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(u.op, PodOperation::Set);
+        assert_eq!(u.source, "http");
+        u
+    }
+
+    fn set(state: &Arc<Mutex<Served>>, status: u16, body: &str) {
+        let mut s = state.lock().unwrap();
+        s.status = status;
+        s.body = body.to_string();
+    }
+
+    /// Waits until the server saw `n` more requests than `from`.
+    async fn wait_requests(state: &Arc<Mutex<Served>>, from: usize, n: usize) {
+        tokio::time::timeout(WAIT, async {
+            while state.lock().unwrap().requests.len() < from + n {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fetches_pods_keeps_last_good_state_and_sends_headers() {
+        let state = Arc::new(Mutex::new(Served::default()));
+        set(&state, 500, "");
+        let url = serve(state.clone()).await;
+        let (mut rx, shutdown, task) = start(url);
+
+        // Failing URL: nothing is sent (the source is not seen yet).
+        wait_requests(&state, 0, 3).await;
+        assert!(rx.try_recv().is_err());
+
+        set(&state, 200, &pod_yaml("web", "busybox:1"));
+        let u = next(&mut rx).await;
+        assert_eq!(u.pods.len(), 1);
+        assert_eq!(podutil::name(&u.pods[0]), "web-node-b");
+        assert_eq!(podutil::source(&u.pods[0]), "http");
+        let uid = podutil::uid(&u.pods[0]).to_string();
+
+        // Errors and an invalid body keep the last good state: nothing new is sent.
+        let seen = state.lock().unwrap().requests.len();
+        set(&state, 404, "");
+        wait_requests(&state, seen, 2).await;
+        set(
+            &state,
+            200,
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: c}]}\n",
+        );
+        let seen = state.lock().unwrap().requests.len();
+        wait_requests(&state, seen, 2).await;
+        assert!(rx.try_recv().is_err());
+
+        // A PodList in JSON replaces the set; the unchanged pod keeps its UID.
+        let list = r#"{"apiVersion":"v1","kind":"PodList","items":[
+            {"metadata":{"name":"web"},"spec":{"containers":[{"name":"c","image":"busybox:1"}]}},
+            {"metadata":{"name":"db"},"spec":{"containers":[{"name":"c","image":"busybox:1"}]}}]}"#;
+        set(&state, 200, list);
+        let u = next(&mut rx).await;
+        let names: Vec<&str> = u.pods.iter().map(podutil::name).collect();
+        assert_eq!(names, ["web-node-b", "db-node-b"]);
+        assert_eq!(podutil::uid(&u.pods[0]), uid);
+
+        // An empty body is an empty set (as in Go).
+        set(&state, 200, "");
+        assert!(next(&mut rx).await.pods.is_empty());
+
+        let requests = state.lock().unwrap().requests.clone();
+        let head = requests[0].to_ascii_lowercase();
+        assert!(head.starts_with("get /pods "), "{head}");
+        assert!(head.contains("x-token: secret"), "{head}");
+        assert!(
+            head.contains("x-multi: 1") && head.contains("x-multi: 2"),
+            "{head}"
+        );
+
+        shutdown.cancel();
+        assert!(tokio::time::timeout(WAIT, task)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_ok());
+    }
+
+    #[tokio::test]
+    async fn invalid_configuration_is_an_error() {
+        let cases = [
+            ("not a url", vec![]),
+            ("ftp://127.0.0.1/x", vec![]),
+            (
+                "http://127.0.0.1/x",
+                vec![("bad name".to_string(), "v".to_string())],
+            ),
+        ];
+        for (url, headers) in cases {
+            let source = HttpSource::new(Config {
+                url: url.into(),
+                headers,
+                node_name: "n".into(),
+                check_frequency: Duration::from_secs(1),
+            });
+            let (tx, _rx) = mpsc::channel(1);
+            let res = source.run(tx, CancellationToken::new()).await;
+            assert!(
+                matches!(res, Err(SourceError::InvalidConfig { .. })),
+                "{url}: {res:?}"
+            );
         }
     }
 }

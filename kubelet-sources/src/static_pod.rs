@@ -237,12 +237,11 @@ fn expand_lists(
 }
 
 fn decode_pod(value: Value, doc: usize, ctx: &Context<'_>) -> Result<Pod, ManifestError> {
-    let pod: Pod =
-        serde_json::from_value(value.clone()).map_err(|e| ManifestError::Decode {
-            origin: ctx.origin.to_string(),
-            doc,
-            reason: e.to_string(),
-        })?;
+    let pod: Pod = serde_json::from_value(value.clone()).map_err(|e| ManifestError::Decode {
+        origin: ctx.origin.to_string(),
+        doc,
+        reason: e.to_string(),
+    })?;
     let reencoded = serde_json::to_value(&pod).map_err(|e| ManifestError::Decode {
         origin: ctx.origin.to_string(),
         doc,
@@ -360,7 +359,10 @@ fn validate(pod: &Pod, ctx: &Context<'_>) -> Result<(), ManifestError> {
         }
     }
     if let Some(p) = spec.dns_policy.as_deref() {
-        if !matches!(p, "ClusterFirst" | "ClusterFirstWithHostNet" | "Default" | "None") {
+        if !matches!(
+            p,
+            "ClusterFirst" | "ClusterFirstWithHostNet" | "Default" | "None"
+        ) {
             return Err(invalid(
                 "spec.dnsPolicy",
                 format!("unsupported value {p:?}: supported values: \"ClusterFirst\", \"ClusterFirstWithHostNet\", \"Default\", \"None\""),
@@ -381,7 +383,11 @@ fn validate(pod: &Pod, ctx: &Context<'_>) -> Result<(), ManifestError> {
         }
     }
     let mut names = HashSet::new();
-    let init = spec.init_containers.iter().flatten().map(|c| ("initContainers", c));
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| ("initContainers", c));
     let app = spec.containers.iter().map(|c| ("containers", c));
     let mut counters: BTreeMap<&str, usize> = BTreeMap::new();
     for (list, c) in init.chain(app) {
@@ -511,10 +517,18 @@ pub fn default_image_pull_policy(image: &str) -> &'static str {
 }
 
 fn default_container(c: &mut Container) {
-    if c.termination_message_path.as_deref().unwrap_or("").is_empty() {
+    if c.termination_message_path
+        .as_deref()
+        .unwrap_or("")
+        .is_empty()
+    {
         c.termination_message_path = Some("/dev/termination-log".into());
     }
-    if c.termination_message_policy.as_deref().unwrap_or("").is_empty() {
+    if c.termination_message_policy
+        .as_deref()
+        .unwrap_or("")
+        .is_empty()
+    {
         c.termination_message_policy = Some("File".into());
     }
     if c.image_pull_policy.as_deref().unwrap_or("").is_empty() {
@@ -657,6 +671,7 @@ impl SeenTracker {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
 
@@ -695,8 +710,14 @@ spec:
         assert_eq!(pod.metadata.namespace.as_deref(), Some("default"));
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         assert_eq!(uid.len(), 32);
-        assert_eq!(podutil::annotation(pod, CONFIG_HASH_ANNOTATION), Some(&*uid));
-        assert_eq!(podutil::annotation(pod, CONFIG_SOURCE_ANNOTATION), Some("file"));
+        assert_eq!(
+            podutil::annotation(pod, CONFIG_HASH_ANNOTATION),
+            Some(&*uid)
+        );
+        assert_eq!(
+            podutil::annotation(pod, CONFIG_SOURCE_ANNOTATION),
+            Some("file")
+        );
         let spec = pod.spec.as_ref().unwrap();
         assert_eq!(spec.node_name.as_deref(), Some(NODE));
         assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
@@ -815,7 +836,10 @@ spec:
         let m = parse_manifest(WEB.as_bytes(), &c);
         let pod = &m.pods[0];
         assert!(pod.spec.as_ref().unwrap().tolerations.is_none());
-        assert_eq!(podutil::annotation(pod, CONFIG_SOURCE_ANNOTATION), Some("http"));
+        assert_eq!(
+            podutil::annotation(pod, CONFIG_SOURCE_ANNOTATION),
+            Some("http")
+        );
     }
 
     fn corpus(kind: &str) -> Vec<(std::path::PathBuf, String, String)> {
@@ -834,7 +858,10 @@ spec:
                 path.file_name().unwrap().to_string_lossy()
             ));
             let expect = if sidecar.exists() {
-                std::fs::read_to_string(&sidecar).unwrap().trim().to_string()
+                std::fs::read_to_string(&sidecar)
+                    .unwrap()
+                    .trim()
+                    .to_string()
             } else {
                 let first = text.lines().next().unwrap();
                 first
@@ -859,7 +886,10 @@ spec:
             assert_eq!(m.errors.len(), 1, "{origin}: {:?}", m.errors);
             let msg = m.errors[0].to_string();
             assert!(msg.contains(&expect), "{origin}: {msg:?} lacks {expect:?}");
-            assert!(msg.starts_with(&origin), "{origin}: error does not name the file: {msg}");
+            assert!(
+                msg.starts_with(&origin),
+                "{origin}: error does not name the file: {msg}"
+            );
         }
     }
 
@@ -877,14 +907,18 @@ spec:
             let want: Vec<String> = expect.split(',').map(|n| format!("{n}-node-1")).collect();
             assert_eq!(names, want, "{origin}");
             for pod in &m.pods {
-                assert_eq!(podutil::annotation(pod, CONFIG_HASH_ANNOTATION), pod.metadata.uid.as_deref());
+                assert_eq!(
+                    podutil::annotation(pod, CONFIG_HASH_ANNOTATION),
+                    pod.metadata.uid.as_deref()
+                );
             }
         }
     }
 
     #[test]
     fn full_manifest_keeps_fields_and_explicit_values() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/good/full.yaml");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/good/full.yaml");
         let text = std::fs::read_to_string(path).unwrap();
         let m = parse_manifest(text.as_bytes(), &ctx("full.yaml"));
         let pod = &m.pods[0];
@@ -901,5 +935,4 @@ spec:
         let init = &spec.init_containers.as_ref().unwrap()[0];
         assert_eq!(init.image_pull_policy.as_deref(), Some("IfNotPresent"));
     }
-
 }
