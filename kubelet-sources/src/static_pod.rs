@@ -935,4 +935,23 @@ spec:
         let init = &spec.init_containers.as_ref().unwrap()[0];
         assert_eq!(init.image_pull_policy.as_deref(), Some("IfNotPresent"));
     }
+
+    #[test]
+    fn example_manifests_are_valid() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/manifests");
+        let mut count = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let origin = path.display().to_string();
+            let m = parse_manifest(text.as_bytes(), &ctx(&origin));
+            assert!(m.errors.is_empty(), "{origin}: {:?}", m.errors);
+            assert_eq!(m.pods.len(), 1, "{origin}");
+            let c = &m.pods[0].spec.as_ref().unwrap().containers[0];
+            assert_eq!(c.image.as_deref(), Some("kubelet-rs.local/busybox:1.0"));
+            assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
+            count += 1;
+        }
+        assert!(count >= 2);
+    }
 }
