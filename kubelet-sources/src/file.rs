@@ -239,26 +239,54 @@ fn log_manifest_error(e: &ManifestError, keeping_previous: bool) {
     }
 }
 
-/// Sets up an inotify watch on the path (its parent when the path is a file, so editors that
-/// replace the file are noticed). Events only trigger rescans, so they are collapsed into a
-/// capacity-1 channel.
-fn start_watch(path: &Path, tx: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
-    let target = match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => path.to_path_buf(),
-        Ok(_) => path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from(".")),
-        Err(_) => return None,
-    };
+/// The directory to watch: the path itself when it is a directory, else its parent (so a
+/// manifest file that is created, replaced by an editor or removed is noticed).
+fn watch_target(path: &Path) -> Option<PathBuf> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Some(path.to_path_buf()),
+        _ => {
+            let parent = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("."));
+            std::fs::metadata(&parent)
+                .ok()
+                .filter(std::fs::Metadata::is_dir)
+                .map(|_| parent)
+        }
+    }
+}
+
+/// Does this event mean some file may have changed? Our own reads produce open/close-nowrite
+/// events, which must not trigger rescans.
+fn is_change(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        notify::EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// A live inotify watch and the directory it watches.
+struct Watch {
+    _watcher: notify::RecommendedWatcher,
+    target: PathBuf,
+}
+
+/// Sets up an inotify watch (see [`watch_target`]). Events only trigger rescans, so they are
+/// collapsed into a capacity-1 channel. Blocking: run it off the runtime threads.
+fn start_watch(path: &Path, tx: mpsc::Sender<()>) -> Option<Watch> {
+    let target = watch_target(path)?;
     let handler = move |res: notify::Result<notify::Event>| {
-        if let Ok(ev) = res {
-            if !ev.kind.is_access() {
-                // Full channel: a rescan is already pending, nothing is lost.
-                let _ = tx.try_send(());
-            }
-        } else {
+        let relevant = match res {
+            Ok(ev) => is_change(&ev.kind),
+            // An error (e.g. queue overflow): rescan to be safe.
+            Err(_) => true,
+        };
+        if relevant {
+            // A full channel means a rescan is already pending: nothing is lost.
             let _ = tx.try_send(());
         }
     };
@@ -272,7 +300,10 @@ fn start_watch(path: &Path, tx: mpsc::Sender<()>) -> Option<notify::RecommendedW
     match watcher.watch(&target, RecursiveMode::NonRecursive) {
         Ok(()) => {
             tracing::debug!(path = %target.display(), "watching manifest path");
-            Some(watcher)
+            Some(Watch {
+                _watcher: watcher,
+                target,
+            })
         }
         Err(e) => {
             tracing::warn!(path = %target.display(), error = %e, "cannot watch manifest path; relying on periodic rescans");
@@ -301,7 +332,7 @@ impl PodSource for FileSource {
         let period = self.config.check_frequency.max(Duration::from_millis(10));
         let (tx, mut rx) = mpsc::channel::<()>(1);
         let mut scanner = Scanner::new(self.config.clone());
-        let mut watcher: Option<notify::RecommendedWatcher> = None;
+        let mut watch: Option<Watch> = None;
         let mut last_sent: Option<Vec<Pod>> = None;
         let mut ticker = tokio::time::interval(period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -309,10 +340,10 @@ impl PodSource for FileSource {
         ticker.tick().await;
         tracing::info!(path = %self.config.path.display(), "starting static pod file source");
         loop {
-            if watcher.is_none() {
+            if watch.is_none() {
                 let path = self.config.path.clone();
                 let tx = tx.clone();
-                watcher = tokio::task::spawn_blocking(move || start_watch(&path, tx))
+                watch = tokio::task::spawn_blocking(move || start_watch(&path, tx))
                     .await
                     .ok()
                     .flatten();
@@ -336,18 +367,19 @@ impl PodSource for FileSource {
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 _ = ticker.tick() => {
-                    // Re-create the watch on the next round when the path (dis)appeared.
-                    if watcher.is_some() && tokio::fs::metadata(&self.config.path).await.is_err() {
-                        watcher = None;
-                    }
-                    if watcher.is_none() {
-                        continue;
+                    // The watched directory may have been removed or (for a directory path
+                    // that did not exist) created: set the watch up again on the next round.
+                    let stale = match &watch {
+                        Some(w) => tokio::fs::metadata(&w.target).await.is_err(),
+                        None => false,
+                    };
+                    let was_dir = watch.as_ref().is_some_and(|w| w.target == self.config.path);
+                    let is_dir = tokio::fs::metadata(&self.config.path).await.is_ok_and(|m| m.is_dir());
+                    if stale || was_dir != is_dir {
+                        watch = None;
                     }
                 }
-                ev = rx.recv() => {
-                    if ev.is_none() {
-                        watcher = None;
-                    }
+                _ = rx.recv() => {
                     // Debounce: let a burst of events (an editor's save) settle, then rescan once.
                     tokio::select! {
                         _ = shutdown.cancelled() => return Ok(()),
@@ -533,11 +565,15 @@ mod tests {
     async fn single_file_path_and_missing_path() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("pod.json");
-        let mut src = Running::start(file.clone(), Duration::from_millis(200));
+        // A long check frequency: the parent directory's watch must notice the new file.
+        let mut src = Running::start(file.clone(), Duration::from_secs(3600));
         // Missing path: an empty snapshot marks the source as seen.
         assert!(src.next().await.pods.is_empty());
         let json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j"},"spec":{"containers":[{"name":"c","image":"busybox:1"}]}}"#;
-        tokio::fs::write(&file, json).await.unwrap();
+        // Written elsewhere and renamed into place, as editors and config tools do.
+        let tmp = dir.path().join(".pod.json.tmp");
+        tokio::fs::write(&tmp, json).await.unwrap();
+        tokio::fs::rename(&tmp, &file).await.unwrap();
         let u = src.until_names(&["j-node-a"]).await;
         let uid = podutil::uid(&u.pods[0]).to_string();
         src.stop().await;
@@ -547,7 +583,29 @@ mod tests {
         let u = again.next().await;
         assert_eq!(names_of(&u), ["j-node-a"]);
         assert_eq!(podutil::uid(&u.pods[0]), uid);
+        // Removing the file empties the set (noticed through the parent's watch).
+        tokio::fs::remove_file(&file).await.unwrap();
+        again.until_names(&[]).await;
         again.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn directory_created_after_start_is_picked_up() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("manifests");
+        let mut src = Running::start(dir.clone(), Duration::from_millis(100));
+        assert!(src.next().await.pods.is_empty());
+        tokio::fs::create_dir(&dir).await.unwrap();
+        tokio::fs::write(dir.join("a.yaml"), pod_yaml("a", "busybox:1"))
+            .await
+            .unwrap();
+        src.until_names(&["a-node-a"]).await;
+        // Once the directory is watched, later files are seen too.
+        tokio::fs::write(dir.join("b.yaml"), pod_yaml("b", "busybox:1"))
+            .await
+            .unwrap();
+        src.until_names(&["a-node-a", "b-node-a"]).await;
+        src.stop().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
