@@ -28,6 +28,8 @@ use crate::static_pod::{self, Context, ManifestError, SeenTracker, FILE_SOURCE};
 
 /// How long events are collected after the first one before rescanning.
 const DEBOUNCE: Duration = Duration::from_millis(100);
+/// Files larger than this are not manifests: they are skipped (with a warning).
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 /// Configuration of a [`FileSource`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +127,9 @@ impl Scanner {
                     }
                     let p = entry.path();
                     match tokio::fs::metadata(&p).await {
+                        Ok(m) if m.is_file() && m.len() > MAX_MANIFEST_BYTES => {
+                            tracing::warn!(path = %p.display(), bytes = m.len(), "skipping a file too large to be a manifest");
+                        }
                         Ok(m) if m.is_file() => out.push(p),
                         Ok(m) if m.is_dir() => {
                             tracing::debug!(path = %p.display(), "not recursing into a directory of the manifest path");

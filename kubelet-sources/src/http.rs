@@ -21,6 +21,8 @@ use crate::static_pod::{self, Context, SeenTracker, HTTP_SOURCE};
 
 /// Timeout of one fetch (Go's http source uses a 10s client timeout).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest manifest body accepted (a guard against a misbehaving server).
+const MAX_BODY_BYTES: usize = 16 << 20;
 
 /// Configuration of an [`HttpSource`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +68,14 @@ pub enum FetchError {
         url: String,
         /// The HTTP status.
         status: u16,
+    },
+    /// The body is larger than the accepted maximum.
+    #[error("GET {url}: body larger than {limit} bytes")]
+    TooLarge {
+        /// The URL.
+        url: String,
+        /// The limit in bytes.
+        limit: usize,
     },
     /// The body is not a valid pod or pod list.
     #[error("{0}")]
@@ -123,7 +133,7 @@ async fn fetch(
         url: url.to_string(),
         source,
     };
-    let resp = client
+    let mut resp = client
         .get(url)
         .headers(headers.clone())
         .send()
@@ -136,8 +146,17 @@ async fn fetch(
             status: status.as_u16(),
         });
     }
-    let body = resp.bytes().await.map_err(req_err)?;
-    Ok(body.to_vec())
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(req_err)? {
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(FetchError::TooLarge {
+                url: url.to_string(),
+                limit: MAX_BODY_BYTES,
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// Turns a body into the source's pods; any invalid pod rejects the whole body (as Go does
