@@ -1,1 +1,39 @@
-//! kubelet-sources (placeholder until its issue lands).
+//! # kubelet-sources
+//!
+//! Static pod sources for kubelet-rs, implementing [`kubelet_core::source::PodSource`] as the
+//! Go kubelet's `pkg/kubelet/config` does: [`file::FileSource`] reads a manifest file or a
+//! directory of manifests (`--pod-manifest-path`), watching it with inotify plus a periodic
+//! rescan; [`http::HttpSource`] polls a manifest URL (`--manifest-url`). Both decode, validate
+//! and default the pods through [`static_pod`] and send complete [`PodOperation::Set`]
+//! snapshots.
+//!
+//! [`PodOperation::Set`]: kubelet_core::source::PodOperation::Set
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), kubelet_core::SourceError> {
+//! use kubelet_core::PodSource;
+//! use kubelet_sources::file::{Config, FileSource};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let source = FileSource::new(Config::new("/etc/kubernetes/manifests", "node-1"));
+//! let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+//! let shutdown = CancellationToken::new();
+//! let task = tokio::spawn({
+//!     let shutdown = shutdown.clone();
+//!     async move { source.run(tx, shutdown).await }
+//! });
+//! if let Some(update) = rx.recv().await {
+//!     println!("{} pods from {}", update.pods.len(), update.source);
+//! }
+//! shutdown.cancel();
+//! # let _ = task.await;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod file;
+pub mod http;
+pub mod static_pod;
+
+pub use file::FileSource;
+pub use http::HttpSource;

@@ -1,0 +1,437 @@
+//! The kubelet's configuration: the `KubeletConfiguration` file (`--config`), the command-line
+//! flags, and how they combine (Go's precedence: flags explicitly given on the command line
+//! override the file, the file overrides the defaults; without a file the Go kubelet's legacy
+//! flag defaults apply).
+
+pub mod duration;
+pub mod types;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use serde_json::Value;
+
+use crate::flags::{self, FlagValueError, Flags};
+pub use duration::{format_go_duration, parse_go_duration, DurationError, GoDuration};
+pub use types::{KubeletConfiguration, Taint};
+pub use validate::FieldError;
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The command line is invalid — or `--help`/`--version` was asked for: the caller should
+    /// `err.exit()` on this variant (clap prints the text and picks the exit code).
+    #[error("{0}")]
+    Flags(#[from] clap::Error),
+    /// A flag's value is malformed.
+    #[error(transparent)]
+    FlagValue(#[from] FlagValueError),
+    /// The config file cannot be read.
+    #[error("reading config file {path}: {source}")]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The config file is not valid YAML/JSON.
+    #[error("config file {path}: cannot parse: {reason}")]
+    ParseFile {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A field of the config file has a value of the wrong type or format (or `kind` /
+    /// `apiVersion` are wrong).
+    #[error("config file {path}: {field}: {reason}")]
+    FileField {
+        /// The file.
+        path: PathBuf,
+        /// The field's path, e.g. `syncFrequency`.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The effective configuration is invalid.
+    #[error("invalid kubelet configuration: {}", join(errors))]
+    Invalid {
+        /// Every problem found.
+        errors: Vec<FieldError>,
+    },
+    /// The node name cannot be determined.
+    #[error("cannot determine the node name: {reason}")]
+    NodeName {
+        /// Why.
+        reason: String,
+    },
+}
+
+fn join(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The loaded configuration file with the warnings it produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileConfig {
+    /// The file's configuration with defaults for what it leaves out (not yet validated).
+    pub config: KubeletConfiguration,
+    /// Unknown or unsupported fields, named (not fatal).
+    pub warnings: Vec<String>,
+}
+
+/// Everything the kubelet binary needs: the effective configuration and the flag-only settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedConfig {
+    /// The effective, validated configuration (defaults ← file ← command line).
+    pub config: KubeletConfiguration,
+    /// `--config`.
+    pub config_file: Option<PathBuf>,
+    /// `--kubeconfig` (standalone mode when `None`).
+    pub kubeconfig: Option<PathBuf>,
+    /// `--bootstrap-kubeconfig`.
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// The node name: `--hostname-override` or the host name, trimmed and lower-cased.
+    pub node_name: String,
+    /// `--node-ip` addresses (empty: detect).
+    pub node_ips: Vec<IpAddr>,
+    /// `--node-labels`.
+    pub node_labels: BTreeMap<String, String>,
+    /// `--root-dir`.
+    pub root_dir: PathBuf,
+    /// `--runonce`.
+    pub runonce: bool,
+    /// `-v`/`--v` (0–10).
+    pub verbosity: u8,
+    /// Non-fatal findings (unknown fields in the config file), for logging.
+    pub warnings: Vec<String>,
+}
+
+impl LoadedConfig {
+    /// The engine configuration (`kubelet_core::Config`) for this kubelet.
+    pub fn engine_config(&self) -> kubelet_core::Config {
+        let c = &self.config;
+        let max_parallel = c
+            .max_parallel_image_pulls
+            .and_then(|n| usize::try_from(n).ok());
+        kubelet_core::Config {
+            node_name: self.node_name.clone(),
+            node_labels: self.node_labels.clone(),
+            root_dir: self.root_dir.clone(),
+            sync_frequency: c.sync_frequency.0,
+            max_pods: u32::try_from(c.max_pods).unwrap_or(0),
+            serialize_image_pulls: c.serialize_image_pulls,
+            max_parallel_image_pulls: max_parallel,
+            cluster_dns: c.cluster_dns.clone(),
+            cluster_domain: c.cluster_domain.clone(),
+            resolv_conf: PathBuf::from(&c.resolv_conf),
+            ..kubelet_core::Config::default()
+        }
+    }
+
+    /// The file source configuration, when `staticPodPath` is set.
+    pub fn file_source_config(&self) -> Option<kubelet_sources::file::Config> {
+        (!self.config.static_pod_path.is_empty()).then(|| kubelet_sources::file::Config {
+            path: PathBuf::from(&self.config.static_pod_path),
+            node_name: self.node_name.clone(),
+            check_frequency: self.config.file_check_frequency.0,
+        })
+    }
+
+    /// The URL source configuration, when `staticPodURL` is set.
+    pub fn http_source_config(&self) -> Option<kubelet_sources::http::Config> {
+        (!self.config.static_pod_url.is_empty()).then(|| kubelet_sources::http::Config {
+            url: self.config.static_pod_url.clone(),
+            headers: self.config.static_pod_url_headers(),
+            node_name: self.node_name.clone(),
+            check_frequency: self.config.http_check_frequency.0,
+        })
+    }
+
+    /// The CRI runtime endpoint.
+    pub fn runtime_endpoint(&self) -> &str {
+        &self.config.container_runtime_endpoint
+    }
+
+    /// The CRI image endpoint (the runtime endpoint unless set separately).
+    pub fn image_endpoint(&self) -> &str {
+        if self.config.image_service_endpoint.is_empty() {
+            &self.config.container_runtime_endpoint
+        } else {
+            &self.config.image_service_endpoint
+        }
+    }
+}
+
+/// Collects every key of `input` (recursively) that the typed model dropped.
+fn unknown_fields(input: &Value, reencoded: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, reencoded) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (key, value) in a {
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match b.get(key) {
+                    None if value.is_null() => {}
+                    None => out.push(child),
+                    Some(other) => unknown_fields(value, other, &child, out),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+                unknown_fields(x, y, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Parses a configuration file's contents (YAML or JSON). `path` is used in errors and to
+/// resolve relative paths in the file (as Go does, relative to the file's directory).
+pub fn parse_config(bytes: &[u8], path: &Path) -> Result<FileConfig, ConfigError> {
+    let parse_err = |reason: String| ConfigError::ParseFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let field_err = |field: &str, reason: String| ConfigError::FileField {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        reason,
+    };
+    let text = std::str::from_utf8(bytes).map_err(|e| parse_err(format!("not UTF-8: {e}")))?;
+    let value: Value = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| parse_err(e.to_string()))?
+    } else {
+        serde_yaml_ng::from_str(text).map_err(|e| parse_err(e.to_string()))?
+    };
+    let Value::Object(map) = &value else {
+        return Err(parse_err("the file is not a YAML/JSON object".into()));
+    };
+    match map.get("kind").and_then(Value::as_str) {
+        Some(types::KIND) => {}
+        Some(other) => {
+            return Err(field_err(
+                "kind",
+                format!("must be {:?}, got {other:?}", types::KIND),
+            ))
+        }
+        None => return Err(field_err("kind", "required value".into())),
+    }
+    match map.get("apiVersion").and_then(Value::as_str) {
+        Some(types::API_VERSION) => {}
+        Some(other) => {
+            return Err(field_err(
+                "apiVersion",
+                format!("must be {:?}, got {other:?}", types::API_VERSION),
+            ))
+        }
+        None => return Err(field_err("apiVersion", "required value".into())),
+    }
+    let mut config: KubeletConfiguration = serde_path_to_error::deserialize(&value)
+        .map_err(|e| field_err(&e.path().to_string(), e.inner().to_string()))?;
+    let reencoded = serde_json::to_value(&config).map_err(|e| parse_err(e.to_string()))?;
+    let mut unknown = Vec::new();
+    unknown_fields(&value, &reencoded, "", &mut unknown);
+    let warnings = unknown
+        .into_iter()
+        .map(|f| {
+            format!(
+                "config file {}: unknown or unsupported field {f:?} (ignored)",
+                path.display()
+            )
+        })
+        .collect();
+    resolve_relative_paths(&mut config, path);
+    Ok(FileConfig { config, warnings })
+}
+
+/// Resolves relative paths of the file against its directory (Go's `resolveRelativePaths`).
+fn resolve_relative_paths(c: &mut KubeletConfiguration, file: &Path) {
+    let Some(dir) = file.parent() else {
+        return;
+    };
+    let fix = |p: &mut String| {
+        if !p.is_empty() && Path::new(p.as_str()).is_relative() {
+            *p = dir.join(p.as_str()).display().to_string();
+        }
+    };
+    fix(&mut c.static_pod_path);
+    fix(&mut c.tls_cert_file);
+    fix(&mut c.tls_private_key_file);
+    fix(&mut c.authentication.x509.client_ca_file);
+    fix(&mut c.resolv_conf);
+}
+
+/// Reads and parses a configuration file (synchronous: call it before starting the runtime,
+/// or from `spawn_blocking`).
+pub fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::ReadFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_config(&bytes, path)
+}
+
+/// Overlays the flags that were given on the command line onto `c`.
+fn apply_flags(c: &mut KubeletConfiguration, f: &Flags, m: &ArgMatches) -> Result<(), ConfigError> {
+    let set = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    macro_rules! overlay {
+        ($($id:ident => $field:expr),* $(,)?) => {
+            $( if set(stringify!($id)) { $field = f.$id.clone(); } )*
+        };
+    }
+    overlay! {
+        register_node => c.register_node,
+        container_runtime_endpoint => c.container_runtime_endpoint,
+        image_service_endpoint => c.image_service_endpoint,
+        pod_manifest_path => c.static_pod_path,
+        manifest_url => c.static_pod_url,
+        sync_frequency => c.sync_frequency,
+        file_check_frequency => c.file_check_frequency,
+        http_check_frequency => c.http_check_frequency,
+        max_pods => c.max_pods,
+        pod_max_pids => c.pod_pids_limit,
+        cluster_domain => c.cluster_domain,
+        resolv_conf => c.resolv_conf,
+        cgroup_driver => c.cgroup_driver,
+        cgroup_root => c.cgroup_root,
+        cgroups_per_qos => c.cgroups_per_qos,
+        cpu_cfs_quota => c.cpu_cfs_quota,
+        cpu_cfs_quota_period => c.cpu_cfs_quota_period,
+        fail_swap_on => c.fail_swap_on,
+        healthz_port => c.healthz_port,
+        healthz_bind_address => c.healthz_bind_address,
+        port => c.port,
+        address => c.address,
+        read_only_port => c.read_only_port,
+        tls_cert_file => c.tls_cert_file,
+        tls_private_key_file => c.tls_private_key_file,
+        client_ca_file => c.authentication.x509.client_ca_file,
+        anonymous_auth => c.authentication.anonymous.enabled,
+        authentication_token_webhook => c.authentication.webhook.enabled,
+        authorization_mode => c.authorization.mode,
+        runtime_request_timeout => c.runtime_request_timeout,
+        node_status_update_frequency => c.node_status_update_frequency,
+        reserved_cpus => c.reserved_system_cpus,
+        serialize_image_pulls => c.serialize_image_pulls,
+        image_gc_high_threshold => c.image_gc_high_threshold_percent,
+        image_gc_low_threshold => c.image_gc_low_threshold_percent,
+        kube_api_qps => c.kube_api_qps,
+        kube_api_burst => c.kube_api_burst,
+    }
+    if set("manifest_url_header") {
+        c.static_pod_url_header = flags::parse_headers(&f.manifest_url_header)?;
+    }
+    if set("register_with_taints") {
+        c.register_with_taints = flags::parse_taints(&f.register_with_taints)?;
+    }
+    if set("cluster_dns") {
+        c.cluster_dns = flags::parse_list(&f.cluster_dns);
+    }
+    if set("enforce_node_allocatable") {
+        c.enforce_node_allocatable = flags::parse_list(&f.enforce_node_allocatable);
+    }
+    if set("kube_reserved") {
+        c.kube_reserved = flags::parse_map("kube-reserved", &f.kube_reserved, '=')?;
+    }
+    if set("system_reserved") {
+        c.system_reserved = flags::parse_map("system-reserved", &f.system_reserved, '=')?;
+    }
+    if set("eviction_hard") {
+        c.eviction_hard = flags::parse_map("eviction-hard", &f.eviction_hard, '<')?;
+    }
+    Ok(())
+}
+
+/// The machine's host name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`).
+fn system_hostname() -> Result<String, String> {
+    match std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        Ok(h) => Ok(h),
+        Err(e) => std::env::var("HOSTNAME").map_err(|_| format!("reading the host name: {e}")),
+    }
+}
+
+/// Go's `GetHostname`: the override or the host name, trimmed and lower-cased, non-empty.
+fn node_name(
+    override_name: Option<&str>,
+    hostname: impl FnOnce() -> Result<String, String>,
+) -> Result<String, ConfigError> {
+    let raw = match override_name.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(o) => o.to_string(),
+        None => hostname().map_err(|reason| ConfigError::NodeName { reason })?,
+    };
+    let name = raw.trim().to_lowercase();
+    if name.is_empty() {
+        return Err(ConfigError::NodeName {
+            reason: "empty hostname is invalid".into(),
+        });
+    }
+    Ok(name)
+}
+
+/// Parses the command line (`args` includes the program name, like `std::env::args_os()`),
+/// loads `--config` if given, overlays the explicitly given flags, validates, and resolves the
+/// node name. Synchronous (reads the config file): call it before starting the runtime.
+pub fn load(args: impl IntoIterator<Item = OsString>) -> Result<LoadedConfig, ConfigError> {
+    load_with_hostname(args, system_hostname)
+}
+
+/// [`load`] with an injectable host name lookup (for tests and embedding).
+pub fn load_with_hostname(
+    args: impl IntoIterator<Item = OsString>,
+    hostname: impl FnOnce() -> Result<String, String>,
+) -> Result<LoadedConfig, ConfigError> {
+    let matches = Flags::command().try_get_matches_from(args)?;
+    let flags = Flags::from_arg_matches(&matches)?;
+    let (mut config, warnings) = match flags.config.as_deref() {
+        Some(path) => {
+            let file = load_file(path)?;
+            (file.config, file.warnings)
+        }
+        None => {
+            let mut c = KubeletConfiguration::default();
+            c.apply_legacy_defaults();
+            (c, Vec::new())
+        }
+    };
+    apply_flags(&mut config, &flags, &matches)?;
+    let errors = validate::validate(&config);
+    if !errors.is_empty() {
+        return Err(ConfigError::Invalid { errors });
+    }
+    let node_ips = match flags.node_ip.as_deref() {
+        Some(v) => flags::parse_node_ips(v)?,
+        None => Vec::new(),
+    };
+    let node_labels = flags::parse_map("node-labels", &flags.node_labels, '=')?;
+    let node_name = node_name(flags.hostname_override.as_deref(), hostname)?;
+    Ok(LoadedConfig {
+        config,
+        config_file: flags.config.clone(),
+        kubeconfig: flags.kubeconfig.clone(),
+        bootstrap_kubeconfig: flags.bootstrap_kubeconfig.clone(),
+        node_name,
+        node_ips,
+        node_labels,
+        root_dir: flags.root_dir.clone(),
+        runonce: flags.runonce,
+        verbosity: flags.verbosity,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,466 @@
+//! Tests of configuration loading, precedence and validation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+use std::time::Duration;
+
+fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name)
+}
+
+fn args(list: &[&str]) -> Vec<OsString> {
+    std::iter::once("kubelet")
+        .chain(list.iter().copied())
+        .map(OsString::from)
+        .collect()
+}
+
+fn load_args(list: &[&str]) -> Result<LoadedConfig, ConfigError> {
+    load_with_hostname(args(list), || Ok("  My-Host\n".to_string()))
+}
+
+#[test]
+fn defaults_match_go() {
+    let c = KubeletConfiguration::default();
+    let s = Duration::from_secs;
+    let durations = [
+        ("syncFrequency", c.sync_frequency.0, s(60)),
+        ("fileCheckFrequency", c.file_check_frequency.0, s(20)),
+        ("httpCheckFrequency", c.http_check_frequency.0, s(20)),
+        (
+            "cpuCFSQuotaPeriod",
+            c.cpu_cfs_quota_period.0,
+            Duration::from_millis(100),
+        ),
+        ("runtimeRequestTimeout", c.runtime_request_timeout.0, s(120)),
+        (
+            "nodeStatusUpdateFrequency",
+            c.node_status_update_frequency.0,
+            s(10),
+        ),
+        (
+            "nodeStatusReportFrequency",
+            c.node_status_report_frequency.0,
+            s(300),
+        ),
+    ];
+    for (name, got, want) in durations {
+        assert_eq!(got, want, "{name}");
+    }
+    let ints = [
+        ("port", i64::from(c.port), 10250),
+        ("readOnlyPort", c.read_only_port.into(), 0),
+        ("healthzPort", c.healthz_port.into(), 10248),
+        ("maxPods", c.max_pods.into(), 110),
+        ("podPidsLimit", c.pod_pids_limit, -1),
+        (
+            "nodeLeaseDurationSeconds",
+            c.node_lease_duration_seconds.into(),
+            40,
+        ),
+        (
+            "imageGCHighThresholdPercent",
+            c.image_gc_high_threshold_percent.into(),
+            85,
+        ),
+        (
+            "imageGCLowThresholdPercent",
+            c.image_gc_low_threshold_percent.into(),
+            80,
+        ),
+        ("kubeAPIQPS", c.kube_api_qps.into(), 50),
+        ("kubeAPIBurst", c.kube_api_burst.into(), 100),
+    ];
+    for (name, got, want) in ints {
+        assert_eq!(got, want, "{name}");
+    }
+    assert_eq!(c.address, "0.0.0.0");
+    assert_eq!(c.healthz_bind_address, "127.0.0.1");
+    assert_eq!(c.resolv_conf, "/etc/resolv.conf");
+    assert_eq!(c.cgroup_driver, "cgroupfs");
+    assert!(c.cgroups_per_qos && c.cpu_cfs_quota && c.fail_swap_on);
+    assert!(c.serialize_image_pulls && c.register_node);
+    assert_eq!(c.enforce_node_allocatable, ["pods"]);
+    assert_eq!(c.eviction_hard, types::default_eviction_hard());
+    assert_eq!(c.eviction_hard["memory.available"], "100Mi");
+    assert!(!c.authentication.anonymous.enabled);
+    assert!(c.authentication.webhook.enabled);
+    assert_eq!(c.authorization.mode, "Webhook");
+    assert_eq!(
+        c.container_runtime_endpoint,
+        "unix:///run/containerd/containerd.sock"
+    );
+    assert!(validate::validate(&c).is_empty());
+}
+
+#[test]
+fn empty_file_equals_defaults_and_serializes_go_durations() {
+    let text = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+    let f = parse_config(text.as_bytes(), Path::new("/etc/k/config.yaml")).unwrap();
+    assert_eq!(f.config, KubeletConfiguration::default());
+    assert!(f.warnings.is_empty());
+    let v = serde_json::to_value(&f.config).unwrap();
+    assert_eq!(v["syncFrequency"], "1m0s");
+    assert_eq!(v["cpuCFSQuotaPeriod"], "100ms");
+    assert_eq!(v["runtimeRequestTimeout"], "2m0s");
+}
+
+#[test]
+fn no_config_file_uses_flag_defaults_and_legacy_defaults() {
+    let l = load_args(&[]).unwrap();
+    assert_eq!(l.node_name, "my-host");
+    assert_eq!(l.root_dir, PathBuf::from("/var/lib/kubelet"));
+    assert_eq!(l.config.read_only_port, 10255);
+    assert!(l.config.authentication.anonymous.enabled);
+    assert_eq!(l.config.authorization.mode, "AlwaysAllow");
+    assert_eq!(l.config.sync_frequency.0, Duration::from_secs(60));
+    assert_eq!(
+        l.runtime_endpoint(),
+        "unix:///run/containerd/containerd.sock"
+    );
+    assert_eq!(l.image_endpoint(), l.runtime_endpoint());
+    assert!(l.file_source_config().is_none() && l.http_source_config().is_none());
+    assert_eq!(l.verbosity, 0);
+    assert!(!l.runonce);
+}
+
+#[test]
+fn yaml_file_loads_with_warnings_and_relative_paths() {
+    let path = corpus("full.yaml");
+    let l = load_args(&["--config", path.to_str().unwrap()]).unwrap();
+    let c = &l.config;
+    assert_eq!(c.sync_frequency.0, Duration::from_secs(30));
+    assert_eq!(c.http_check_frequency.0, Duration::from_secs(90));
+    assert_eq!(c.max_pods, 20);
+    assert_eq!(c.cluster_dns, ["10.96.0.10"]);
+    assert_eq!(c.kube_reserved["memory"], "256Mi");
+    // A given evictionHard map replaces the defaults.
+    assert_eq!(c.eviction_hard.len(), 1);
+    assert_eq!(c.register_with_taints[0].effect, "NoSchedule");
+    // Relative paths are relative to the file's directory.
+    assert_eq!(
+        PathBuf::from(&c.static_pod_path),
+        path.parent().unwrap().join("manifests")
+    );
+    // A config file means no legacy defaults: readOnlyPort stays 0.
+    assert_eq!(c.read_only_port, 0);
+    assert_eq!(l.warnings.len(), 2, "{:?}", l.warnings);
+    assert!(l.warnings[0].contains("\"cpuManagerPolicy\""));
+    assert!(l.warnings[1].contains("\"logging\""));
+    let e = l.engine_config();
+    assert_eq!(e.max_pods, 20);
+    assert_eq!(e.sync_frequency, Duration::from_secs(30));
+    assert_eq!(e.node_name, "my-host");
+    assert!(!e.serialize_image_pulls);
+    assert_eq!(e.max_parallel_image_pulls, Some(3));
+    assert_eq!(e.cluster_domain, "cluster.local");
+    let fs = l.file_source_config().unwrap();
+    assert_eq!(fs.check_frequency, Duration::from_secs(5));
+    let hs = l.http_source_config().unwrap();
+    assert_eq!(
+        hs.headers,
+        [("Authorization".to_string(), "Bearer x".to_string())]
+    );
+    assert_eq!(hs.check_frequency, Duration::from_secs(90));
+}
+
+#[test]
+fn json_file_loads() {
+    let path = corpus("minimal.json");
+    let l = load_args(&["--config", path.to_str().unwrap()]).unwrap();
+    assert_eq!(l.config.max_pods, 50);
+    assert_eq!(l.config.sync_frequency.0, Duration::from_secs(10));
+    assert_eq!(l.config.port, 10250);
+}
+
+#[test]
+fn explicit_flags_override_the_file_and_others_do_not() {
+    let path = corpus("full.yaml");
+    let l = load_args(&[
+        "--config",
+        path.to_str().unwrap(),
+        "--max-pods=7",
+        "--sync-frequency",
+        "5s",
+        "--fail-swap-on=false",
+        "--cluster-dns=1.1.1.1,8.8.8.8",
+        "--kube-reserved",
+        "cpu=1",
+        "--eviction-hard=memory.available<1Gi,nodefs.available<5%",
+        "--manifest-url-header=a:1,b:2",
+        "--manifest-url-header",
+        "a:3",
+        "--register-node=false",
+        "--hostname-override",
+        "Edge-1",
+        "--node-ip=192.168.1.5",
+        "--node-labels=zone=a,tier=edge",
+        "--root-dir=/var/lib/kubelet-rs",
+        "--runonce",
+        "-v",
+        "4",
+        "--container-runtime-endpoint=unix:///x.sock",
+    ])
+    .unwrap();
+    let c = &l.config;
+    assert_eq!(c.max_pods, 7);
+    assert_eq!(c.sync_frequency.0, Duration::from_secs(5));
+    assert!(!c.fail_swap_on);
+    assert_eq!(c.cluster_dns, ["1.1.1.1", "8.8.8.8"]);
+    assert_eq!(c.kube_reserved.len(), 1);
+    assert_eq!(c.eviction_hard["nodefs.available"], "5%");
+    assert_eq!(c.static_pod_url_header["a"], ["1", "3"]);
+    assert!(!c.register_node);
+    assert_eq!(c.container_runtime_endpoint, "unix:///x.sock");
+    // Not given on the command line: the file's values stay (not the flag defaults).
+    assert_eq!(c.http_check_frequency.0, Duration::from_secs(90));
+    assert_eq!(c.port, 11250);
+    assert_eq!(c.read_only_port, 0);
+    assert!(c.authentication.anonymous.enabled);
+    assert_eq!(l.node_name, "edge-1");
+    assert_eq!(l.node_ips, ["192.168.1.5".parse::<IpAddr>().unwrap()]);
+    assert_eq!(l.node_labels["tier"], "edge");
+    assert_eq!(l.root_dir, PathBuf::from("/var/lib/kubelet-rs"));
+    assert!(l.runonce);
+    assert_eq!(l.verbosity, 4);
+    let e = l.engine_config();
+    assert_eq!(e.node_labels.len(), 2);
+    assert_eq!(e.root_dir, PathBuf::from("/var/lib/kubelet-rs"));
+}
+
+#[test]
+fn broken_files_table() {
+    let head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+    let cases: &[(&str, String)] = &[
+        (
+            "kind: required value",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\n".into(),
+        ),
+        (
+            "kind: must be \"KubeletConfiguration\"",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: Pod\n".into(),
+        ),
+        (
+            "apiVersion: must be \"kubelet.config.k8s.io/v1beta1\"",
+            "apiVersion: v1\nkind: KubeletConfiguration\n".into(),
+        ),
+        ("cannot parse", format!("{head}maxPods: [1\n")),
+        ("cannot parse", "just text".into()),
+        (
+            "syncFrequency: invalid duration \"1x\": unknown unit",
+            format!("{head}syncFrequency: 1x\n"),
+        ),
+        (
+            "syncFrequency: invalid duration \"60\": missing unit",
+            format!("{head}syncFrequency: \"60\"\n"),
+        ),
+        ("maxPods: invalid type", format!("{head}maxPods: lots\n")),
+        (
+            "authentication.anonymous.enabled: invalid type",
+            format!("{head}authentication: {{anonymous: {{enabled: maybe}}}}\n"),
+        ),
+        (
+            "syncFrequency: must be greater than 0",
+            format!("{head}syncFrequency: 0s\n"),
+        ),
+        (
+            "fileCheckFrequency: must be greater than 0",
+            format!("{head}fileCheckFrequency: \"0\"\n"),
+        ),
+        (
+            "maxPods: must not be negative",
+            format!("{head}maxPods: -1\n"),
+        ),
+        (
+            "cgroupDriver: \"systemd\" is not supported here (use cgroupfs)",
+            format!("{head}cgroupDriver: systemd\n"),
+        ),
+        (
+            "kubeReserved.memory: invalid quantity \"1Gb\"",
+            format!("{head}kubeReserved: {{memory: 1Gb}}\n"),
+        ),
+        (
+            "systemReserved.gpu: unsupported resource",
+            format!("{head}systemReserved: {{gpu: \"1\"}}\n"),
+        ),
+        (
+            "evictionHard.memory.available: invalid quantity",
+            format!("{head}evictionHard: {{memory.available: lots}}\n"),
+        ),
+        (
+            "evictionHard.nodefs.available: \"120%\" is not a percentage",
+            format!("{head}evictionHard: {{nodefs.available: 120%}}\n"),
+        ),
+        (
+            "evictionHard.disk.available: unknown eviction signal",
+            format!("{head}evictionHard: {{disk.available: 1Gi}}\n"),
+        ),
+        (
+            "port: 70000 must be between 1 and 65535",
+            format!("{head}port: 70000\n"),
+        ),
+        (
+            "healthzPort: -2 must be 0 (disabled)",
+            format!("{head}healthzPort: -2\n"),
+        ),
+        (
+            "address: \"localhost\" is not a valid IP address",
+            format!("{head}address: localhost\n"),
+        ),
+        (
+            "clusterDNS[1]: \"dns\" is not a valid IP address",
+            format!("{head}clusterDNS: [10.0.0.10, dns]\n"),
+        ),
+        (
+            "imageGCLowThresholdPercent: 90 must be less than",
+            format!("{head}imageGCLowThresholdPercent: 90\n"),
+        ),
+        (
+            "cpuCFSQuotaPeriod: 2s must be between 1ms and 1s",
+            format!("{head}cpuCFSQuotaPeriod: 2s\n"),
+        ),
+        (
+            "podPidsLimit: must be -1 (unlimited) or greater",
+            format!("{head}podPidsLimit: -5\n"),
+        ),
+        (
+            "reservedSystemCPUs: bad CPU",
+            format!("{head}reservedSystemCPUs: \"0-x\"\n"),
+        ),
+        (
+            "enforceNodeAllocatable: is not supported unless cgroupsPerQOS is true",
+            format!("{head}cgroupsPerQOS: false\n"),
+        ),
+        (
+            "enforceNodeAllocatable[0]: \"system-reserved\" requires systemReservedCgroup",
+            format!("{head}enforceNodeAllocatable: [system-reserved]\n"),
+        ),
+        (
+            "registerWithTaints[0].effect: unsupported value",
+            format!("{head}registerWithTaints: [{{key: a, effect: Never}}]\n"),
+        ),
+        (
+            "authorization.mode: unsupported value \"RBAC\"",
+            format!("{head}authorization: {{mode: RBAC}}\n"),
+        ),
+        (
+            "maxParallelImagePulls: must be 1 (or unset) when serializeImagePulls is true",
+            format!("{head}maxParallelImagePulls: 4\n"),
+        ),
+        (
+            "tlsPrivateKeyFile: tlsCertFile and tlsPrivateKeyFile must be set together",
+            format!("{head}tlsCertFile: /a.crt\n"),
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (expect, text)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("case{i}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let err = load_args(&["--config", path.to_str().unwrap()])
+            .err()
+            .unwrap_or_else(|| panic!("case {i} ({expect}) loaded"));
+        let msg = err.to_string();
+        assert!(msg.contains(expect), "case {i}: {msg:?} lacks {expect:?}");
+        if !matches!(err, ConfigError::Invalid { .. }) {
+            assert!(
+                msg.contains(path.to_str().unwrap()),
+                "case {i}: {msg} does not name the file"
+            );
+        }
+    }
+}
+
+#[test]
+fn broken_command_lines_table() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--max-pods=-3"], "maxPods: must not be negative"),
+        (
+            &["--sync-frequency=0s"],
+            "syncFrequency: must be greater than 0",
+        ),
+        (&["--sync-frequency=soon"], "invalid duration \"soon\""),
+        (
+            &["--cgroup-driver=systemd"],
+            "cgroupDriver: \"systemd\" is not supported here",
+        ),
+        (
+            &["--kube-reserved=cpu"],
+            "--kube-reserved: invalid value \"cpu\": expected key=value",
+        ),
+        (
+            &["--kube-reserved=memory=lots"],
+            "kubeReserved.memory: invalid quantity",
+        ),
+        (
+            &["--eviction-hard=memory.available=1Gi"],
+            "--eviction-hard: invalid value",
+        ),
+        (
+            &["--manifest-url-header=nocolon"],
+            "--manifest-url-header: invalid value",
+        ),
+        (
+            &["--register-with-taints=a=b:Sometimes"],
+            "--register-with-taints: invalid value",
+        ),
+        (&["--node-ip=not-an-ip"], "--node-ip: invalid value"),
+        (&["--node-labels=novalue"], "--node-labels: invalid value"),
+        (&["-v", "11"], "11"),
+        (&["--no-such-flag"], "--no-such-flag"),
+        (
+            &["--config=/nonexistent/kubelet.yaml"],
+            "reading config file /nonexistent/kubelet.yaml",
+        ),
+        (&["--cluster-dns=10.0.0.1,bad"], "clusterDNS[1]"),
+        (&["--hostname-override= "], "empty hostname is invalid"),
+    ];
+    for (argv, expect) in cases {
+        let err = load_with_hostname(args(argv), || Ok(" ".into()))
+            .err()
+            .unwrap_or_else(|| panic!("{argv:?} loaded"));
+        assert!(
+            err.to_string().contains(expect),
+            "{argv:?}: {err} lacks {expect:?}"
+        );
+    }
+}
+
+#[test]
+fn hostname_is_required_when_not_overridden() {
+    let err = load_with_hostname(args(&[]), || Err("no host".into())).unwrap_err();
+    assert!(matches!(err, ConfigError::NodeName { .. }), "{err}");
+    let ok =
+        load_with_hostname(args(&["--hostname-override=N1"]), || Err("unused".into())).unwrap();
+    assert_eq!(ok.node_name, "n1");
+}
+
+#[test]
+fn bool_flags_accept_pflag_forms() {
+    for (argv, want) in [
+        (&["--fail-swap-on=false"][..], false),
+        (&["--fail-swap-on"][..], true),
+        (&["--fail-swap-on=true"][..], true),
+        (&[][..], true),
+    ] {
+        let l = load_args(argv).unwrap();
+        assert_eq!(l.config.fail_swap_on, want, "{argv:?}");
+    }
+    let l = load_args(&["--v=3", "--runonce=false"]).unwrap();
+    assert_eq!(l.verbosity, 3);
+    assert!(!l.runonce);
+}
+
+#[test]
+fn help_and_version_are_clap_displays() {
+    for flag in ["--help", "--version"] {
+        match load_args(&[flag]) {
+            Err(ConfigError::Flags(e)) => assert!(matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            )),
+            other => panic!("{flag}: {other:?}"),
+        }
+    }
+}

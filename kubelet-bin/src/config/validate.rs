@@ -1,0 +1,342 @@
+//! Validation of the effective configuration (Go's `ValidateKubeletConfiguration`, restricted
+//! to what kubelet-rs supports), collecting every problem with the field it concerns.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kubelet_core::resources;
+
+use super::types::KubeletConfiguration;
+
+/// One invalid field of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field's path in the file, e.g. `kubeReserved.memory`.
+    pub field: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+/// Resource names accepted in `kubeReserved`/`systemReserved`.
+const RESERVABLE: &[&str] = &["cpu", "memory", "ephemeral-storage", "pid"];
+/// Eviction signals the Go kubelet knows.
+const EVICTION_SIGNALS: &[&str] = &[
+    "memory.available",
+    "allocatableMemory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "containerfs.available",
+    "containerfs.inodesFree",
+    "pid.available",
+];
+
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn add(&mut self, field: impl Into<String>, reason: impl Into<String>) {
+        self.0.push(FieldError {
+            field: field.into(),
+            reason: reason.into(),
+        });
+    }
+
+    fn positive(&mut self, field: &str, d: Duration) {
+        if d.is_zero() {
+            self.add(field, "must be greater than 0");
+        }
+    }
+
+    fn port(&mut self, field: &str, port: i32, zero_ok: bool) {
+        if (zero_ok && port == 0) || (1..=65535).contains(&port) {
+            return;
+        }
+        let range = if zero_ok {
+            "0 (disabled) or between 1 and 65535"
+        } else {
+            "between 1 and 65535"
+        };
+        self.add(field, format!("{port} must be {range}"));
+    }
+
+    fn ip(&mut self, field: &str, value: &str) {
+        if value.parse::<IpAddr>().is_err() {
+            self.add(field, format!("{value:?} is not a valid IP address"));
+        }
+    }
+
+    fn percent(&mut self, field: &str, v: i32) {
+        if !(0..=100).contains(&v) {
+            self.add(field, format!("{v} must be between 0 and 100"));
+        }
+    }
+
+    fn non_negative(&mut self, field: &str, v: i64) {
+        if v < 0 {
+            self.add(field, format!("must not be negative, got {v}"));
+        }
+    }
+}
+
+/// Checks a `kubeReserved`/`systemReserved` map.
+fn reserved(errs: &mut Errors, name: &str, map: &std::collections::BTreeMap<String, String>) {
+    for (resource, value) in map {
+        let field = format!("{name}.{resource}");
+        if !RESERVABLE.contains(&resource.as_str()) {
+            errs.add(
+                field,
+                format!(
+                    "unsupported resource (supported: {})",
+                    RESERVABLE.join(", ")
+                ),
+            );
+            continue;
+        }
+        let q = Quantity(value.clone());
+        let parsed = if resource == "cpu" {
+            resources::milli_value(&q)
+        } else {
+            resources::value(&q)
+        };
+        match parsed {
+            Ok(v) if v < 0 => errs.add(field, format!("{value:?} must not be negative")),
+            Ok(_) => {}
+            Err(e) => errs.add(field, e.to_string()),
+        }
+    }
+}
+
+/// Checks an eviction threshold map (signal → quantity or percentage).
+pub(crate) fn eviction_thresholds(
+    name: &str,
+    map: &std::collections::BTreeMap<String, String>,
+) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    for (signal, value) in map {
+        let field = format!("{name}.{signal}");
+        if !EVICTION_SIGNALS.contains(&signal.as_str()) {
+            errs.add(field, "unknown eviction signal");
+            continue;
+        }
+        if let Some(p) = value.strip_suffix('%') {
+            match p.parse::<f64>() {
+                Ok(v) if (0.0..=100.0).contains(&v) => {}
+                _ => errs.add(
+                    field,
+                    format!("{value:?} is not a percentage between 0% and 100%"),
+                ),
+            }
+            continue;
+        }
+        match resources::value(&Quantity(value.clone())) {
+            Ok(v) if v < 0 => errs.add(field, format!("{value:?} must not be negative")),
+            Ok(_) => {}
+            Err(e) => errs.add(field, e.to_string()),
+        }
+    }
+    errs.0
+}
+
+/// Parses a cpuset list ("0-3,5") into CPU ids.
+pub fn parse_cpuset(text: &str) -> Result<Vec<u32>, String> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: u32 = a.trim().parse().map_err(|_| format!("bad CPU {a:?}"))?;
+                let b: u32 = b.trim().parse().map_err(|_| format!("bad CPU {b:?}"))?;
+                if a > b {
+                    return Err(format!("bad CPU range {part:?}"));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().map_err(|_| format!("bad CPU {part:?}"))?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+/// Validates the configuration, returning every problem found (empty: valid).
+pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    errs.positive("syncFrequency", c.sync_frequency.0);
+    errs.positive("fileCheckFrequency", c.file_check_frequency.0);
+    errs.positive("httpCheckFrequency", c.http_check_frequency.0);
+    errs.positive("runtimeRequestTimeout", c.runtime_request_timeout.0);
+    errs.positive(
+        "nodeStatusUpdateFrequency",
+        c.node_status_update_frequency.0,
+    );
+    errs.positive(
+        "nodeStatusReportFrequency",
+        c.node_status_report_frequency.0,
+    );
+    let period = c.cpu_cfs_quota_period.0;
+    if period < Duration::from_millis(1) || period > Duration::from_secs(1) {
+        errs.add(
+            "cpuCFSQuotaPeriod",
+            format!("{} must be between 1ms and 1s", c.cpu_cfs_quota_period),
+        );
+    }
+    if c.max_pods < 0 {
+        errs.add(
+            "maxPods",
+            format!("must not be negative, got {}", c.max_pods),
+        );
+    }
+    if c.pod_pids_limit < -1 {
+        errs.add(
+            "podPidsLimit",
+            format!(
+                "must be -1 (unlimited) or greater, got {}",
+                c.pod_pids_limit
+            ),
+        );
+    }
+    if c.node_lease_duration_seconds <= 0 {
+        errs.add("nodeLeaseDurationSeconds", "must be greater than 0");
+    }
+    errs.port("port", c.port, false);
+    errs.port("readOnlyPort", c.read_only_port, true);
+    errs.port("healthzPort", c.healthz_port, true);
+    errs.ip("address", &c.address);
+    errs.ip("healthzBindAddress", &c.healthz_bind_address);
+    for (i, dns) in c.cluster_dns.iter().enumerate() {
+        errs.ip(&format!("clusterDNS[{i}]"), dns);
+    }
+    errs.percent(
+        "imageGCHighThresholdPercent",
+        c.image_gc_high_threshold_percent,
+    );
+    errs.percent(
+        "imageGCLowThresholdPercent",
+        c.image_gc_low_threshold_percent,
+    );
+    if c.image_gc_low_threshold_percent >= c.image_gc_high_threshold_percent {
+        errs.add(
+            "imageGCLowThresholdPercent",
+            format!(
+                "{} must be less than imageGCHighThresholdPercent {}",
+                c.image_gc_low_threshold_percent, c.image_gc_high_threshold_percent
+            ),
+        );
+    }
+    errs.non_negative("registryPullQPS", c.registry_pull_qps.into());
+    errs.non_negative("registryBurst", c.registry_burst.into());
+    errs.non_negative("eventRecordQPS", c.event_record_qps.into());
+    errs.non_negative("eventBurst", c.event_burst.into());
+    errs.non_negative("kubeAPIQPS", c.kube_api_qps.into());
+    errs.non_negative("kubeAPIBurst", c.kube_api_burst.into());
+    errs.non_negative("maxOpenFiles", c.max_open_files);
+    errs.non_negative("containerLogMaxFiles", c.container_log_max_files.into());
+    if let Some(n) = c.max_parallel_image_pulls {
+        if n < 1 {
+            errs.add(
+                "maxParallelImagePulls",
+                format!("must be at least 1, got {n}"),
+            );
+        } else if c.serialize_image_pulls && n != 1 {
+            errs.add(
+                "maxParallelImagePulls",
+                format!("must be 1 (or unset) when serializeImagePulls is true, got {n}"),
+            );
+        }
+    }
+    match c.cgroup_driver.as_str() {
+        "cgroupfs" => {}
+        "systemd" => errs.add(
+            "cgroupDriver",
+            "\"systemd\" is not supported here (use cgroupfs)",
+        ),
+        other => errs.add(
+            "cgroupDriver",
+            format!("unsupported value {other:?} (supported: cgroupfs)"),
+        ),
+    }
+    match c.authorization.mode.as_str() {
+        "AlwaysAllow" | "Webhook" => {}
+        other => errs.add(
+            "authorization.mode",
+            format!("unsupported value {other:?} (supported: AlwaysAllow, Webhook)"),
+        ),
+    }
+    reserved(&mut errs, "kubeReserved", &c.kube_reserved);
+    reserved(&mut errs, "systemReserved", &c.system_reserved);
+    errs.0
+        .extend(eviction_thresholds("evictionHard", &c.eviction_hard));
+    errs.0
+        .extend(eviction_thresholds("evictionSoft", &c.eviction_soft));
+    if !c.reserved_system_cpus.is_empty() {
+        if let Err(e) = parse_cpuset(&c.reserved_system_cpus) {
+            errs.add("reservedSystemCPUs", e);
+        }
+    }
+    for (i, v) in c.enforce_node_allocatable.iter().enumerate() {
+        let field = format!("enforceNodeAllocatable[{i}]");
+        match v.as_str() {
+            "pods" => {}
+            "system-reserved" if c.system_reserved_cgroup.is_empty() => errs.add(
+                field,
+                "\"system-reserved\" requires systemReservedCgroup to be set",
+            ),
+            "kube-reserved" if c.kube_reserved_cgroup.is_empty() => errs.add(
+                field,
+                "\"kube-reserved\" requires kubeReservedCgroup to be set",
+            ),
+            "system-reserved" | "kube-reserved" => {}
+            "none" if c.enforce_node_allocatable.len() > 1 => {
+                errs.add(field, "\"none\" cannot be combined with other values")
+            }
+            "none" => {}
+            other => errs.add(
+                field,
+                format!("unsupported value {other:?} (supported: pods, system-reserved, kube-reserved, none)"),
+            ),
+        }
+    }
+    let enforces = c.enforce_node_allocatable.iter().any(|v| v != "none");
+    if !c.cgroups_per_qos && enforces {
+        errs.add(
+            "enforceNodeAllocatable",
+            "is not supported unless cgroupsPerQOS is true",
+        );
+    }
+    for (i, t) in c.register_with_taints.iter().enumerate() {
+        if t.key.is_empty() {
+            errs.add(format!("registerWithTaints[{i}].key"), "required value");
+        }
+        if !matches!(
+            t.effect.as_str(),
+            "NoSchedule" | "PreferNoSchedule" | "NoExecute"
+        ) {
+            errs.add(
+                format!("registerWithTaints[{i}].effect"),
+                format!(
+                    "unsupported value {:?} (supported: NoSchedule, PreferNoSchedule, NoExecute)",
+                    t.effect
+                ),
+            );
+        }
+    }
+    if c.container_runtime_endpoint.is_empty() {
+        errs.add("containerRuntimeEndpoint", "required value");
+    }
+    if c.tls_cert_file.is_empty() != c.tls_private_key_file.is_empty() {
+        errs.add(
+            "tlsPrivateKeyFile",
+            "tlsCertFile and tlsPrivateKeyFile must be set together",
+        );
+    }
+    errs.0
+}

@@ -1,0 +1,20 @@
+//! # kubelet-bin (library part)
+//!
+//! The command line ([`flags`]) and the `KubeletConfiguration` file ([`config`]) of the
+//! kubelet-rs binary, merged with the Go kubelet's precedence: flags given on the command line
+//! override the `--config` file, which overrides the defaults.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), kubelet_bin::config::ConfigError> {
+//! let loaded = kubelet_bin::config::load(std::env::args_os())?;
+//! for warning in &loaded.warnings {
+//!     eprintln!("warning: {warning}");
+//! }
+//! let engine = loaded.engine_config();
+//! println!("node {} syncs every {:?}", engine.node_name, engine.sync_frequency);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod config;
+pub mod flags;

@@ -1,0 +1,645 @@
+//! The manifest file/directory source (`--pod-manifest-path`, `staticPodPath`), as Go's
+//! `pkg/kubelet/config/file.go` and `file_linux.go`.
+//!
+//! The path is a single file or a directory whose regular, non-hidden files are read (no
+//! recursion). Changes are noticed through inotify (events are coalesced and debounced) and a
+//! periodic rescan (`fileCheckFrequency`, 20s). After every scan the source sends the complete
+//! set of its pods as one [`PodOperation::Set`] — the first scan always (even when empty, which
+//! marks the source as seen), later ones only when the set changed.
+//!
+//! A file that cannot be read, parsed or validated is *skipped*: the error is logged (naming
+//! the file and the reason) and whatever that file last contributed successfully stays in
+//! effect, so a partially written manifest never stops a running pod; a new broken file
+//! contributes nothing. A file that disappears removes only its own pods.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use kubelet_core::source::{PodOperation, PodSource, PodUpdate, SourceError};
+use notify::{RecursiveMode, Watcher};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::static_pod::{self, Context, ManifestError, SeenTracker, FILE_SOURCE};
+
+/// How long events are collected after the first one before rescanning.
+const DEBOUNCE: Duration = Duration::from_millis(100);
+/// Files larger than this are not manifests: they are skipped (with a warning).
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
+/// Configuration of a [`FileSource`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// A manifest file, or a directory of manifests.
+    pub path: PathBuf,
+    /// The node name (static pods are named `<name>-<node>`).
+    pub node_name: String,
+    /// Period of the full rescan (`fileCheckFrequency`, default 20s).
+    pub check_frequency: Duration,
+}
+
+impl Config {
+    /// A configuration with the Go default check frequency (20s).
+    pub fn new(path: impl Into<PathBuf>, node_name: impl Into<String>) -> Self {
+        Config {
+            path: path.into(),
+            node_name: node_name.into(),
+            check_frequency: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Static pods from a manifest file or directory. See the module docs.
+#[derive(Debug)]
+pub struct FileSource {
+    config: Config,
+}
+
+impl FileSource {
+    /// Creates the source; nothing is read until [`PodSource::run`].
+    pub fn new(config: Config) -> FileSource {
+        FileSource { config }
+    }
+}
+
+/// What one file contributed at its last successful read.
+#[derive(Debug, Clone)]
+struct FileState {
+    /// Hash of the bytes last read (to skip re-parsing and re-logging unchanged content).
+    content_hash: [u8; 32],
+    /// The pods of the last content that processed without errors.
+    good_pods: Vec<Pod>,
+}
+
+/// The scanning state of one running source.
+struct Scanner {
+    config: Config,
+    files: BTreeMap<PathBuf, FileState>,
+    seen: SeenTracker,
+    last_duplicates: Vec<String>,
+}
+
+impl Scanner {
+    fn new(config: Config) -> Self {
+        Scanner {
+            config,
+            files: BTreeMap::new(),
+            seen: SeenTracker::new(),
+            last_duplicates: Vec::new(),
+        }
+    }
+
+    /// The files to read: the path itself, or the directory's regular non-hidden files.
+    async fn list_files(&self) -> Vec<PathBuf> {
+        let path = &self.config.path;
+        let meta = match tokio::fs::metadata(path).await {
+            Ok(m) => m,
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    tracing::debug!(path = %path.display(), "manifest path does not exist");
+                } else {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot stat manifest path");
+                }
+                return Vec::new();
+            }
+        };
+        if !meta.is_dir() {
+            return vec![path.clone()];
+        }
+        let mut out = Vec::new();
+        let mut dir = match tokio::fs::read_dir(path).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read manifest directory");
+                return out;
+            }
+        };
+        loop {
+            match dir.next_entry().await {
+                Ok(Some(entry)) => {
+                    let name = entry.file_name();
+                    if name.to_string_lossy().starts_with('.') {
+                        continue;
+                    }
+                    let p = entry.path();
+                    match tokio::fs::metadata(&p).await {
+                        Ok(m) if m.is_file() && m.len() > MAX_MANIFEST_BYTES => {
+                            tracing::warn!(path = %p.display(), bytes = m.len(), "skipping a file too large to be a manifest");
+                        }
+                        Ok(m) if m.is_file() => out.push(p),
+                        Ok(m) if m.is_dir() => {
+                            tracing::debug!(path = %p.display(), "not recursing into a directory of the manifest path");
+                        }
+                        Ok(_) => {
+                            tracing::debug!(path = %p.display(), "ignoring a manifest path entry that is not a regular file");
+                        }
+                        Err(e) => {
+                            tracing::debug!(path = %p.display(), error = %e, "manifest entry vanished while listing");
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "error listing manifest directory");
+                    break;
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Reads everything and returns the complete, de-duplicated pod set (with config.seen).
+    async fn scan(&mut self) -> Vec<Pod> {
+        let files = self.list_files().await;
+        let mut next = BTreeMap::new();
+        for file in files {
+            let bytes = match tokio::fs::read(&file).await {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    tracing::warn!(path = %file.display(), error = %e, "cannot read manifest file; skipping it");
+                    if let Some(prev) = self.files.remove(&file) {
+                        next.insert(file, prev);
+                    }
+                    continue;
+                }
+            };
+            let hash: [u8; 32] = Sha256::digest(&bytes).into();
+            if let Some(prev) = self.files.remove(&file) {
+                if prev.content_hash == hash {
+                    next.insert(file, prev);
+                    continue;
+                }
+                let state = self.process(&file, &bytes, hash, prev.good_pods);
+                next.insert(file, state);
+            } else {
+                let state = self.process(&file, &bytes, hash, Vec::new());
+                next.insert(file, state);
+            }
+        }
+        for gone in self.files.keys() {
+            tracing::info!(path = %gone.display(), "manifest file removed");
+        }
+        self.files = next;
+
+        let all: Vec<(String, Pod)> = self
+            .files
+            .iter()
+            .flat_map(|(path, st)| {
+                let origin = path.display().to_string();
+                st.good_pods
+                    .iter()
+                    .map(move |p| (origin.clone(), p.clone()))
+            })
+            .collect();
+        let (keep, dups) = static_pod::reject_duplicates(all, FILE_SOURCE);
+        let dup_msgs: Vec<String> = dups.iter().map(ToString::to_string).collect();
+        if dup_msgs != self.last_duplicates {
+            for e in &dups {
+                tracing::warn!(error = %e, "rejecting static pod");
+            }
+            self.last_duplicates = dup_msgs;
+        }
+        let mut pods: Vec<Pod> = keep.into_iter().map(|(_, p)| p).collect();
+        self.seen.stamp(&mut pods);
+        pods
+    }
+
+    /// Processes changed content; on any error the previous good pods stay.
+    fn process(&self, file: &Path, bytes: &[u8], hash: [u8; 32], previous: Vec<Pod>) -> FileState {
+        let origin = file.display().to_string();
+        let ctx = Context {
+            source: FILE_SOURCE,
+            origin: &origin,
+            node_name: &self.config.node_name,
+        };
+        let manifest = static_pod::parse_manifest(bytes, &ctx);
+        if manifest.errors.is_empty() {
+            tracing::debug!(path = %origin, pods = manifest.pods.len(), "read manifest file");
+            return FileState {
+                content_hash: hash,
+                good_pods: manifest.pods,
+            };
+        }
+        for e in &manifest.errors {
+            log_manifest_error(e, !previous.is_empty());
+        }
+        FileState {
+            content_hash: hash,
+            good_pods: previous,
+        }
+    }
+}
+
+fn log_manifest_error(e: &ManifestError, keeping_previous: bool) {
+    if keeping_previous {
+        tracing::warn!(error = %e, "skipping invalid manifest; its last valid content stays in effect");
+    } else {
+        tracing::warn!(error = %e, "skipping invalid manifest");
+    }
+}
+
+/// The directory to watch: the path itself when it is a directory, else its parent (so a
+/// manifest file that is created, replaced by an editor or removed is noticed).
+fn watch_target(path: &Path) -> Option<PathBuf> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Some(path.to_path_buf()),
+        _ => {
+            let parent = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("."));
+            std::fs::metadata(&parent)
+                .ok()
+                .filter(std::fs::Metadata::is_dir)
+                .map(|_| parent)
+        }
+    }
+}
+
+/// Does this event mean some file may have changed? Our own reads produce open/close-nowrite
+/// events, which must not trigger rescans.
+fn is_change(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        notify::EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// A live inotify watch and the directory it watches.
+struct Watch {
+    _watcher: notify::RecommendedWatcher,
+    target: PathBuf,
+}
+
+/// Sets up an inotify watch (see [`watch_target`]). Events only trigger rescans, so they are
+/// collapsed into a capacity-1 channel. Blocking: run it off the runtime threads.
+fn start_watch(path: &Path, tx: mpsc::Sender<()>) -> Option<Watch> {
+    let target = watch_target(path)?;
+    let handler = move |res: notify::Result<notify::Event>| {
+        let relevant = match res {
+            Ok(ev) => is_change(&ev.kind),
+            // An error (e.g. queue overflow): rescan to be safe.
+            Err(_) => true,
+        };
+        if relevant {
+            // A full channel means a rescan is already pending: nothing is lost.
+            let _ = tx.try_send(());
+        }
+    };
+    let mut watcher = match notify::recommended_watcher(handler) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot create a file watcher; relying on periodic rescans");
+            return None;
+        }
+    };
+    match watcher.watch(&target, RecursiveMode::NonRecursive) {
+        Ok(()) => {
+            tracing::debug!(path = %target.display(), "watching manifest path");
+            Some(Watch {
+                _watcher: watcher,
+                target,
+            })
+        }
+        Err(e) => {
+            tracing::warn!(path = %target.display(), error = %e, "cannot watch manifest path; relying on periodic rescans");
+            None
+        }
+    }
+}
+
+#[async_trait]
+impl PodSource for FileSource {
+    fn name(&self) -> &str {
+        FILE_SOURCE
+    }
+
+    async fn run(
+        &self,
+        updates: mpsc::Sender<PodUpdate>,
+        shutdown: CancellationToken,
+    ) -> Result<(), SourceError> {
+        if self.config.path.as_os_str().is_empty() {
+            return Err(SourceError::InvalidConfig {
+                source_name: FILE_SOURCE.into(),
+                message: "the manifest path is empty".into(),
+            });
+        }
+        let period = self.config.check_frequency.max(Duration::from_millis(10));
+        let (tx, mut rx) = mpsc::channel::<()>(1);
+        let mut scanner = Scanner::new(self.config.clone());
+        let mut watch: Option<Watch> = None;
+        let mut last_sent: Option<Vec<Pod>> = None;
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick of an interval fires immediately; consume it, we scan right away.
+        ticker.tick().await;
+        tracing::info!(path = %self.config.path.display(), "starting static pod file source");
+        loop {
+            if watch.is_none() {
+                let path = self.config.path.clone();
+                let tx = tx.clone();
+                watch = tokio::task::spawn_blocking(move || start_watch(&path, tx))
+                    .await
+                    .ok()
+                    .flatten();
+            }
+            let pods = scanner.scan().await;
+            if last_sent.as_ref() != Some(&pods) {
+                tracing::info!(path = %self.config.path.display(), pods = pods.len(), "static pods changed");
+                let update = PodUpdate {
+                    op: PodOperation::Set,
+                    pods: pods.clone(),
+                    source: FILE_SOURCE.into(),
+                };
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    sent = updates.send(update) => if sent.is_err() {
+                        return Err(SourceError::ChannelClosed { source_name: FILE_SOURCE.into() });
+                    },
+                }
+                last_sent = Some(pods);
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = ticker.tick() => {
+                    // The watched directory may have been removed or (for a directory path
+                    // that did not exist) created: set the watch up again on the next round.
+                    let stale = match &watch {
+                        Some(w) => tokio::fs::metadata(&w.target).await.is_err(),
+                        None => false,
+                    };
+                    let was_dir = watch.as_ref().is_some_and(|w| w.target == self.config.path);
+                    let is_dir = tokio::fs::metadata(&self.config.path).await.is_ok_and(|m| m.is_dir());
+                    if stale || was_dir != is_dir {
+                        watch = None;
+                    }
+                }
+                _ = rx.recv() => {
+                    // Debounce: let a burst of events (an editor's save) settle, then rescan once.
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(DEBOUNCE) => {}
+                    }
+                    while rx.try_recv().is_ok() {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use kubelet_core::pod as podutil;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    fn pod_yaml(name: &str, image: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: c\n    image: {image}\n"
+        )
+    }
+
+    struct Running {
+        rx: mpsc::Receiver<PodUpdate>,
+        shutdown: CancellationToken,
+        task: tokio::task::JoinHandle<Result<(), SourceError>>,
+    }
+
+    impl Running {
+        fn start(path: PathBuf, check_frequency: Duration) -> Running {
+            let source = FileSource::new(Config {
+                path,
+                node_name: "node-a".into(),
+                check_frequency,
+            });
+            let (tx, rx) = mpsc::channel(8);
+            let shutdown = CancellationToken::new();
+            let token = shutdown.clone();
+            let task = tokio::spawn(async move { source.run(tx, token).await });
+            Running { rx, shutdown, task }
+        }
+
+        async fn next(&mut self) -> PodUpdate {
+            let update = tokio::time::timeout(WAIT, self.rx.recv())
+                .await
+                .expect("timed out waiting for an update")
+                .expect("source stopped");
+            assert_eq!(update.op, PodOperation::Set);
+            assert_eq!(update.source, "file");
+            update
+        }
+
+        /// Waits for the first update whose pod names match `names`.
+        async fn until_names(&mut self, names: &[&str]) -> PodUpdate {
+            loop {
+                let update = self.next().await;
+                if names_of(&update) == names {
+                    return update;
+                }
+            }
+        }
+
+        async fn stop(self) {
+            self.shutdown.cancel();
+            let res = tokio::time::timeout(WAIT, self.task)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(res.is_ok(), "{res:?}");
+        }
+    }
+
+    fn names_of(update: &PodUpdate) -> Vec<String> {
+        let mut v: Vec<String> = update
+            .pods
+            .iter()
+            .map(|p| podutil::name(p).to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn directory_lifecycle_add_edit_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        // A long check frequency: changes must be seen through inotify.
+        let mut src = Running::start(dir.path().to_path_buf(), Duration::from_secs(3600));
+        let first = src.next().await;
+        assert!(
+            first.pods.is_empty(),
+            "first snapshot is sent even when empty"
+        );
+
+        tokio::fs::write(dir.path().join("web.yaml"), pod_yaml("web", "busybox:1"))
+            .await
+            .unwrap();
+        let added = src.until_names(&["web-node-a"]).await;
+        let uid1 = podutil::uid(&added.pods[0]).to_string();
+        assert!(!uid1.is_empty());
+        assert_eq!(podutil::source(&added.pods[0]), "file");
+
+        tokio::fs::write(dir.path().join("web.yaml"), pod_yaml("web", "busybox:2"))
+            .await
+            .unwrap();
+        let edited = loop {
+            let u = src.next().await;
+            if u.pods.len() == 1 && podutil::uid(&u.pods[0]) != uid1 {
+                break u;
+            }
+        };
+        let image = edited.pods[0].spec.as_ref().unwrap().containers[0]
+            .image
+            .clone();
+        assert_eq!(image.as_deref(), Some("busybox:2"));
+
+        tokio::fs::remove_file(dir.path().join("web.yaml"))
+            .await
+            .unwrap();
+        src.until_names(&[]).await;
+        src.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn broken_and_hidden_files_do_not_affect_good_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.yaml");
+        std::fs::write(&good, pod_yaml("good", "busybox:1")).unwrap();
+        std::fs::write(
+            dir.path().join("broken.yaml"),
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: x\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join(".hidden.yaml"),
+            pod_yaml("hidden", "busybox:1"),
+        )
+        .unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(
+            dir.path().join("sub/nested.yaml"),
+            pod_yaml("nested", "busybox:1"),
+        )
+        .unwrap();
+        let mut src = Running::start(dir.path().to_path_buf(), Duration::from_secs(3600));
+        let first = src.next().await;
+        assert_eq!(names_of(&first), ["good-node-a"]);
+        let good_uid = podutil::uid(&first.pods[0]).to_string();
+
+        // A second file with two pods; then it becomes partially written: its pods stay.
+        let two = dir.path().join("two.yaml");
+        tokio::fs::write(
+            &two,
+            format!(
+                "{}---\n{}",
+                pod_yaml("a", "busybox:1"),
+                pod_yaml("b", "busybox:1")
+            ),
+        )
+        .await
+        .unwrap();
+        let u = src
+            .until_names(&["a-node-a", "b-node-a", "good-node-a"])
+            .await;
+        let before = u.pods.clone();
+        tokio::fs::write(&two, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  containers:\n  - name: c\n    imag")
+            .await
+            .unwrap();
+        // Removing `good.yaml` then proves the broken file's last good pods stayed.
+        tokio::fs::remove_file(&good).await.unwrap();
+        let u = src.until_names(&["a-node-a", "b-node-a"]).await;
+        for p in &u.pods {
+            assert!(before.contains(p), "pods of the broken file changed: {p:?}");
+        }
+        assert!(u.pods.iter().all(|p| podutil::uid(p) != good_uid));
+        src.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn single_file_path_and_missing_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pod.json");
+        // A long check frequency: the parent directory's watch must notice the new file.
+        let mut src = Running::start(file.clone(), Duration::from_secs(3600));
+        // Missing path: an empty snapshot marks the source as seen.
+        assert!(src.next().await.pods.is_empty());
+        let json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j"},"spec":{"containers":[{"name":"c","image":"busybox:1"}]}}"#;
+        // Written elsewhere and renamed into place, as editors and config tools do.
+        let tmp = dir.path().join(".pod.json.tmp");
+        tokio::fs::write(&tmp, json).await.unwrap();
+        tokio::fs::rename(&tmp, &file).await.unwrap();
+        let u = src.until_names(&["j-node-a"]).await;
+        let uid = podutil::uid(&u.pods[0]).to_string();
+        src.stop().await;
+
+        // A restart with the unchanged manifest yields the same UID.
+        let mut again = Running::start(file.clone(), Duration::from_secs(3600));
+        let u = again.next().await;
+        assert_eq!(names_of(&u), ["j-node-a"]);
+        assert_eq!(podutil::uid(&u.pods[0]), uid);
+        // Removing the file empties the set (noticed through the parent's watch).
+        tokio::fs::remove_file(&file).await.unwrap();
+        again.until_names(&[]).await;
+        again.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn directory_created_after_start_is_picked_up() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("manifests");
+        let mut src = Running::start(dir.clone(), Duration::from_millis(100));
+        assert!(src.next().await.pods.is_empty());
+        tokio::fs::create_dir(&dir).await.unwrap();
+        tokio::fs::write(dir.join("a.yaml"), pod_yaml("a", "busybox:1"))
+            .await
+            .unwrap();
+        src.until_names(&["a-node-a"]).await;
+        // Once the directory is watched, later files are seen too.
+        tokio::fs::write(dir.join("b.yaml"), pod_yaml("b", "busybox:1"))
+            .await
+            .unwrap();
+        src.until_names(&["a-node-a", "b-node-a"]).await;
+        src.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn duplicate_full_names_across_files_keep_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.yaml"), pod_yaml("same", "busybox:1")).unwrap();
+        std::fs::write(dir.path().join("b.yaml"), pod_yaml("same", "busybox:2")).unwrap();
+        let mut src = Running::start(dir.path().to_path_buf(), Duration::from_secs(3600));
+        let u = src.next().await;
+        assert_eq!(names_of(&u), ["same-node-a"]);
+        let image = u.pods[0].spec.as_ref().unwrap().containers[0].image.clone();
+        assert_eq!(image.as_deref(), Some("busybox:1"));
+        src.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn unchanged_rescans_send_nothing_new() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.yaml"), pod_yaml("a", "busybox:1")).unwrap();
+        let mut src = Running::start(dir.path().to_path_buf(), Duration::from_millis(20));
+        let first = src.next().await;
+        assert_eq!(first.pods.len(), 1);
+        // Many rescans happen meanwhile; a touch without content change sends nothing either.
+        std::fs::write(dir.path().join("a.yaml"), pod_yaml("a", "busybox:1")).unwrap();
+        std::fs::write(dir.path().join("b.yaml"), pod_yaml("b", "busybox:1")).unwrap();
+        let next = src.next().await;
+        assert_eq!(names_of(&next), ["a-node-a", "b-node-a"]);
+        // The unchanged pod is identical, config.seen included.
+        assert!(next.pods.contains(&first.pods[0]));
+        src.stop().await;
+    }
+}
