@@ -372,7 +372,10 @@ mod tests {
     #[test]
     fn capacity_of_machine() {
         let cap = to_resource_list(&capacity_amounts(&machine(), 110));
-        let got: Vec<(&str, &str)> = cap.iter().map(|(k, v)| (k.as_str(), v.0.as_str())).collect();
+        let got: Vec<(&str, &str)> = cap
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.0.as_str()))
+            .collect();
         assert_eq!(
             got,
             vec![
@@ -485,8 +488,8 @@ mod tests {
     fn kubepods_limit_excludes_eviction() {
         let mut cap = capacity_amounts(&machine(), 110);
         cap.insert(RESOURCE_PID.into(), 32768);
-        let kube = parse_reserved("kubeReserved", &map(&[("memory", "1Gi"), ("pid", "1000")]))
-            .unwrap();
+        let kube =
+            parse_reserved("kubeReserved", &map(&[("memory", "1Gi"), ("pid", "1000")])).unwrap();
         let abs = node_allocatable_absolute(&cap, &Amounts::new(), &kube);
         assert_eq!(abs["memory"], 15 * GI);
         assert_eq!(abs[RESOURCE_PID], 31768);
@@ -497,7 +500,10 @@ mod tests {
     fn bad_values_name_the_field() {
         let err = parse_reserved("kubeReserved", &map(&[("memory", "1Zi")])).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("kubeReserved[memory]") && msg.contains("1Zi"), "{msg}");
+        assert!(
+            msg.contains("kubeReserved[memory]") && msg.contains("1Zi"),
+            "{msg}"
+        );
         let err = parse_reserved("systemReserved", &map(&[("gpu", "1")])).unwrap_err();
         assert!(err.to_string().contains("cannot reserve \"gpu\""), "{err}");
         let err = parse_reserved("systemReserved", &map(&[("cpu", "-1")])).unwrap_err();

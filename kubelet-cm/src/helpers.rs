@@ -140,7 +140,11 @@ fn hugepage_resource_names(pod: &Pod) -> Vec<String> {
     let mut names: Vec<String> = pod
         .spec
         .iter()
-        .flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()))
+        .flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
         .filter_map(|c| c.resources.as_ref())
         .flat_map(|r| r.requests.iter().chain(r.limits.iter()))
         .flat_map(|m| m.keys())

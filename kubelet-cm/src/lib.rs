@@ -23,6 +23,8 @@
 //! # }
 //! ```
 
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
 pub mod allocatable;
 pub mod cgroups;
 mod error;
@@ -34,4 +36,6 @@ pub mod quantity;
 pub use cgroups::{CgroupManager, CgroupMode, CgroupName, ResourceConfig, Usage};
 pub use error::Error;
 pub use machine::MachineInfo;
-pub use manager::{CmConfig, LinuxContainerManager, ENFORCE_PODS, NODE_ALLOCATABLE_CGROUP};
+pub use manager::{
+    CmConfig, LinuxContainerManager, NodeResources, ENFORCE_PODS, NODE_ALLOCATABLE_CGROUP,
+};

@@ -185,7 +185,10 @@ fn read_topology(root: &Path) -> Result<Vec<CpuTopology>, Error> {
                     None => Ok(None),
                     Some(text) => {
                         // Some platforms report -1 for unknown.
-                        Ok(text.parse::<i64>().ok().map(|v| u32::try_from(v).unwrap_or(0)))
+                        Ok(text
+                            .parse::<i64>()
+                            .ok()
+                            .map(|v| u32::try_from(v).unwrap_or(0)))
                     }
                 }
             };
@@ -357,7 +360,11 @@ pub(crate) mod tests {
             "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n",
         );
         write(root, "/proc/sys/kernel/pid_max", "32768\n");
-        write(root, "/proc/swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n");
+        write(
+            root,
+            "/proc/swaps",
+            "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
+        );
     }
 
     #[test]

@@ -96,6 +96,61 @@ impl Default for CmConfig {
     }
 }
 
+/// Node capacity, allocatable and the `kubepods` limits for a machine and configuration,
+/// computed without touching cgroups.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeResources {
+    /// cpu, memory, pods, ephemeral-storage, hugepages-*.
+    pub capacity: ResourceList,
+    /// capacity − systemReserved − kubeReserved − hard eviction (memory also − hugepages).
+    pub allocatable: ResourceList,
+    /// What `kubepods` is limited to (capacity incl. `pid`; minus reservations when
+    /// `enforceNodeAllocatable` has `pods`), cpu in millicores.
+    pub kubepods_limits: Amounts,
+}
+
+impl NodeResources {
+    /// Parses the reservations (with `reservedSystemCPUs` overriding the cpu ones) and hard
+    /// eviction thresholds, validates that reservations fit capacity (Go's
+    /// `validateNodeAllocatable`) and computes capacity, allocatable and the kubepods limits.
+    pub fn compute(config: &CmConfig, machine: &MachineInfo) -> Result<NodeResources, Error> {
+        let mut kube = parse_reserved("kubeReserved", &config.kube_reserved)?;
+        let mut system = parse_reserved("systemReserved", &config.system_reserved)?;
+        apply_reserved_cpus(
+            &config.reserved_system_cpus,
+            machine,
+            &mut kube,
+            &mut system,
+        )?;
+        let thresholds = parse_eviction_hard(&config.eviction_hard)?;
+        let capacity = capacity_amounts(machine, config.max_pods);
+        let reservation = node_allocatable_reservation(&capacity, &system, &kube, &thresholds);
+        validate_reservation(&capacity, &reservation)?;
+        let allocatable = allocatable_amounts(&capacity, &reservation);
+        // Go: capacity (incl. the internal pid resource), or capacity − reserved when
+        // allocatable is enforced on pods.
+        let mut internal = capacity.clone();
+        internal.insert(
+            RESOURCE_PID.to_string(),
+            i64::try_from(machine.max_pids).unwrap_or(i64::MAX),
+        );
+        let kubepods_limits = if config
+            .enforce_node_allocatable
+            .iter()
+            .any(|k| k == ENFORCE_PODS)
+        {
+            node_allocatable_absolute(&internal, &system, &kube)
+        } else {
+            internal
+        };
+        Ok(NodeResources {
+            capacity: to_resource_list(&capacity),
+            allocatable: to_resource_list(&allocatable),
+            kubepods_limits,
+        })
+    }
+}
+
 /// What the manager remembers about a pod it set up (for the Burstable tier's shares).
 #[derive(Debug, Clone, Copy)]
 struct TrackedPod {
@@ -162,14 +217,7 @@ impl LinuxContainerManager {
             check_swap(&config.root)?;
         }
 
-        let mut kube = parse_reserved("kubeReserved", &config.kube_reserved)?;
-        let mut system = parse_reserved("systemReserved", &config.system_reserved)?;
-        apply_reserved_cpus(&config.reserved_system_cpus, &machine, &mut kube, &mut system)?;
-        let thresholds = parse_eviction_hard(&config.eviction_hard)?;
-        let capacity = capacity_amounts(&machine, config.max_pods);
-        let reservation = node_allocatable_reservation(&capacity, &system, &kube, &thresholds);
-        validate_reservation(&capacity, &reservation)?;
-        let allocatable = allocatable_amounts(&capacity, &reservation);
+        let resources = NodeResources::compute(&config, &machine)?;
 
         let mounts = detect(&config.root)?;
         let cgroups = manager_for(&config.root, &mounts);
@@ -187,23 +235,8 @@ impl LinuxContainerManager {
                 Error::InvalidConfig(format!("cgroup root {}: {e}", config.cgroup_root))
             })?;
             let node = root_name.child(NODE_ALLOCATABLE_CGROUP);
-            // Go: capacity (incl. the internal pid resource), or capacity − reserved when
-            // allocatable is enforced on pods.
-            let mut internal = capacity.clone();
-            internal.insert(
-                RESOURCE_PID.to_string(),
-                i64::try_from(machine.max_pids).unwrap_or(i64::MAX),
-            );
-            let limits = if config
-                .enforce_node_allocatable
-                .iter()
-                .any(|k| k == ENFORCE_PODS)
-            {
-                node_allocatable_absolute(&internal, &system, &kube)
-            } else {
-                internal
-            };
-            let rc = cgroup_config_from_amounts(&limits);
+            let limits = &resources.kubepods_limits;
+            let rc = cgroup_config_from_amounts(limits);
             if cgroups.exists(&node) {
                 cgroups.update(&node, &rc)?;
             } else {
@@ -231,8 +264,8 @@ impl LinuxContainerManager {
             inner,
             machine: Arc::new(machine),
             mounts,
-            capacity: to_resource_list(&capacity),
-            allocatable: to_resource_list(&allocatable),
+            capacity: resources.capacity,
+            allocatable: resources.allocatable,
             kubepods_config,
         })
     }
@@ -269,7 +302,11 @@ impl LinuxContainerManager {
             return None;
         }
         let uid = pod.metadata.uid.as_deref()?;
-        Some(self.inner.qos_cgroup(pod_qos(pod)).child(&format!("pod{uid}")))
+        Some(
+            self.inner
+                .qos_cgroup(pod_qos(pod))
+                .child(&format!("pod{uid}")),
+        )
     }
 
     /// Resource usage of a pod's cgroup (blocking file reads).
@@ -443,9 +480,7 @@ impl Inner {
                 },
             );
             qos == QosClass::Burstable
-                && prev.is_none_or(|p| {
-                    p.qos != qos || p.cpu_request_milli != cpu_request_milli
-                })
+                && prev.is_none_or(|p| p.qos != qos || p.cpu_request_milli != cpu_request_milli)
         };
         if !self.cgroups.exists(&name) {
             if changed {
@@ -594,7 +629,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fixture_machine(dir.path());
         write(dir.path(), "/proc/self/mountinfo", HYBRID_MOUNTINFO);
-        for c in ["cpu", "cpuacct", "cpuset", "memory", "pids", "systemd", "unified"] {
+        for c in [
+            "cpu", "cpuacct", "cpuset", "memory", "pids", "systemd", "unified",
+        ] {
             std::fs::create_dir_all(dir.path().join("sys/fs/cgroup").join(c)).unwrap();
         }
         write(dir.path(), "/sys/fs/cgroup/cpuset/cpuset.cpus", "0-3");
@@ -705,7 +742,10 @@ mod tests {
         assert_eq!(read(r, "cpu/kubepods/besteffort/cpu.shares"), "2");
         assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "2");
         assert_eq!(read(r, "cpuset/kubepods/burstable/cpuset.cpus"), "0-3");
-        assert!(!r.join("sys/fs/cgroup/unified/kubepods").exists(), "hybrid uses v1 only");
+        assert!(
+            !r.join("sys/fs/cgroup/unified/kubepods").exists(),
+            "hybrid uses v1 only"
+        );
 
         let alloc = cm.allocatable();
         assert_eq!(alloc["cpu"].0, "4");
@@ -730,14 +770,22 @@ mod tests {
         assert_eq!(read(r, "cpu/kubepods/podgggg/cpu.cfs_quota_us"), "50000");
         assert_eq!(read(r, "pids/kubepods/podgggg/pids.max"), "1024");
         assert_eq!(
-            cm.ensure_pod_resources(&b1).await.unwrap().cgroup_parent.as_deref(),
+            cm.ensure_pod_resources(&b1)
+                .await
+                .unwrap()
+                .cgroup_parent
+                .as_deref(),
             Some("/kubepods/burstable/podbbb1")
         );
         assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "256");
         cm.ensure_pod_resources(&b2).await.unwrap();
         assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "1024");
         assert_eq!(
-            cm.ensure_pod_resources(&e).await.unwrap().cgroup_parent.as_deref(),
+            cm.ensure_pod_resources(&e)
+                .await
+                .unwrap()
+                .cgroup_parent
+                .as_deref(),
             Some("/kubepods/besteffort/podeeee")
         );
         // Idempotent.
@@ -749,7 +797,9 @@ mod tests {
         );
         cm.remove_pod_resources("bbb2").await.unwrap();
         assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "256");
-        assert!(!r.join("sys/fs/cgroup/memory/kubepods/burstable/podbbb2").exists());
+        assert!(!r
+            .join("sys/fs/cgroup/memory/kubepods/burstable/podbbb2")
+            .exists());
         cm.remove_pod_resources("bbb2").await.unwrap();
         cm.remove_pod_resources("gggg").await.unwrap();
         assert_eq!(
@@ -796,7 +846,10 @@ mod tests {
             ..config(dir.path())
         })
         .unwrap();
-        let res = cm.ensure_pod_resources(&pod("x", &[(&[], &[])])).await.unwrap();
+        let res = cm
+            .ensure_pod_resources(&pod("x", &[(&[], &[])]))
+            .await
+            .unwrap();
         assert_eq!(res.cgroup_parent, None);
         assert!(!dir.path().join("sys/fs/cgroup/cpu/kubepods").exists());
         assert!(cm.pods_with_resources().await.unwrap().is_empty());

@@ -569,9 +569,17 @@ pub(crate) mod tests {
 30 23 0:27 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
 ";
 
+    /// mountinfo, mode, v1 controller → mount, unified mount.
+    type DetectCase<'a> = (
+        &'a str,
+        CgroupMode,
+        &'a [(&'a str, &'a str)],
+        Option<&'a str>,
+    );
+
     #[test]
     fn detect_table() {
-        let cases: &[(&str, CgroupMode, &[(&str, &str)], Option<&str>)] = &[
+        let cases: &[DetectCase<'_>] = &[
             (
                 V1_MOUNTINFO,
                 CgroupMode::V1,

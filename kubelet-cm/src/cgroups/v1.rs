@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::{
-    child_dirs, hugetlb_limits, mkdir_all, pids_recursive, read_keyed, read_u64,
-    remove_tree, working_set, write_file, CgroupError, CgroupManager, CgroupMode, CgroupName,
-    ResourceConfig, Usage,
+    child_dirs, hugetlb_limits, mkdir_all, pids_recursive, read_keyed, read_u64, remove_tree,
+    working_set, write_file, CgroupError, CgroupManager, CgroupMode, CgroupName, ResourceConfig,
+    Usage,
 };
 
 /// Controllers whose directories must exist for a cgroup to count as existing (Go's
@@ -249,7 +249,9 @@ mod tests {
     use crate::machine::tests::write;
 
     fn read_control(dir: &Path, file: &str) -> Result<String, CgroupError> {
-        Ok(crate::cgroups::read_file(&dir.join(file))?.trim().to_string())
+        Ok(crate::cgroups::read_file(&dir.join(file))?
+            .trim()
+            .to_string())
     }
 
     fn fixture() -> (tempfile::TempDir, V1Manager) {
@@ -286,7 +288,12 @@ mod tests {
         };
         mgr.create(&name, &cfg).unwrap();
         assert!(mgr.exists(&name));
-        let cg = |c: &str| dir.path().join("sys/fs/cgroup").join(c).join("kubepods/burstable/podabc");
+        let cg = |c: &str| {
+            dir.path()
+                .join("sys/fs/cgroup")
+                .join(c)
+                .join("kubepods/burstable/podabc")
+        };
         let read = |c: &str, f: &str| read_control(&cg(c), f).unwrap();
         assert_eq!(read("cpu,cpuacct", "cpu.shares"), "512");
         assert_eq!(read("cpu,cpuacct", "cpu.cfs_quota_us"), "50000");
@@ -313,7 +320,11 @@ mod tests {
         .unwrap();
         assert_eq!(read("cpu,cpuacct", "cpu.shares"), "2");
         assert_eq!(read("pids", "pids.max"), "max");
-        assert_eq!(read("cpu,cpuacct", "cpu.cfs_quota_us"), "50000", "untouched");
+        assert_eq!(
+            read("cpu,cpuacct", "cpu.cfs_quota_us"),
+            "50000",
+            "untouched"
+        );
 
         let parent = CgroupName::from_cgroupfs("/kubepods/burstable");
         assert_eq!(mgr.children(&parent).unwrap(), vec!["podabc".to_string()]);

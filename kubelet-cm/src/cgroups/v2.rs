@@ -6,9 +6,9 @@ use std::time::Instant;
 use procfs::{FromRead, Meminfo};
 
 use super::{
-    child_dirs, hugetlb_limits, mkdir_all, pids_recursive, read_keyed, read_u64,
-    remove_tree, working_set, write_file, CgroupError, CgroupManager, CgroupMode, CgroupName,
-    ResourceConfig, Usage,
+    child_dirs, hugetlb_limits, mkdir_all, pids_recursive, read_keyed, read_u64, remove_tree,
+    working_set, write_file, CgroupError, CgroupManager, CgroupMode, CgroupName, ResourceConfig,
+    Usage,
 };
 
 /// Controllers enabled for the kubelet's cgroups when the parent offers them.
@@ -206,7 +206,9 @@ mod tests {
     use crate::machine::tests::write;
 
     fn read_control(dir: &Path, file: &str) -> Result<String, CgroupError> {
-        Ok(crate::cgroups::read_file(&dir.join(file))?.trim().to_string())
+        Ok(crate::cgroups::read_file(&dir.join(file))?
+            .trim()
+            .to_string())
     }
 
     #[test]
@@ -226,7 +228,11 @@ mod tests {
             "/sys/fs/cgroup/cgroup.controllers",
             "cpuset cpu io memory hugetlb pids rdma misc\n",
         );
-        write(dir.path(), "/sys/fs/cgroup/cgroup.subtree_control", "cpu memory\n");
+        write(
+            dir.path(),
+            "/sys/fs/cgroup/cgroup.subtree_control",
+            "cpu memory\n",
+        );
         write(
             dir.path(),
             "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
@@ -259,7 +265,11 @@ mod tests {
 
         // The root cgroup: memory from meminfo.
         crate::machine::tests::fixture_machine(dir.path());
-        write(dir.path(), "/sys/fs/cgroup/cpu.stat", "usage_usec 42\nuser_usec 40\n");
+        write(
+            dir.path(),
+            "/sys/fs/cgroup/cpu.stat",
+            "usage_usec 42\nuser_usec 40\n",
+        );
         write(
             dir.path(),
             "/sys/fs/cgroup/memory.stat",
