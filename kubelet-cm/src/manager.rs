@@ -238,7 +238,11 @@ impl LinuxContainerManager {
             let limits = &resources.kubepods_limits;
             let rc = cgroup_config_from_amounts(limits);
             if cgroups.exists(&node) {
-                cgroups.update(&node, &rc)?;
+                // Go retries this in the background (usage may exceed a lowered limit until
+                // evictions bring it down); a failed update does not stop the kubelet.
+                if let Err(e) = cgroups.update(&node, &rc) {
+                    tracing::warn!(cgroup = %node, error = %e, "failed to update node allocatable limits");
+                }
             } else {
                 cgroups.create(&node, &rc)?;
             }

@@ -299,6 +299,21 @@ async fn qos_and_pod_cgroups_on_this_machine() {
     for p in cm.cgroup_manager().paths(&bname) {
         std::fs::create_dir(p.join("leftover-ctr")).unwrap();
     }
+    // On a hybrid host runc also creates the container cgroup in the unified hierarchy.
+    let unified_leftover = (mounts.mode == CgroupMode::Hybrid)
+        .then(|| {
+            mounts
+                .unified
+                .as_ref()
+                .map(|u| bname.dir_in(u).join("leftover-ctr"))
+        })
+        .flatten();
+    if let Some(u) = &unified_leftover {
+        std::fs::create_dir_all(u).unwrap();
+        let mut uids = cm.pods_with_resources().await.unwrap();
+        uids.sort();
+        assert_eq!(uids, vec!["besteffort-1", "burstable-1", "guaranteed-1"]);
+    }
     for uid in ["guaranteed-1", "burstable-1", "besteffort-1"] {
         cm.remove_pod_resources(uid).await.unwrap();
     }
@@ -311,6 +326,9 @@ async fn qos_and_pod_cgroups_on_this_machine() {
         }
     }
     assert!(cm.pods_with_resources().await.unwrap().is_empty());
+    if let Some(u) = &unified_leftover {
+        assert!(!u.exists() && !bname.dir_in(mounts.unified.as_ref().unwrap()).exists());
+    }
     if v1 {
         assert_eq!(read(&dir("cpu", "/kubepods/burstable"), "cpu.shares"), "2");
     }

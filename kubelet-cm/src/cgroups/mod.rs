@@ -5,7 +5,8 @@
 //! v2 (unified); `cgroup` (v1) mounts with an extra `cgroup2` mount elsewhere (typically
 //! `/sys/fs/cgroup/unified`) is hybrid; v1 mounts only is v1. In hybrid mode, as in Go's
 //! kubelet (runc's `IsCgroup2UnifiedMode` is false there), resources are managed in the v1
-//! hierarchies only.
+//! hierarchies only; the unified mount is only cleaned up (runc creates container cgroups
+//! there too).
 //!
 //! Cgroup names are cgroupfs paths relative to each hierarchy's mount point
 //! (`/kubepods/burstable/pod<uid>`); every mount point is resolved under a `root` directory,
@@ -324,7 +325,10 @@ pub trait CgroupManager: Send + Sync + fmt::Debug {
 pub fn manager_for(root: &Path, mounts: &CgroupMounts) -> Box<dyn CgroupManager> {
     match mounts.mode {
         CgroupMode::V1 | CgroupMode::Hybrid => {
-            Box::new(V1Manager::new(root, mounts.v1.clone(), mounts.mode))
+            let unified = (mounts.mode == CgroupMode::Hybrid)
+                .then(|| mounts.unified.clone())
+                .flatten();
+            Box::new(V1Manager::new(root, mounts.v1.clone(), mounts.mode).with_unified(unified))
         }
         CgroupMode::V2 => Box::new(V2Manager::new(
             root,

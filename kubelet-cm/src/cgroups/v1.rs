@@ -20,6 +20,7 @@ pub struct V1Manager {
     root: PathBuf,
     mounts: BTreeMap<String, PathBuf>,
     mode: CgroupMode,
+    unified: Option<PathBuf>,
 }
 
 impl V1Manager {
@@ -31,7 +32,25 @@ impl V1Manager {
             root: root.to_path_buf(),
             mounts,
             mode,
+            unified: None,
         }
+    }
+
+    /// In hybrid mode, the cgroup2 mount (e.g. `/sys/fs/cgroup/unified`). The kubelet sets no
+    /// resources there, but runc creates container cgroups in it too, so `destroy` removes
+    /// the cgroup there as well and `children` lists it (orphans are found and cleaned).
+    pub fn with_unified(mut self, unified: Option<PathBuf>) -> V1Manager {
+        self.unified = unified;
+        self
+    }
+
+    /// Hierarchies to clean: the v1 ones plus the hybrid unified mount.
+    fn cleanup_hierarchies(&self) -> Vec<&PathBuf> {
+        let mut all = self.hierarchies();
+        if let Some(u) = &self.unified {
+            all.push(u);
+        }
+        all
     }
 
     /// Distinct mount points (co-mounted controllers share one).
@@ -178,7 +197,7 @@ impl CgroupManager for V1Manager {
 
     fn destroy(&self, name: &CgroupName) -> Result<(), CgroupError> {
         let mut first_err = None;
-        for mount in self.hierarchies() {
+        for mount in self.cleanup_hierarchies() {
             if let Err(e) = remove_tree(&name.dir_in(mount)) {
                 first_err.get_or_insert(e);
             }
@@ -191,7 +210,7 @@ impl CgroupManager for V1Manager {
 
     fn children(&self, name: &CgroupName) -> Result<Vec<String>, CgroupError> {
         let mut all = BTreeSet::new();
-        for mount in self.hierarchies() {
+        for mount in self.cleanup_hierarchies() {
             all.extend(child_dirs(&name.dir_in(mount))?);
         }
         Ok(all.into_iter().collect())
@@ -338,6 +357,31 @@ mod tests {
         assert!(mgr.children(&parent).unwrap().is_empty());
         mgr.destroy(&name).unwrap();
         assert!(mgr.update(&name, &ResourceConfig::default()).is_err());
+    }
+
+    #[test]
+    fn hybrid_destroy_cleans_unified_leftovers() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "/proc/self/mountinfo",
+            crate::cgroups::tests::HYBRID_MOUNTINFO,
+        );
+        let m = detect(dir.path()).unwrap();
+        let mgr = V1Manager::new(dir.path(), m.v1, m.mode).with_unified(m.unified.clone());
+        let name = CgroupName::from_cgroupfs("/kubepods/besteffort/podz");
+        mgr.create(&name, &ResourceConfig::default()).unwrap();
+        let unified_pod = name.dir_in(m.unified.as_ref().unwrap());
+        assert!(
+            !unified_pod.exists(),
+            "nothing is created in the unified hierarchy"
+        );
+        std::fs::create_dir_all(unified_pod.join("ctr")).unwrap();
+        let parent = CgroupName::from_cgroupfs("/kubepods/besteffort");
+        assert_eq!(mgr.children(&parent).unwrap(), vec!["podz".to_string()]);
+        mgr.destroy(&name).unwrap();
+        assert!(!unified_pod.exists());
+        assert!(mgr.children(&parent).unwrap().is_empty());
     }
 
     #[test]
