@@ -244,7 +244,7 @@ pub fn validate_reservation(capacity: &Amounts, reservation: &Amounts) -> Result
     let mut problems = Vec::new();
     for (k, v) in reservation {
         let cap = capacity.get(k).copied().unwrap_or(0);
-        if cap - v < 0 {
+        if cap.saturating_sub(*v) < 0 {
             problems.push(format!(
                 "Resource {k:?} has a reservation of {} but capacity of {}. Expected capacity >= reservation.",
                 format_amount(k, *v).0,
@@ -291,8 +291,11 @@ pub fn node_allocatable_absolute(
     capacity
         .iter()
         .map(|(k, v)| {
-            let r = system_reserved.get(k).copied().unwrap_or(0)
-                + kube_reserved.get(k).copied().unwrap_or(0);
+            let r = system_reserved
+                .get(k)
+                .copied()
+                .unwrap_or(0)
+                .saturating_add(kube_reserved.get(k).copied().unwrap_or(0));
             (k.clone(), v.saturating_sub(r).max(0))
         })
         .collect()
@@ -494,6 +497,17 @@ mod tests {
         assert_eq!(abs["memory"], 15 * GI);
         assert_eq!(abs[RESOURCE_PID], 31768);
         assert_eq!(abs["cpu"], 4000);
+    }
+
+    #[test]
+    fn huge_reservations_saturate() {
+        let cap = capacity_amounts(&machine(), 110);
+        let huge = parse_reserved("kubeReserved", &map(&[("memory", "8E")])).unwrap();
+        let abs = node_allocatable_absolute(&cap, &huge, &huge);
+        assert_eq!(abs["memory"], 0);
+        let reservation = node_allocatable_reservation(&cap, &huge, &huge, &[]);
+        assert!(validate_reservation(&cap, &reservation).is_err());
+        assert_eq!(allocatable_amounts(&cap, &reservation)["memory"], 0);
     }
 
     #[test]
