@@ -1,1 +1,41 @@
-//! kubelet-cm (placeholder until its issue lands).
+//! # kubelet-cm
+//!
+//! The Linux container manager of kubelet-rs, implementing
+//! [`kubelet_core::ContainerManager`] the way Go's `pkg/kubelet/cm` does with the cgroupfs
+//! driver: it reads the machine (CPUs, memory, hugepages, ids, ephemeral storage), refuses
+//! to run with swap on (`failSwapOn`), computes capacity and allocatable (reservations and
+//! hard eviction thresholds), detects cgroup v1 / v2 / hybrid from the mount table, creates
+//! the QoS hierarchy (`kubepods`, `kubepods/burstable`, `kubepods/besteffort`) with node
+//! allocatable enforced on `kubepods`, and creates/removes the per-pod `pod<uid>` cgroups
+//! that the runtime uses as cgroup parent. Cgroup CPU and memory usage are readable for
+//! stats.
+//!
+//! ```no_run
+//! use kubelet_cm::{CmConfig, LinuxContainerManager};
+//! use kubelet_core::ContainerManager;
+//!
+//! # fn main() -> Result<(), kubelet_cm::Error> {
+//! let cm = LinuxContainerManager::new(CmConfig::default())?;
+//! println!("capacity: {:?}", cm.capacity());
+//! println!("allocatable: {:?}", cm.allocatable());
+//! println!("kernel: {}", cm.machine_info().kernel_version);
+//! # Ok(())
+//! # }
+//! ```
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod allocatable;
+pub mod cgroups;
+mod error;
+pub mod helpers;
+pub mod machine;
+mod manager;
+pub mod quantity;
+
+pub use cgroups::{CgroupManager, CgroupMode, CgroupName, ResourceConfig, Usage};
+pub use error::Error;
+pub use machine::MachineInfo;
+pub use manager::{
+    CmConfig, LinuxContainerManager, NodeResources, ENFORCE_PODS, NODE_ALLOCATABLE_CGROUP,
+};

@@ -1,0 +1,466 @@
+//! Machine information, as cAdvisor reports it to the Go kubelet.
+//!
+//! Every reader takes a `root` path that the absolute `/proc`, `/sys` and `/etc` paths are
+//! resolved under: `/` in production, a fixture directory in tests.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use procfs::{CpuInfo, FromRead, Meminfo};
+
+use crate::error::Error;
+use crate::quantity::parse_cpuset;
+
+/// One logical CPU and where it sits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuTopology {
+    /// Logical CPU id.
+    pub cpu: u32,
+    /// Core id within the socket.
+    pub core: u32,
+    /// Socket (physical package) id.
+    pub socket: u32,
+}
+
+/// Huge pages of one size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HugePages {
+    /// Page size in KiB (2048 for 2Mi pages).
+    pub page_size_kb: u64,
+    /// Number of pages reserved (`nr_hugepages`).
+    pub num_pages: u64,
+}
+
+impl HugePages {
+    /// The Kubernetes resource name, e.g. `hugepages-2Mi`.
+    pub fn resource_name(&self) -> String {
+        let bytes = i64::try_from(self.page_size_kb.saturating_mul(1024)).unwrap_or(i64::MAX);
+        format!("hugepages-{}", crate::quantity::binary(bytes).0)
+    }
+
+    /// Total bytes reserved in pages of this size.
+    pub fn total_bytes(&self) -> u64 {
+        self.page_size_kb
+            .saturating_mul(1024)
+            .saturating_mul(self.num_pages)
+    }
+}
+
+/// What the node is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineInfo {
+    /// Number of online logical CPUs.
+    pub num_cores: u32,
+    /// Number of distinct physical cores.
+    pub num_physical_cores: u32,
+    /// Number of sockets.
+    pub num_sockets: u32,
+    /// Per-CPU topology, sorted by CPU id.
+    pub topology: Vec<CpuTopology>,
+    /// Total memory in bytes (`MemTotal`).
+    pub memory_capacity: u64,
+    /// Huge pages per page size, sorted by size.
+    pub hugepages: Vec<HugePages>,
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+    /// `/etc/machine-id` (or `/var/lib/dbus/machine-id`); empty when neither exists.
+    pub machine_id: String,
+    /// `/sys/class/dmi/id/product_uuid`; empty when absent or unreadable.
+    pub system_uuid: String,
+    /// `/proc/sys/kernel/osrelease`.
+    pub kernel_version: String,
+    /// `PRETTY_NAME` from `/etc/os-release` (`"Linux"` if absent, as cAdvisor).
+    pub os_image: String,
+    /// `/proc/sys/kernel/pid_max`.
+    pub max_pids: u64,
+    /// Size in bytes of the filesystem holding the kubelet root dir.
+    pub ephemeral_storage_capacity: u64,
+    /// Inodes of the filesystem holding the kubelet root dir.
+    pub ephemeral_storage_inodes: u64,
+}
+
+/// Resolves an absolute path under `root`.
+pub(crate) fn under(root: &Path, abs: &str) -> PathBuf {
+    root.join(abs.trim_start_matches('/'))
+}
+
+pub(crate) fn read_string(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn read_trimmed_opt(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn parse_u64(path: &Path, text: &str) -> Result<u64, Error> {
+    text.trim().parse().map_err(|_| Error::ParseFile {
+        path: path.to_path_buf(),
+        message: format!("{:?} is not an unsigned integer", text.trim()),
+    })
+}
+
+impl MachineInfo {
+    /// Reads machine info from the `/proc`, `/sys` and `/etc` trees under `root`, and the
+    /// filesystem size of `root_dir` (the kubelet root dir, an absolute path on the real
+    /// system; its nearest existing ancestor is used if it does not exist yet).
+    pub fn read(root: &Path, root_dir: &Path) -> Result<MachineInfo, Error> {
+        let topology = read_topology(root)?;
+        let num_cores = u32::try_from(topology.len()).unwrap_or(u32::MAX);
+        let num_physical_cores = u32::try_from(
+            topology
+                .iter()
+                .map(|t| (t.socket, t.core))
+                .collect::<BTreeSet<_>>()
+                .len(),
+        )
+        .unwrap_or(u32::MAX);
+        let num_sockets = u32::try_from(
+            topology
+                .iter()
+                .map(|t| t.socket)
+                .collect::<BTreeSet<_>>()
+                .len(),
+        )
+        .unwrap_or(u32::MAX);
+
+        let meminfo_path = under(root, "/proc/meminfo");
+        let meminfo = Meminfo::from_file(&meminfo_path).map_err(|e| Error::ParseFile {
+            path: meminfo_path.clone(),
+            message: e.to_string(),
+        })?;
+
+        let boot_id_path = under(root, "/proc/sys/kernel/random/boot_id");
+        let boot_id = read_string(&boot_id_path)?.trim().to_string();
+        let machine_id = read_trimmed_opt(&under(root, "/etc/machine-id"))
+            .or_else(|| read_trimmed_opt(&under(root, "/var/lib/dbus/machine-id")))
+            .unwrap_or_default();
+        let system_uuid =
+            read_trimmed_opt(&under(root, "/sys/class/dmi/id/product_uuid")).unwrap_or_default();
+        let kernel_path = under(root, "/proc/sys/kernel/osrelease");
+        let kernel_version = read_string(&kernel_path)?.trim().to_string();
+        let os_image = read_os_image(root);
+        let pid_max_path = under(root, "/proc/sys/kernel/pid_max");
+        let max_pids = parse_u64(&pid_max_path, &read_string(&pid_max_path)?)?;
+        let (ephemeral_storage_capacity, ephemeral_storage_inodes) = fs_capacity(root_dir)?;
+
+        Ok(MachineInfo {
+            num_cores,
+            num_physical_cores,
+            num_sockets,
+            topology,
+            memory_capacity: meminfo.mem_total,
+            hugepages: read_hugepages(root)?,
+            boot_id,
+            machine_id,
+            system_uuid,
+            kernel_version,
+            os_image,
+            max_pids,
+            ephemeral_storage_capacity,
+            ephemeral_storage_inodes,
+        })
+    }
+}
+
+/// Online CPUs with their core and socket ids, from sysfs; falls back to /proc/cpuinfo.
+fn read_topology(root: &Path) -> Result<Vec<CpuTopology>, Error> {
+    let online_path = under(root, "/sys/devices/system/cpu/online");
+    if let Some(online) = read_trimmed_opt(&online_path) {
+        let cpus = parse_cpuset(&online).map_err(|message| Error::ParseFile {
+            path: online_path.clone(),
+            message,
+        })?;
+        let mut out = Vec::with_capacity(cpus.len());
+        for cpu in cpus {
+            let dir = under(root, &format!("/sys/devices/system/cpu/cpu{cpu}/topology"));
+            let read_id = |name: &str| -> Result<Option<u32>, Error> {
+                let p = dir.join(name);
+                match read_trimmed_opt(&p) {
+                    None => Ok(None),
+                    Some(text) => {
+                        // Some platforms report -1 for unknown.
+                        Ok(text
+                            .parse::<i64>()
+                            .ok()
+                            .map(|v| u32::try_from(v).unwrap_or(0)))
+                    }
+                }
+            };
+            let core = read_id("core_id")?.unwrap_or(cpu);
+            let socket = read_id("physical_package_id")?.unwrap_or(0);
+            out.push(CpuTopology { cpu, core, socket });
+        }
+        if !out.is_empty() {
+            return Ok(out);
+        }
+    }
+    let cpuinfo_path = under(root, "/proc/cpuinfo");
+    let info = CpuInfo::from_file(&cpuinfo_path).map_err(|e| Error::ParseFile {
+        path: cpuinfo_path.clone(),
+        message: e.to_string(),
+    })?;
+    let mut out = Vec::with_capacity(info.num_cores());
+    for i in 0..info.num_cores() {
+        let cpu = info
+            .get_field(i, "processor")
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(i as u32);
+        let core = info
+            .get_field(i, "core id")
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(cpu);
+        let socket = info.physical_id(i).unwrap_or(0);
+        out.push(CpuTopology { cpu, core, socket });
+    }
+    if out.is_empty() {
+        return Err(Error::ParseFile {
+            path: cpuinfo_path,
+            message: "no processors listed".to_string(),
+        });
+    }
+    out.sort_by_key(|t| t.cpu);
+    Ok(out)
+}
+
+/// Huge page pools from `/sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages`.
+fn read_hugepages(root: &Path) -> Result<Vec<HugePages>, Error> {
+    let dir = under(root, "/sys/kernel/mm/hugepages");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(Error::ReadFile { path: dir, source }),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| Error::ReadFile {
+            path: dir.clone(),
+            source,
+        })?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(size) = name
+            .strip_prefix("hugepages-")
+            .and_then(|s| s.strip_suffix("kB"))
+            .and_then(|s| s.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let nr_path = entry.path().join("nr_hugepages");
+        let num_pages = parse_u64(&nr_path, &read_string(&nr_path)?)?;
+        out.push(HugePages {
+            page_size_kb: size,
+            num_pages,
+        });
+    }
+    out.sort_by_key(|h| h.page_size_kb);
+    Ok(out)
+}
+
+fn read_os_image(root: &Path) -> String {
+    let text = read_trimmed_opt(&under(root, "/etc/os-release"))
+        .or_else(|| read_trimmed_opt(&under(root, "/usr/lib/os-release")))
+        .unwrap_or_default();
+    for line in text.lines() {
+        if let Some(v) = line.trim().strip_prefix("PRETTY_NAME=") {
+            return v.trim().trim_matches('"').trim_matches('\'').to_string();
+        }
+    }
+    "Linux".to_string()
+}
+
+/// Capacity in bytes and total inodes of the filesystem holding `path` (cAdvisor:
+/// blocks × block size).
+pub fn fs_capacity(path: &Path) -> Result<(u64, u64), Error> {
+    let mut p = path.to_path_buf();
+    while !p.exists() {
+        match p.parent() {
+            Some(parent) => p = parent.to_path_buf(),
+            None => break,
+        }
+    }
+    let st = rustix::fs::statvfs(&p).map_err(|e| Error::StatFs {
+        path: p.clone(),
+        source: e.into(),
+    })?;
+    Ok((st.f_blocks.saturating_mul(st.f_bsize), st.f_files))
+}
+
+/// Checks `/proc/swaps` under `root` the way Go's kubelet does with `failSwapOn`: any line
+/// after the header means swap is on and start-up is refused. A missing file means no swap.
+pub fn check_swap(root: &Path) -> Result<(), Error> {
+    let path = under(root, "/proc/swaps");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::info!(path = %path.display(), "file does not exist, assuming that swap is disabled");
+            return Ok(());
+        }
+        Err(source) => return Err(Error::ReadFile { path, source }),
+    };
+    let lines: Vec<String> = text.trim().split('\n').map(str::to_string).collect();
+    if lines.len() > 1 {
+        return Err(Error::SwapOn { lines });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn write(root: &Path, abs: &str, contents: &str) {
+        let p = under(root, abs);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, contents).unwrap();
+    }
+
+    const MEMINFO: &str = "MemTotal:       24684084 kB\nMemFree:        24104676 kB\nMemAvailable:   24334796 kB\nBuffers:            2324 kB\nCached:           403336 kB\nSwapCached:            0 kB\nActive:           100000 kB\nInactive:         100000 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\nDirty:                 0 kB\nWriteback:             0 kB\nAnonPages:         10000 kB\nMapped:            10000 kB\nShmem:              1000 kB\nSlab:              10000 kB\nSReclaimable:       5000 kB\nSUnreclaim:         5000 kB\nKernelStack:        1000 kB\nPageTables:         1000 kB\nNFS_Unstable:          0 kB\nBounce:                0 kB\nWritebackTmp:          0 kB\nCommitLimit:    12342040 kB\nCommitted_AS:     100000 kB\nVmallocTotal:   34359738367 kB\nVmallocUsed:           0 kB\nVmallocChunk:          0 kB\n";
+
+    /// A fixture machine: 4 CPUs (2 sockets × 2 cores), 24684084 KiB memory, 2 hugepage sizes.
+    pub(crate) fn fixture_machine(root: &Path) {
+        write(root, "/proc/meminfo", MEMINFO);
+        write(root, "/sys/devices/system/cpu/online", "0-3\n");
+        for cpu in 0..4 {
+            write(
+                root,
+                &format!("/sys/devices/system/cpu/cpu{cpu}/topology/core_id"),
+                &format!("{}\n", cpu % 2),
+            );
+            write(
+                root,
+                &format!("/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id"),
+                &format!("{}\n", cpu / 2),
+            );
+        }
+        write(
+            root,
+            "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
+            "16\n",
+        );
+        write(
+            root,
+            "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages",
+            "0\n",
+        );
+        write(
+            root,
+            "/proc/sys/kernel/random/boot_id",
+            "d1f9bbf2-2857-4ede-8ccc-bca1d2285675\n",
+        );
+        write(root, "/var/lib/dbus/machine-id", "dbusid\n");
+        write(root, "/proc/sys/kernel/osrelease", "6.1.0-test\n");
+        write(
+            root,
+            "/etc/os-release",
+            "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n",
+        );
+        write(root, "/proc/sys/kernel/pid_max", "32768\n");
+        write(
+            root,
+            "/proc/swaps",
+            "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
+        );
+    }
+
+    #[test]
+    fn reads_fixture_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_machine(dir.path());
+        let info = MachineInfo::read(dir.path(), dir.path()).unwrap();
+        assert_eq!(info.num_cores, 4);
+        assert_eq!(info.num_physical_cores, 4);
+        assert_eq!(info.num_sockets, 2);
+        assert_eq!(info.memory_capacity, 24_684_084 * 1024);
+        assert_eq!(
+            info.hugepages,
+            vec![
+                HugePages {
+                    page_size_kb: 2048,
+                    num_pages: 16
+                },
+                HugePages {
+                    page_size_kb: 1_048_576,
+                    num_pages: 0
+                }
+            ]
+        );
+        assert_eq!(info.hugepages[0].resource_name(), "hugepages-2Mi");
+        assert_eq!(info.hugepages[1].resource_name(), "hugepages-1Gi");
+        assert_eq!(info.boot_id, "d1f9bbf2-2857-4ede-8ccc-bca1d2285675");
+        assert_eq!(info.machine_id, "dbusid", "falls back to dbus machine-id");
+        assert_eq!(info.system_uuid, "");
+        assert_eq!(info.kernel_version, "6.1.0-test");
+        assert_eq!(info.os_image, "Debian GNU/Linux 12 (bookworm)");
+        assert_eq!(info.max_pids, 32768);
+        assert!(info.ephemeral_storage_capacity > 0);
+
+        // /etc/machine-id wins over dbus; product_uuid is read when present.
+        write(dir.path(), "/etc/machine-id", "etcid\n");
+        write(dir.path(), "/sys/class/dmi/id/product_uuid", "UUID-1\n");
+        let info = MachineInfo::read(dir.path(), dir.path()).unwrap();
+        assert_eq!(info.machine_id, "etcid");
+        assert_eq!(info.system_uuid, "UUID-1");
+    }
+
+    #[test]
+    fn topology_falls_back_to_cpuinfo() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_machine(dir.path());
+        std::fs::remove_dir_all(under(dir.path(), "/sys/devices")).unwrap();
+        write(
+            dir.path(),
+            "/proc/cpuinfo",
+            "processor\t: 0\nphysical id\t: 0\ncore id\t\t: 0\n\nprocessor\t: 1\nphysical id\t: 0\ncore id\t\t: 0\n\nprocessor\t: 2\nphysical id\t: 0\ncore id\t\t: 1\n\n",
+        );
+        let info = MachineInfo::read(dir.path(), dir.path()).unwrap();
+        assert_eq!(info.num_cores, 3);
+        assert_eq!(info.num_physical_cores, 2);
+        assert_eq!(info.num_sockets, 1);
+    }
+
+    #[test]
+    fn missing_required_file_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_machine(dir.path());
+        std::fs::remove_file(under(dir.path(), "/proc/sys/kernel/pid_max")).unwrap();
+        let err = MachineInfo::read(dir.path(), dir.path()).unwrap_err();
+        assert!(err.to_string().contains("pid_max"), "{err}");
+    }
+
+    #[test]
+    fn swap_table() {
+        let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority";
+        let cases: &[(Option<String>, bool)] = &[
+            (None, true),
+            (Some(format!("{header}\n")), true),
+            (
+                Some(format!(
+                    "{header}\n/dev/vda2                               partition\t1048572\t\t0\t\t-2\n"
+                )),
+                false,
+            ),
+        ];
+        for (contents, ok) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            if let Some(c) = contents {
+                write(dir.path(), "/proc/swaps", c);
+            }
+            let res = check_swap(dir.path());
+            assert_eq!(res.is_ok(), *ok, "{contents:?}");
+            if let Err(e) = res {
+                let msg = e.to_string();
+                assert!(
+                    msg.starts_with("running with swap on is not supported, please disable swap! or set --fail-swap-on flag to false. /proc/swaps contained: [Filename"),
+                    "{msg}"
+                );
+                assert!(msg.contains("/dev/vda2"), "{msg}");
+                assert!(msg.ends_with("-2]"), "{msg}");
+            }
+        }
+    }
+}

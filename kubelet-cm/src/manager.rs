@@ -1,0 +1,861 @@
+//! [`LinuxContainerManager`]: the `ContainerManager` for Linux with the cgroupfs driver.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use kubelet_core::qos::{pod_qos, QosClass};
+use kubelet_core::resources::pod_request;
+use kubelet_core::{CmError, ContainerManager, PodResources, ResourceList};
+
+use crate::allocatable::{
+    allocatable_amounts, apply_reserved_cpus, capacity_amounts, node_allocatable_absolute,
+    node_allocatable_reservation, parse_eviction_hard, parse_reserved, to_resource_list,
+    validate_reservation, Amounts, RESOURCE_PID,
+};
+use crate::cgroups::{
+    detect, manager_for, CgroupManager, CgroupMounts, CgroupName, ResourceConfig, Usage,
+};
+use crate::error::Error;
+use crate::helpers::{
+    hugepage_size_bytes, milli_cpu_to_shares, resource_config_for_pod, MIN_SHARES,
+};
+use crate::machine::{check_swap, MachineInfo};
+
+/// The node-allocatable cgroup Go creates under `cgroupRoot` when `cgroupsPerQOS` is on.
+pub const NODE_ALLOCATABLE_CGROUP: &str = "kubepods";
+/// The `enforceNodeAllocatable` key for enforcing allocatable on the pods cgroup.
+pub const ENFORCE_PODS: &str = "pods";
+
+/// Configuration of the container manager; [`Default`] gives Go's kubelet defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CmConfig {
+    /// Root the `/proc`, `/sys` and `/etc` files are read under (`/`; a fixture in tests).
+    pub root: PathBuf,
+    /// Kubelet root dir; its filesystem is the ephemeral-storage capacity.
+    pub root_dir: PathBuf,
+    /// `cgroupRoot` (default `/`); must already exist when `cgroups_per_qos` is on.
+    pub cgroup_root: String,
+    /// `cgroupsPerQOS` (default true).
+    pub cgroups_per_qos: bool,
+    /// `cgroupDriver`: only `cgroupfs` is supported (default `cgroupfs`).
+    pub cgroup_driver: String,
+    /// `cpuCFSQuota` (default true): enforce cpu limits with CFS quota.
+    pub cpu_cfs_quota: bool,
+    /// `cpuCFSQuotaPeriod` (default 100ms).
+    pub cpu_cfs_quota_period: Duration,
+    /// `podPidsLimit` (default -1 = unlimited; only values > 0 are applied).
+    pub pod_pids_limit: i64,
+    /// `maxPods` (default 110).
+    pub max_pods: u32,
+    /// `failSwapOn` (default true).
+    pub fail_swap_on: bool,
+    /// `kubeReserved` (cpu, memory, ephemeral-storage, pid).
+    pub kube_reserved: BTreeMap<String, String>,
+    /// `systemReserved` (cpu, memory, ephemeral-storage, pid).
+    pub system_reserved: BTreeMap<String, String>,
+    /// `evictionHard` (default memory.available<100Mi, nodefs.available<10%,
+    /// imagefs.available<15%, nodefs.inodesFree<5%).
+    pub eviction_hard: BTreeMap<String, String>,
+    /// `reservedSystemCPUs` cpuset list ("0-1,3"); overrides the cpu reservations.
+    pub reserved_system_cpus: String,
+    /// `enforceNodeAllocatable` (default `["pods"]`).
+    pub enforce_node_allocatable: Vec<String>,
+}
+
+impl Default for CmConfig {
+    fn default() -> CmConfig {
+        CmConfig {
+            root: PathBuf::from("/"),
+            root_dir: PathBuf::from("/var/lib/kubelet"),
+            cgroup_root: "/".to_string(),
+            cgroups_per_qos: true,
+            cgroup_driver: "cgroupfs".to_string(),
+            cpu_cfs_quota: true,
+            cpu_cfs_quota_period: Duration::from_millis(100),
+            pod_pids_limit: -1,
+            max_pods: 110,
+            fail_swap_on: true,
+            kube_reserved: BTreeMap::new(),
+            system_reserved: BTreeMap::new(),
+            eviction_hard: [
+                ("memory.available", "100Mi"),
+                ("nodefs.available", "10%"),
+                ("imagefs.available", "15%"),
+                ("nodefs.inodesFree", "5%"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            reserved_system_cpus: String::new(),
+            enforce_node_allocatable: vec![ENFORCE_PODS.to_string()],
+        }
+    }
+}
+
+/// Node capacity, allocatable and the `kubepods` limits for a machine and configuration,
+/// computed without touching cgroups.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeResources {
+    /// cpu, memory, pods, ephemeral-storage, hugepages-*.
+    pub capacity: ResourceList,
+    /// capacity − systemReserved − kubeReserved − hard eviction (memory also − hugepages).
+    pub allocatable: ResourceList,
+    /// What `kubepods` is limited to (capacity incl. `pid`; minus reservations when
+    /// `enforceNodeAllocatable` has `pods`), cpu in millicores.
+    pub kubepods_limits: Amounts,
+}
+
+impl NodeResources {
+    /// Parses the reservations (with `reservedSystemCPUs` overriding the cpu ones) and hard
+    /// eviction thresholds, validates that reservations fit capacity (Go's
+    /// `validateNodeAllocatable`) and computes capacity, allocatable and the kubepods limits.
+    pub fn compute(config: &CmConfig, machine: &MachineInfo) -> Result<NodeResources, Error> {
+        let mut kube = parse_reserved("kubeReserved", &config.kube_reserved)?;
+        let mut system = parse_reserved("systemReserved", &config.system_reserved)?;
+        apply_reserved_cpus(
+            &config.reserved_system_cpus,
+            machine,
+            &mut kube,
+            &mut system,
+        )?;
+        let thresholds = parse_eviction_hard(&config.eviction_hard)?;
+        let capacity = capacity_amounts(machine, config.max_pods);
+        let reservation = node_allocatable_reservation(&capacity, &system, &kube, &thresholds);
+        validate_reservation(&capacity, &reservation)?;
+        let allocatable = allocatable_amounts(&capacity, &reservation);
+        // Go: capacity (incl. the internal pid resource), or capacity − reserved when
+        // allocatable is enforced on pods.
+        let mut internal = capacity.clone();
+        internal.insert(
+            RESOURCE_PID.to_string(),
+            i64::try_from(machine.max_pids).unwrap_or(i64::MAX),
+        );
+        let kubepods_limits = if config
+            .enforce_node_allocatable
+            .iter()
+            .any(|k| k == ENFORCE_PODS)
+        {
+            node_allocatable_absolute(&internal, &system, &kube)
+        } else {
+            internal
+        };
+        Ok(NodeResources {
+            capacity: to_resource_list(&capacity),
+            allocatable: to_resource_list(&allocatable),
+            kubepods_limits,
+        })
+    }
+}
+
+/// What the manager remembers about a pod it set up (for the Burstable tier's shares).
+#[derive(Debug, Clone, Copy)]
+struct TrackedPod {
+    qos: QosClass,
+    cpu_request_milli: i64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: CmConfig,
+    cgroups: Box<dyn CgroupManager>,
+    /// `cgroupRoot/kubepods` (or `cgroupRoot` when cgroups per QoS are off).
+    node_cgroup: CgroupName,
+    pods: Mutex<HashMap<String, TrackedPod>>,
+    period_us: u64,
+}
+
+/// The Linux container manager: machine info, capacity/allocatable, the QoS cgroup
+/// hierarchy and per-pod cgroups (cgroupfs driver, cgroup v1, v2 or hybrid).
+///
+/// Construction does blocking file IO; call it from a blocking context
+/// (`tokio::task::spawn_blocking`) when on a runtime thread. The async trait methods move
+/// their cgroup IO to the blocking pool.
+#[derive(Debug, Clone)]
+pub struct LinuxContainerManager {
+    inner: Arc<Inner>,
+    machine: Arc<MachineInfo>,
+    mounts: CgroupMounts,
+    capacity: ResourceList,
+    allocatable: ResourceList,
+    kubepods_config: Option<ResourceConfig>,
+}
+
+impl LinuxContainerManager {
+    /// Reads machine info, checks swap, computes capacity and allocatable, detects cgroups
+    /// and (with `cgroups_per_qos`) creates `kubepods`, `kubepods/burstable` and
+    /// `kubepods/besteffort` under the cgroup root, enforcing node allocatable on `kubepods`.
+    pub fn new(config: CmConfig) -> Result<LinuxContainerManager, Error> {
+        match config.cgroup_driver.as_str() {
+            "cgroupfs" => {}
+            "systemd" => {
+                return Err(Error::UnsupportedCgroupDriver {
+                    driver: config.cgroup_driver.clone(),
+                })
+            }
+            other => {
+                return Err(Error::InvalidConfig(format!(
+                    "unknown cgroupDriver {other:?} (expected \"cgroupfs\" or \"systemd\")"
+                )))
+            }
+        }
+        validate_enforce_keys(&config.enforce_node_allocatable)?;
+        if config.cpu_cfs_quota_period < Duration::from_millis(1)
+            || config.cpu_cfs_quota_period > Duration::from_secs(1)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "cpuCFSQuotaPeriod {:?} must be between 1ms and 1s",
+                config.cpu_cfs_quota_period
+            )));
+        }
+
+        let machine = MachineInfo::read(&config.root, &config.root_dir)?;
+        if config.fail_swap_on {
+            check_swap(&config.root)?;
+        }
+
+        let resources = NodeResources::compute(&config, &machine)?;
+
+        let mounts = detect(&config.root)?;
+        let cgroups = manager_for(&config.root, &mounts);
+        tracing::info!(mode = ?mounts.mode, cgroup_root = %config.cgroup_root, "detected cgroups");
+
+        let root_name = CgroupName::from_cgroupfs(&config.cgroup_root);
+        let mut kubepods_config = None;
+        let node_cgroup = if config.cgroups_per_qos {
+            if config.cgroup_root.trim().is_empty() {
+                return Err(Error::InvalidConfig(
+                    "cgroups-per-qos was specified and cgroup-root was not specified".into(),
+                ));
+            }
+            cgroups.validate(&root_name).map_err(|e| {
+                Error::InvalidConfig(format!("cgroup root {}: {e}", config.cgroup_root))
+            })?;
+            let node = root_name.child(NODE_ALLOCATABLE_CGROUP);
+            let limits = &resources.kubepods_limits;
+            let rc = cgroup_config_from_amounts(limits);
+            if cgroups.exists(&node) {
+                // Go retries this in the background (usage may exceed a lowered limit until
+                // evictions bring it down); a failed update does not stop the kubelet.
+                if let Err(e) = cgroups.update(&node, &rc) {
+                    tracing::warn!(cgroup = %node, error = %e, "failed to update node allocatable limits");
+                }
+            } else {
+                cgroups.create(&node, &rc)?;
+            }
+            tracing::info!(cgroup = %node, config = ?rc, "node allocatable cgroup ready");
+            kubepods_config = Some(rc);
+            node
+        } else {
+            root_name
+        };
+
+        let period_us = u64::try_from(config.cpu_cfs_quota_period.as_micros()).unwrap_or(100_000);
+        let inner = Arc::new(Inner {
+            config,
+            cgroups,
+            node_cgroup,
+            pods: Mutex::new(HashMap::new()),
+            period_us,
+        });
+        if inner.config.cgroups_per_qos {
+            inner.setup_qos(&machine)?;
+        }
+        Ok(LinuxContainerManager {
+            inner,
+            machine: Arc::new(machine),
+            mounts,
+            capacity: resources.capacity,
+            allocatable: resources.allocatable,
+            kubepods_config,
+        })
+    }
+
+    /// The machine info read at start.
+    pub fn machine_info(&self) -> &MachineInfo {
+        &self.machine
+    }
+
+    /// The cgroup mounts detected at start.
+    pub fn cgroup_mounts(&self) -> &CgroupMounts {
+        &self.mounts
+    }
+
+    /// The cgroup manager in use (for inspection and tests).
+    pub fn cgroup_manager(&self) -> &dyn CgroupManager {
+        self.inner.cgroups.as_ref()
+    }
+
+    /// The settings applied to `kubepods` (None when cgroups per QoS are off).
+    pub fn node_allocatable_config(&self) -> Option<&ResourceConfig> {
+        self.kubepods_config.as_ref()
+    }
+
+    /// The cgroup a pod of this QoS class gets as parent: `kubepods` (Guaranteed),
+    /// `kubepods/burstable`, `kubepods/besteffort`.
+    pub fn qos_cgroup(&self, qos: QosClass) -> CgroupName {
+        self.inner.qos_cgroup(qos)
+    }
+
+    /// The pod's cgroup (`…/pod<uid>`) as cgroupfs path, or None when cgroups per QoS are off.
+    pub fn pod_cgroup_name(&self, pod: &Pod) -> Option<CgroupName> {
+        if !self.inner.config.cgroups_per_qos {
+            return None;
+        }
+        let uid = pod.metadata.uid.as_deref()?;
+        Some(
+            self.inner
+                .qos_cgroup(pod_qos(pod))
+                .child(&format!("pod{uid}")),
+        )
+    }
+
+    /// Resource usage of a pod's cgroup (blocking file reads).
+    pub fn pod_usage(&self, uid: &str) -> Result<Usage, Error> {
+        let name = self.inner.find_pod_cgroup(uid).ok_or_else(|| {
+            Error::Cgroup(crate::cgroups::CgroupError::Missing {
+                name: format!("pod{uid}"),
+                missing: Vec::new(),
+            })
+        })?;
+        Ok(self.inner.cgroups.usage(&name)?)
+    }
+
+    /// Resource usage of the whole node (the root cgroup; blocking file reads).
+    pub fn node_usage(&self) -> Result<Usage, Error> {
+        Ok(self.inner.cgroups.usage(&CgroupName::root())?)
+    }
+}
+
+fn validate_enforce_keys(keys: &[String]) -> Result<(), Error> {
+    for k in keys {
+        match k.as_str() {
+            "pods" => {}
+            "none" if keys.len() == 1 => {}
+            "none" => {
+                return Err(Error::InvalidConfig(
+                    "enforceNodeAllocatable: \"none\" cannot be combined with other options"
+                        .into(),
+                ))
+            }
+            "system-reserved" | "kube-reserved" | "system-reserved-compressible"
+            | "kube-reserved-compressible" => {
+                return Err(Error::InvalidConfig(format!(
+                    "enforceNodeAllocatable {k:?} needs a reserved cgroup, which this container manager does not support"
+                )))
+            }
+            other => {
+                return Err(Error::InvalidConfig(format!(
+                    "enforceNodeAllocatable: unknown option {other:?}"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Go's `getCgroupConfig` for node allocatable: cpu → shares, memory → limit, pid → pids
+/// limit, hugepages-* → hugetlb limits.
+fn cgroup_config_from_amounts(limits: &Amounts) -> ResourceConfig {
+    let mut rc = ResourceConfig::default();
+    if let Some(cpu) = limits.get("cpu") {
+        rc.cpu_shares = Some(milli_cpu_to_shares(*cpu));
+    }
+    if let Some(mem) = limits.get("memory") {
+        rc.memory = Some(*mem);
+    }
+    if let Some(pid) = limits.get(RESOURCE_PID) {
+        rc.pids_limit = Some(*pid);
+    }
+    for (k, v) in limits {
+        if let Some(size) = hugepage_size_bytes(k) {
+            rc.hugepage_limits.insert(size, *v);
+        }
+    }
+    rc
+}
+
+impl Inner {
+    fn qos_cgroup(&self, qos: QosClass) -> CgroupName {
+        match qos {
+            QosClass::Guaranteed => self.node_cgroup.clone(),
+            QosClass::Burstable => self.node_cgroup.child("burstable"),
+            QosClass::BestEffort => self.node_cgroup.child("besteffort"),
+        }
+    }
+
+    /// Creates (or updates) the Burstable and BestEffort tiers; hugepages unbounded.
+    fn setup_qos(&self, machine: &MachineInfo) -> Result<(), Error> {
+        let unbounded: BTreeMap<u64, i64> = machine
+            .hugepages
+            .iter()
+            .map(|h| (h.page_size_kb * 1024, i64::MAX))
+            .collect();
+        for qos in [QosClass::Burstable, QosClass::BestEffort] {
+            let name = self.qos_cgroup(qos);
+            let rc = ResourceConfig {
+                cpu_shares: (qos == QosClass::BestEffort).then_some(MIN_SHARES),
+                hugepage_limits: unbounded.clone(),
+                ..Default::default()
+            };
+            if self.cgroups.exists(&name) {
+                self.cgroups.update(&name, &rc)?;
+            } else {
+                self.cgroups.create(&name, &rc)?;
+            }
+        }
+        self.update_qos_cpu()?;
+        Ok(())
+    }
+
+    /// Go's `setCPUCgroupConfig`: BestEffort 2 shares; Burstable = shares of the summed cpu
+    /// requests of the Burstable pods set up here.
+    fn update_qos_cpu(&self) -> Result<(), Error> {
+        let burstable_milli: i64 = self
+            .pods
+            .lock()
+            .map(|p| {
+                p.values()
+                    .filter(|t| t.qos == QosClass::Burstable)
+                    .map(|t| t.cpu_request_milli)
+                    .fold(0, i64::saturating_add)
+            })
+            .unwrap_or(0);
+        let shares = milli_cpu_to_shares(burstable_milli);
+        self.cgroups.update(
+            &self.qos_cgroup(QosClass::BestEffort),
+            &ResourceConfig {
+                cpu_shares: Some(MIN_SHARES),
+                ..Default::default()
+            },
+        )?;
+        self.cgroups.update(
+            &self.qos_cgroup(QosClass::Burstable),
+            &ResourceConfig {
+                cpu_shares: Some(shares),
+                ..Default::default()
+            },
+        )?;
+        tracing::debug!(burstable_milli, shares, "updated QoS cpu shares");
+        Ok(())
+    }
+
+    /// The pod's cgroup under whichever QoS parent holds it.
+    fn find_pod_cgroup(&self, uid: &str) -> Option<CgroupName> {
+        let leaf = format!("pod{uid}");
+        [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ]
+        .into_iter()
+        .map(|q| self.qos_cgroup(q).child(&leaf))
+        .find(|n| self.cgroups.paths(n).iter().any(|p| p.is_dir()))
+    }
+
+    fn ensure_pod(&self, pod: &Pod, pod_ref: &str) -> Result<PodResources, String> {
+        if !self.config.cgroups_per_qos {
+            return Ok(PodResources {
+                cgroup_parent: None,
+            });
+        }
+        let uid = pod
+            .metadata
+            .uid
+            .as_deref()
+            .filter(|u| !u.is_empty())
+            .ok_or("pod has no uid")?;
+        if uid.contains('/') || uid.contains("..") {
+            return Err(format!("pod uid {uid:?} is not usable as a cgroup name"));
+        }
+        let qos = pod_qos(pod);
+        let cpu_request_milli = pod_request(pod, "cpu").map_err(|e| e.to_string())?;
+        let name = self.qos_cgroup(qos).child(&format!("pod{uid}"));
+        let changed = {
+            let mut pods = self.pods.lock().map_err(|_| "pod table lock poisoned")?;
+            let prev = pods.insert(
+                uid.to_string(),
+                TrackedPod {
+                    qos,
+                    cpu_request_milli,
+                },
+            );
+            qos == QosClass::Burstable
+                && prev.is_none_or(|p| p.qos != qos || p.cpu_request_milli != cpu_request_milli)
+        };
+        if !self.cgroups.exists(&name) {
+            if changed {
+                // As Go: the QoS tiers are updated before the pod cgroup is created.
+                self.update_qos_cpu().map_err(|e| e.to_string())?;
+            }
+            let mut rc = resource_config_for_pod(pod, self.config.cpu_cfs_quota, self.period_us)
+                .map_err(|e| e.to_string())?;
+            if self.config.pod_pids_limit > 0 {
+                rc.pids_limit = Some(self.config.pod_pids_limit);
+            }
+            self.cgroups.create(&name, &rc).map_err(|e| e.to_string())?;
+            tracing::info!(pod = pod_ref, uid, cgroup = %name, qos = qos.as_str(), "created pod cgroup");
+        } else if changed {
+            self.update_qos_cpu().map_err(|e| e.to_string())?;
+        }
+        Ok(PodResources {
+            cgroup_parent: Some(name.to_cgroupfs()),
+        })
+    }
+
+    fn remove_pod(&self, uid: &str) -> Result<(), String> {
+        if !self.config.cgroups_per_qos {
+            return Ok(());
+        }
+        let mut first_err = None;
+        let leaf = format!("pod{uid}");
+        for q in [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ] {
+            let name = self.qos_cgroup(q).child(&leaf);
+            if let Err(e) = self.cgroups.destroy(&name) {
+                first_err.get_or_insert(e.to_string());
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        let was_burstable = self
+            .pods
+            .lock()
+            .map_err(|_| "pod table lock poisoned")?
+            .remove(uid)
+            .is_some_and(|t| t.qos == QosClass::Burstable);
+        if was_burstable {
+            self.update_qos_cpu().map_err(|e| e.to_string())?;
+        }
+        tracing::info!(uid, "removed pod cgroup");
+        Ok(())
+    }
+
+    fn pods_with_resources(&self) -> Result<Vec<String>, String> {
+        if !self.config.cgroups_per_qos {
+            return Ok(Vec::new());
+        }
+        let mut uids = std::collections::BTreeSet::new();
+        for q in [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ] {
+            let parent = self.qos_cgroup(q);
+            for child in self.cgroups.children(&parent).map_err(|e| e.to_string())? {
+                if let Some(uid) = child.strip_prefix("pod").filter(|u| !u.is_empty()) {
+                    uids.insert(uid.to_string());
+                }
+            }
+        }
+        Ok(uids.into_iter().collect())
+    }
+}
+
+fn pod_ref(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+#[async_trait]
+impl ContainerManager for LinuxContainerManager {
+    fn capacity(&self) -> ResourceList {
+        self.capacity.clone()
+    }
+
+    fn allocatable(&self) -> ResourceList {
+        self.allocatable.clone()
+    }
+
+    async fn ensure_pod_resources(&self, pod: &Pod) -> Result<PodResources, CmError> {
+        let inner = self.inner.clone();
+        let pod = pod.clone();
+        let who = pod_ref(&pod);
+        let who2 = who.clone();
+        tokio::task::spawn_blocking(move || inner.ensure_pod(&pod, &who2))
+            .await
+            .map_err(|e| CmError::PodSetup {
+                pod: who.clone(),
+                message: format!("cgroup task failed: {e}"),
+            })?
+            .map_err(|message| CmError::PodSetup { pod: who, message })
+    }
+
+    async fn remove_pod_resources(&self, pod_uid: &str) -> Result<(), CmError> {
+        let inner = self.inner.clone();
+        let uid = pod_uid.to_string();
+        tokio::task::spawn_blocking(move || inner.remove_pod(&uid))
+            .await
+            .map_err(|e| CmError::PodTeardown {
+                uid: pod_uid.to_string(),
+                message: format!("cgroup task failed: {e}"),
+            })?
+            .map_err(|message| CmError::PodTeardown {
+                uid: pod_uid.to_string(),
+                message,
+            })
+    }
+
+    async fn pods_with_resources(&self) -> Result<Vec<String>, CmError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.pods_with_resources())
+            .await
+            .map_err(|e| CmError::Read {
+                what: "pod cgroups".into(),
+                message: format!("cgroup task failed: {e}"),
+            })?
+            .map_err(|message| CmError::Read {
+                what: "pod cgroups".into(),
+                message,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroups::tests::{HYBRID_MOUNTINFO, V2_MOUNTINFO};
+    use crate::helpers::tests::pod;
+    use crate::machine::tests::{fixture_machine, write};
+    use std::path::Path;
+
+    fn hybrid_fixture() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_machine(dir.path());
+        write(dir.path(), "/proc/self/mountinfo", HYBRID_MOUNTINFO);
+        for c in [
+            "cpu", "cpuacct", "cpuset", "memory", "pids", "systemd", "unified",
+        ] {
+            std::fs::create_dir_all(dir.path().join("sys/fs/cgroup").join(c)).unwrap();
+        }
+        write(dir.path(), "/sys/fs/cgroup/cpuset/cpuset.cpus", "0-3");
+        write(dir.path(), "/sys/fs/cgroup/cpuset/cpuset.mems", "0");
+        dir
+    }
+
+    fn config(root: &Path) -> CmConfig {
+        CmConfig {
+            root: root.to_path_buf(),
+            root_dir: root.to_path_buf(),
+            ..CmConfig::default()
+        }
+    }
+
+    fn read(root: &Path, rel: &str) -> String {
+        std::fs::read_to_string(root.join("sys/fs/cgroup").join(rel))
+            .unwrap_or_else(|e| panic!("{rel}: {e}"))
+            .trim()
+            .to_string()
+    }
+
+    #[test]
+    fn defaults_match_go() {
+        let c = CmConfig::default();
+        assert_eq!(c.cgroup_root, "/");
+        assert!(c.cgroups_per_qos && c.fail_swap_on && c.cpu_cfs_quota);
+        assert_eq!(c.cpu_cfs_quota_period, Duration::from_millis(100));
+        assert_eq!(c.pod_pids_limit, -1);
+        assert_eq!(c.max_pods, 110);
+        assert_eq!(c.eviction_hard.len(), 4);
+        assert_eq!(c.enforce_node_allocatable, vec!["pods".to_string()]);
+    }
+
+    #[test]
+    fn config_errors() {
+        let dir = hybrid_fixture();
+        let cases: Vec<(CmConfig, &str)> = vec![
+            (
+                CmConfig {
+                    cgroup_driver: "systemd".into(),
+                    ..config(dir.path())
+                },
+                "not supported here",
+            ),
+            (
+                CmConfig {
+                    cgroup_root: "/does-not-exist".into(),
+                    ..config(dir.path())
+                },
+                "/does-not-exist",
+            ),
+            (
+                CmConfig {
+                    kube_reserved: [("memory".to_string(), "lots".to_string())].into(),
+                    ..config(dir.path())
+                },
+                "kubeReserved[memory]",
+            ),
+            (
+                CmConfig {
+                    enforce_node_allocatable: vec!["system-reserved".into()],
+                    ..config(dir.path())
+                },
+                "system-reserved",
+            ),
+        ];
+        for (cfg, needle) in cases {
+            let err = LinuxContainerManager::new(cfg).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err} should contain {needle}");
+        }
+    }
+
+    #[test]
+    fn swap_on_refuses_to_start_unless_allowed() {
+        let dir = hybrid_fixture();
+        write(
+            dir.path(),
+            "/proc/swaps",
+            "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1024 0 -2\n",
+        );
+        let err = LinuxContainerManager::new(config(dir.path())).unwrap_err();
+        assert!(matches!(err, Error::SwapOn { .. }), "{err}");
+        LinuxContainerManager::new(CmConfig {
+            fail_swap_on: false,
+            ..config(dir.path())
+        })
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn qos_hierarchy_and_pods_on_hybrid_fixture() {
+        let dir = hybrid_fixture();
+        let cm = LinuxContainerManager::new(CmConfig {
+            kube_reserved: [("memory".to_string(), "1Gi".to_string())].into(),
+            pod_pids_limit: 1024,
+            ..config(dir.path())
+        })
+        .unwrap();
+        let r = dir.path();
+        // kubepods: shares from 4 cpus, memory = capacity − kubeReserved (no eviction).
+        assert_eq!(read(r, "cpu/kubepods/cpu.shares"), "4096");
+        assert_eq!(
+            read(r, "memory/kubepods/memory.limit_in_bytes"),
+            (24_684_084i64 * 1024 - (1 << 30)).to_string()
+        );
+        assert_eq!(read(r, "pids/kubepods/pids.max"), "32768");
+        assert_eq!(read(r, "cpu/kubepods/besteffort/cpu.shares"), "2");
+        assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "2");
+        assert_eq!(read(r, "cpuset/kubepods/burstable/cpuset.cpus"), "0-3");
+        assert!(
+            !r.join("sys/fs/cgroup/unified/kubepods").exists(),
+            "hybrid uses v1 only"
+        );
+
+        let alloc = cm.allocatable();
+        assert_eq!(alloc["cpu"].0, "4");
+        assert_eq!(alloc["pods"].0, "110");
+        // 24684084Ki − 1Gi − 100Mi − 16 × 2Mi hugepages
+        assert_eq!(
+            alloc["memory"].0,
+            format!("{}Ki", 24_684_084 - 1_048_576 - 102_400 - 32_768)
+        );
+        assert_eq!(cm.capacity()["memory"].0, "24684084Ki");
+        assert_eq!(cm.capacity()["hugepages-2Mi"].0, "32Mi");
+
+        let full: &[(&str, &str)] = &[("cpu", "500m"), ("memory", "128Mi")];
+        let g = pod("gggg", &[(full, full)]);
+        let b1 = pod("bbb1", &[(&[("cpu", "250m")], &[("cpu", "1")])]);
+        let b2 = pod("bbb2", &[(&[("cpu", "750m"), ("memory", "64Mi")], &[])]);
+        let e = pod("eeee", &[(&[], &[])]);
+
+        let res = cm.ensure_pod_resources(&g).await.unwrap();
+        assert_eq!(res.cgroup_parent.as_deref(), Some("/kubepods/podgggg"));
+        assert_eq!(read(r, "cpu/kubepods/podgggg/cpu.shares"), "512");
+        assert_eq!(read(r, "cpu/kubepods/podgggg/cpu.cfs_quota_us"), "50000");
+        assert_eq!(read(r, "pids/kubepods/podgggg/pids.max"), "1024");
+        assert_eq!(
+            cm.ensure_pod_resources(&b1)
+                .await
+                .unwrap()
+                .cgroup_parent
+                .as_deref(),
+            Some("/kubepods/burstable/podbbb1")
+        );
+        assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "256");
+        cm.ensure_pod_resources(&b2).await.unwrap();
+        assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "1024");
+        assert_eq!(
+            cm.ensure_pod_resources(&e)
+                .await
+                .unwrap()
+                .cgroup_parent
+                .as_deref(),
+            Some("/kubepods/besteffort/podeeee")
+        );
+        // Idempotent.
+        cm.ensure_pod_resources(&e).await.unwrap();
+
+        assert_eq!(
+            cm.pods_with_resources().await.unwrap(),
+            vec!["bbb1", "bbb2", "eeee", "gggg"]
+        );
+        cm.remove_pod_resources("bbb2").await.unwrap();
+        assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "256");
+        assert!(!r
+            .join("sys/fs/cgroup/memory/kubepods/burstable/podbbb2")
+            .exists());
+        cm.remove_pod_resources("bbb2").await.unwrap();
+        cm.remove_pod_resources("gggg").await.unwrap();
+        assert_eq!(
+            cm.pods_with_resources().await.unwrap(),
+            vec!["bbb1", "eeee"]
+        );
+    }
+
+    #[tokio::test]
+    async fn v2_fixture_and_custom_root() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_machine(dir.path());
+        write(dir.path(), "/proc/self/mountinfo", V2_MOUNTINFO);
+        write(
+            dir.path(),
+            "/sys/fs/cgroup/cgroup.controllers",
+            "cpuset cpu io memory pids",
+        );
+        std::fs::create_dir_all(dir.path().join("sys/fs/cgroup/custom")).unwrap();
+        let cm = LinuxContainerManager::new(CmConfig {
+            cgroup_root: "/custom".into(),
+            cpu_cfs_quota: false,
+            ..config(dir.path())
+        })
+        .unwrap();
+        let r = dir.path();
+        assert_eq!(read(r, "custom/kubepods/cpu.weight"), "157");
+        let full: &[(&str, &str)] = &[("cpu", "1"), ("memory", "1Gi")];
+        let g = pod("g2", &[(full, full)]);
+        let res = cm.ensure_pod_resources(&g).await.unwrap();
+        assert_eq!(res.cgroup_parent.as_deref(), Some("/custom/kubepods/podg2"));
+        assert_eq!(read(r, "custom/kubepods/podg2/cpu.max"), "max 100000");
+        assert_eq!(read(r, "custom/kubepods/podg2/memory.max"), "1073741824");
+        assert_eq!(read(r, "custom/kubepods/besteffort/cpu.weight"), "1");
+        cm.remove_pod_resources("g2").await.unwrap();
+        assert!(cm.pods_with_resources().await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn no_cgroups_per_qos() {
+        let dir = hybrid_fixture();
+        let cm = LinuxContainerManager::new(CmConfig {
+            cgroups_per_qos: false,
+            ..config(dir.path())
+        })
+        .unwrap();
+        let res = cm
+            .ensure_pod_resources(&pod("x", &[(&[], &[])]))
+            .await
+            .unwrap();
+        assert_eq!(res.cgroup_parent, None);
+        assert!(!dir.path().join("sys/fs/cgroup/cpu/kubepods").exists());
+        assert!(cm.pods_with_resources().await.unwrap().is_empty());
+    }
+}
