@@ -2,7 +2,8 @@
 //!
 //! The command line ([`flags`]) and the `KubeletConfiguration` file ([`config`]) of the
 //! kubelet-rs binary, merged with the Go kubelet's precedence: flags given on the command line
-//! override the `--config` file, which overrides the defaults.
+//! override the `--config` file, which overrides the defaults; and the composition of the
+//! stock kubelet ([`app`]) from the library crates.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), kubelet_bin::config::ConfigError> {
@@ -16,5 +17,6 @@
 //! # }
 //! ```
 
+pub mod app;
 pub mod config;
 pub mod flags;

@@ -1,0 +1,225 @@
+//! Composing and running the stock kubelet, step by step as the Go kubelet does:
+//! [`run`] (Go's `Run`/`run`: swap and cgroup checks through the container manager, the CRI
+//! runtime, the healthz listener) → [`create_and_init_kubelet`] (Go's
+//! `createAndInitKubelet`/`NewMainKubelet`: sources and the engine, through the same builder
+//! embedders use) → [`start_kubelet`] (Go's `startKubelet`: run until a signal).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use kubelet_cm::{CmConfig, LinuxContainerManager};
+use kubelet_core::{ContainerManager, ContainerRuntime, Kubelet, KubeletHandle};
+use kubelet_runtime_cri::{CriConfig, CriRuntime};
+use kubelet_sources::{file::FileSource, http::HttpSource};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::LoadedConfig;
+use kubelet_server::Endpoints;
+
+/// How long runonce mode waits for its pods.
+const RUNONCE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The container manager's configuration from the kubelet configuration.
+pub fn cm_config(loaded: &LoadedConfig) -> CmConfig {
+    let c = &loaded.config;
+    CmConfig {
+        root_dir: loaded.root_dir.clone(),
+        cgroup_root: if c.cgroup_root.is_empty() {
+            "/".into()
+        } else {
+            c.cgroup_root.clone()
+        },
+        cgroups_per_qos: c.cgroups_per_qos,
+        cgroup_driver: c.cgroup_driver.clone(),
+        cpu_cfs_quota: c.cpu_cfs_quota,
+        cpu_cfs_quota_period: c.cpu_cfs_quota_period.0,
+        pod_pids_limit: c.pod_pids_limit,
+        max_pods: u32::try_from(c.max_pods).unwrap_or(0),
+        fail_swap_on: c.fail_swap_on,
+        kube_reserved: c.kube_reserved.clone(),
+        system_reserved: c.system_reserved.clone(),
+        eviction_hard: c.eviction_hard.clone(),
+        reserved_system_cpus: c.reserved_system_cpus.clone(),
+        enforce_node_allocatable: c.enforce_node_allocatable.clone(),
+        ..CmConfig::default()
+    }
+}
+
+/// The CRI backend's configuration from the kubelet configuration.
+pub fn cri_config(loaded: &LoadedConfig) -> CriConfig {
+    let image = loaded.image_endpoint();
+    CriConfig {
+        runtime_endpoint: loaded.runtime_endpoint().to_string(),
+        image_endpoint: (image != loaded.runtime_endpoint()).then(|| image.to_string()),
+        request_timeout: loaded.config.runtime_request_timeout.0,
+        ..CriConfig::default()
+    }
+}
+
+/// The node's IPs: `--node-ip`, else the addresses the node name resolves to (not loopback).
+async fn node_ips(loaded: &LoadedConfig) -> Vec<String> {
+    if !loaded.node_ips.is_empty() {
+        return loaded.node_ips.iter().map(IpAddr::to_string).collect();
+    }
+    match tokio::net::lookup_host((loaded.node_name.as_str(), 0)).await {
+        Ok(addrs) => {
+            let mut ips: Vec<String> = addrs
+                .map(|a| a.ip())
+                .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+                .map(|ip| ip.to_string())
+                .collect();
+            ips.dedup();
+            ips
+        }
+        Err(e) => {
+            tracing::warn!(node = %loaded.node_name, error = %e, "cannot resolve the node name to an IP; set --node-ip");
+            Vec::new()
+        }
+    }
+}
+
+/// Go's `run`: checks and dependencies, then the kubelet itself.
+pub async fn run(loaded: LoadedConfig, shutdown: CancellationToken) -> Result<()> {
+    for w in &loaded.warnings {
+        tracing::warn!("{w}");
+    }
+    if loaded.bootstrap_kubeconfig.is_some() {
+        bail!("--bootstrap-kubeconfig: TLS bootstrapping is not implemented by kubelet-rs yet; provide a --kubeconfig with client credentials instead");
+    }
+    if let Some(kc) = &loaded.kubeconfig {
+        bail!(
+            "--kubeconfig {}: cluster mode (API server pod source, node registration, status) is not implemented by kubelet-rs yet; omit it to run standalone",
+            kc.display()
+        );
+    }
+    tracing::info!(node = %loaded.node_name, "standalone mode: no --kubeconfig, pods come from static sources only");
+
+    let cm_cfg = cm_config(&loaded);
+    let cm = tokio::task::spawn_blocking(move || LinuxContainerManager::new(cm_cfg))
+        .await
+        .context("container manager start-up task")?
+        .context("starting the container manager")?;
+    let runtime = CriRuntime::connect(cri_config(&loaded))
+        .await
+        .with_context(|| format!("connecting to the container runtime at {}", loaded.runtime_endpoint()))?;
+    let runtime: Arc<dyn ContainerRuntime> = Arc::new(runtime);
+    let cm: Arc<dyn ContainerManager> = Arc::new(cm);
+    let kubelet = create_and_init_kubelet(&loaded, runtime, cm).await?;
+    start_kubelet(&loaded, kubelet, shutdown).await
+}
+
+/// Go's `createAndInitKubelet`: pod sources and the engine, through the public builder.
+pub async fn create_and_init_kubelet(
+    loaded: &LoadedConfig,
+    runtime: Arc<dyn ContainerRuntime>,
+    cm: Arc<dyn ContainerManager>,
+) -> Result<Kubelet> {
+    let mut config = loaded.engine_config();
+    config.node_ips = node_ips(loaded).await;
+    let mut builder = Kubelet::builder()
+        .config(config)
+        .runtime(runtime)
+        .container_manager(cm);
+    let mut sources = 0;
+    if let Some(file) = loaded.file_source_config() {
+        tracing::info!(path = %file.path.display(), "static pods from a path");
+        builder = builder.source(Arc::new(FileSource::new(file)));
+        sources += 1;
+    }
+    if let Some(http) = loaded.http_source_config() {
+        tracing::info!(url = %http.url, "static pods from a URL");
+        builder = builder.source(Arc::new(HttpSource::new(http)));
+        sources += 1;
+    }
+    if sources == 0 {
+        tracing::warn!("no pod source: set --pod-manifest-path (staticPodPath) or --manifest-url (staticPodURL)");
+    }
+    builder.build().context("building the kubelet")
+}
+
+/// Go's `startKubelet`: the healthz listener and the kubelet, until `shutdown`.
+pub async fn start_kubelet(
+    loaded: &LoadedConfig,
+    kubelet: Kubelet,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let handle = kubelet.handle();
+    let c = &loaded.config;
+    if c.healthz_port > 0 {
+        listen(&c.healthz_bind_address, c.healthz_port, "healthz", Endpoints::Healthz, &handle, &shutdown).await?;
+    }
+    if c.read_only_port > 0 {
+        listen(&c.address, c.read_only_port, "read-only", Endpoints::ReadOnly, &handle, &shutdown).await?;
+    }
+    let engine = tokio::spawn(kubelet.run(shutdown.clone()));
+    if loaded.runonce {
+        let ok = run_once(&handle).await;
+        shutdown.cancel();
+        engine.await.context("kubelet task")??;
+        if !ok {
+            bail!("runonce: not every pod is running or succeeded");
+        }
+        return Ok(());
+    }
+    engine.await.context("kubelet task")??;
+    Ok(())
+}
+
+/// Binds a listener (so a port conflict fails start-up) and serves `endpoints` on it.
+async fn listen(
+    address: &str,
+    port: i32,
+    what: &str,
+    endpoints: Endpoints,
+    handle: &KubeletHandle,
+    shutdown: &CancellationToken,
+) -> Result<()> {
+    let ip: IpAddr = address
+        .parse()
+        .with_context(|| format!("{what} address {address:?} is not an IP address"))?;
+    let port = u16::try_from(port).with_context(|| format!("{what} port {port} is out of range"))?;
+    let addr = SocketAddr::new(ip, port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening for {what} on {addr}"))?;
+    tracing::info!(%addr, "{what} server listening");
+    tokio::spawn(kubelet_server::serve(
+        listener,
+        Arc::new(handle.clone()),
+        endpoints,
+        shutdown.clone(),
+    ));
+    Ok(())
+}
+
+/// Runonce mode: waits for the sources' pods to run (or finish), prints each, and says
+/// whether all are Running or Succeeded.
+async fn run_once(handle: &KubeletHandle) -> bool {
+    let deadline = tokio::time::Instant::now() + RUNONCE_TIMEOUT;
+    loop {
+        let pods = handle.pods();
+        let done = handle.sources_ready()
+            && pods.iter().all(|p| {
+                let phase = handle
+                    .pod_status(kubelet_core::pod::uid(p))
+                    .and_then(|s| s.phase)
+                    .unwrap_or_default();
+                matches!(phase.as_str(), "Running" | "Succeeded" | "Failed")
+            });
+        if done || tokio::time::Instant::now() >= deadline {
+            let mut ok = done;
+            for p in &pods {
+                let phase = handle
+                    .pod_status(kubelet_core::pod::uid(p))
+                    .and_then(|s| s.phase)
+                    .unwrap_or_else(|| "Unknown".into());
+                ok &= matches!(phase.as_str(), "Running" | "Succeeded");
+                println!("pod {}: {phase}", kubelet_core::pod::full_name(p));
+            }
+            return ok;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
