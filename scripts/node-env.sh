@@ -32,7 +32,8 @@ PACKAGES=(containerd runc containernetworking-plugins busybox-static umoci proto
 BUSYBOX_APPLETS=(sh ash ls cat echo sleep httpd wget date env touch rm mkdir ps kill true false
   nc hostname id grep sed head tail wc cp mv ln chmod printf test uname whoami sync stat
   mount umount ip ifconfig nslookup seq tee dd df du free top timeout xargs yes basename dirname
-  pwd vi which uptime)
+  pwd vi which uptime readlink realpath find sort uniq cut tr awk nproc mktemp base64 md5sum
+  sha256sum netstat ping)
 
 log() { printf '[node-env] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -171,10 +172,16 @@ build_image() {
   local name=$1 tag=$2 filler=$3
   shift 3
   local work="$IMAGES_DIR/$(basename "$name")"
-  if ctr_ images check "name==$name:$tag" 2>/dev/null | grep -q "$name:$tag"; then
+  # The image is rebuilt when what goes into it changes (this script's filler, the pause
+  # source, the applet list).
+  local stamp
+  stamp=$({ declare -f "$filler"; echo "${BUSYBOX_APPLETS[*]}" "$*"; cat "$SCRIPT_DIR/pause.c"; } | sha256sum | cut -c1-16)
+  if ctr_ images check "name==$name:$tag" 2>/dev/null | grep -q "$name:$tag" &&
+    [ "$(cat "$work.stamp" 2>/dev/null)" = "$stamp" ]; then
     log "image $name:$tag present"
     return 0
   fi
+  ctr_ images rm "$name:$tag" >/dev/null 2>&1 || true
   log "building image $name:$tag"
   rm -rf "$work"
   mkdir -p "$work"
@@ -192,6 +199,7 @@ build_image() {
   ctr_ images import --base-name "$name" "$work/image.tar" >/dev/null
   ctr_ images check "name==$name:$tag" | grep -q "$name:$tag" || die "import of $name:$tag failed"
   rm -rf "$work/bundle"
+  echo "$stamp" >"$work.stamp"
 }
 
 fill_pause() {

@@ -168,16 +168,26 @@ pub fn map_status(
         },
         Code::DeadlineExceeded => RuntimeError::DeadlineExceeded { operation },
         Code::Unimplemented => RuntimeError::Unimplemented { operation },
-        // Transport failures tonic reports before a call reaches the server.
-        Code::Unknown
-            if message.contains("transport error")
-                || message.contains("Service was not ready")
-                || message.contains("error trying to connect") =>
-        {
+        // Transport failures tonic reports without a server answer (connection refused, the
+        // connection dropped under an in-flight call). This client never cancels calls itself.
+        Code::Unknown | Code::Cancelled if is_transport_failure(&message) => {
             RuntimeError::Unavailable(format!("{operation}: {message}"))
         }
         _ => RuntimeError::OperationFailed { operation, message },
     }
+}
+
+fn is_transport_failure(message: &str) -> bool {
+    const SIGNS: [&str; 7] = [
+        "transport error",
+        "Service was not ready",
+        "error trying to connect",
+        "operation was canceled",
+        "connection reset",
+        "broken pipe",
+        "connection closed",
+    ];
+    SIGNS.iter().any(|s| message.contains(s))
 }
 
 /// Reads MemTotal from /proc/meminfo, in bytes.
@@ -354,8 +364,8 @@ impl CriRuntime {
         }
     }
 
-    /// The user an image runs as (Go `getImageUser`): a numeric uid, a user name, or neither
-    /// when the image is unknown.
+    /// The user an image runs as (Go `getImageUser`): a numeric uid, a user name, or root
+    /// when the image names no user.
     async fn image_user(&self, config: &ContainerConfig) -> RuntimeResult<ImageUser> {
         let mut image = self.raw_image_status(&config.image_ref).await?;
         if image.is_none() {
@@ -363,18 +373,24 @@ impl CriRuntime {
                 image = self.raw_image_status(spec_image).await?;
             }
         }
+        // As Go: a numeric uid, else a user name, else (no user, or no image) root.
+        let root = ImageUser {
+            uid: Some(0),
+            username: String::new(),
+        };
         Ok(match image {
             Some(i) => match i.uid {
                 Some(uid) => ImageUser {
                     uid: Some(uid.value),
                     username: String::new(),
                 },
-                None => ImageUser {
+                None if !i.username.is_empty() => ImageUser {
                     uid: None,
                     username: i.username,
                 },
+                None => root,
             },
-            None => ImageUser::default(),
+            None => root,
         })
     }
 
@@ -988,6 +1004,12 @@ mod tests {
             }),
             (Status::new(Code::Unknown, "transport error"), |e| {
                 matches!(e, RuntimeError::Unavailable(_))
+            }),
+            (Status::new(Code::Cancelled, "operation was canceled"), |e| {
+                matches!(e, RuntimeError::Unavailable(_))
+            }),
+            (Status::new(Code::Unknown, "image is broken"), |e| {
+                matches!(e, RuntimeError::OperationFailed { .. })
             }),
             (Status::internal("boom"), |e| {
                 matches!(e, RuntimeError::OperationFailed { operation: "CreateContainer", message } if message == "boom")
