@@ -181,7 +181,36 @@ pub async fn read_or_empty(path: &Path) -> String {
     tokio::fs::read_to_string(path).await.unwrap_or_default()
 }
 
-/// Stops and removes every sandbox (and so every container) of the pod with `uid`.
+/// The pod cgroup directories `/sys/fs/cgroup/<hierarchy>/kubelet-rs-test/pod<uid>` that exist.
+pub fn pod_cgroup_dirs(uid: &str) -> Vec<PathBuf> {
+    let rel = format!("{}/pod{uid}", TEST_CGROUP_ROOT.trim_start_matches('/'));
+    let mut dirs = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
+        for e in entries.flatten() {
+            let d = e.path().join(&rel);
+            if d.is_dir() {
+                dirs.push(d);
+            }
+        }
+    }
+    let top = Path::new("/sys/fs/cgroup").join(&rel);
+    if top.is_dir() {
+        dirs.push(top);
+    }
+    dirs
+}
+
+/// Removes the pod's (empty) cgroups, as the container manager does after a pod is gone.
+/// Returns the ones that could not be removed.
+pub fn remove_pod_cgroups(uid: &str) -> Vec<PathBuf> {
+    pod_cgroup_dirs(uid)
+        .into_iter()
+        .filter(|d| std::fs::remove_dir(d).is_err())
+        .collect()
+}
+
+/// Stops and removes every sandbox (and so every container) of the pod with `uid`, then its
+/// pod cgroups.
 pub async fn cleanup_pod(rt: &CriRuntime, uid: &str) {
     let filter = kubelet_core::runtime::ListFilter::pod(uid);
     if let Ok(containers) = rt.list_containers(&filter).await {
@@ -196,4 +225,5 @@ pub async fn cleanup_pod(rt: &CriRuntime, uid: &str) {
             let _ = rt.remove_pod_sandbox(&s.id).await;
         }
     }
+    remove_pod_cgroups(uid);
 }

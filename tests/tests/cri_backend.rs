@@ -14,7 +14,8 @@ use kubelet_core::runtime::{
     ContainerRuntime, ContainerState, ListFilter, PullImageRequest, RuntimeError, SandboxState,
 };
 use kubelet_tests::cri::{
-    busybox, cleanup_pod, container_config, eventually, pod, read_or_empty, runtime_or_skip,
+    busybox, cleanup_pod, container_config, eventually, pod, pod_cgroup_dirs, read_or_empty,
+    remove_pod_cgroups, runtime_or_skip,
     sandbox_config, unique_uid, BUSYBOX_IMAGE, TEST_CGROUP_ROOT,
 };
 
@@ -268,6 +269,10 @@ async fn pod_with_two_containers_runs_logs_execs_and_cleans_up() {
             !pinned_netns_inodes().contains(&netns),
             "pod netns still pinned after removal"
         );
+        // The pod cgroup exists and is empty once its sandbox is gone.
+        assert!(!pod_cgroup_dirs(&uid).is_empty());
+        let stuck = remove_pod_cgroups(&uid);
+        assert!(stuck.is_empty(), "pod cgroups not empty: {stuck:?}");
     };
     // Clean up even when an assertion fails.
     let outcome = AssertUnwindSafe(result).catch_unwind().await;
@@ -530,4 +535,52 @@ async fn connect_to_missing_socket_fails_clearly() {
         bad,
         kubelet_runtime_cri::Error::InvalidEndpoint { .. }
     ));
+}
+
+/// Restarts the node's real containerd under a live `CriRuntime`. Disruptive for other tests
+/// running at the same time, so run it alone:
+/// `cargo test -p kubelet-tests --test cri_backend -- --ignored real_containerd_restart`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "restarts the node's containerd; run alone"]
+async fn real_containerd_restart() {
+    let Some(t) = runtime_or_skip("real_containerd_restart").await else {
+        return;
+    };
+    let rt = &t.runtime;
+    assert!(rt.status().await.unwrap().runtime_ready);
+    let pid_file = "/run/kubelet-rs/containerd/containerd.pid";
+    let pid = std::fs::read_to_string(pid_file)
+        .expect("containerd pid file of scripts/node-env.sh")
+        .trim()
+        .to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let gone = eventually(WAIT, || {
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        async move { (!proc_dir.exists()).then_some(()) }
+    })
+    .await;
+    assert!(gone.is_some(), "containerd {pid} did not exit");
+    match rt.version().await {
+        Err(RuntimeError::Unavailable(_)) => {}
+        other => panic!("expected Unavailable while containerd is down, got {other:?}"),
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/node-env.sh");
+    let up = std::process::Command::new("bash")
+        .arg(script)
+        .arg("up")
+        .status()
+        .unwrap();
+    assert!(up.success());
+    let back = eventually(WAIT, || async {
+        rt.status()
+            .await
+            .ok()
+            .filter(|s| s.runtime_ready && s.network_ready)
+    })
+    .await;
+    assert!(back.is_some(), "the same CriRuntime never worked again");
 }
