@@ -48,7 +48,7 @@ containerd_pid() {
   pid=$(cat "$PID_FILE" 2>/dev/null) || return 1
   [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
   # Make sure the pid still is our containerd (pids get reused).
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$CTD_DIR/config.toml" || return 1
+  tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$CTD_DIR/config.toml" || return 1
   echo "$pid"
 }
 
@@ -280,7 +280,7 @@ kill_leftover_shims() {
   local d pid
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
-    if tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q "containerd-shim.*-address $SOCK "; then
+    if tr '\0' ' ' 2>/dev/null <"$d/cmdline" | grep -q "containerd-shim.*-address $SOCK "; then
       log "killing leftover shim $pid"
       kill -KILL "$pid" 2>/dev/null || true
     fi
@@ -338,14 +338,24 @@ remove_network() {
     ip link delete "$BRIDGE" 2>/dev/null || true
     log "removed bridge $BRIDGE"
   fi
-  # Masquerade rules the bridge plugin left for our network (comment names it).
-  if command -v iptables-save >/dev/null 2>&1; then
-    iptables-save -t nat 2>/dev/null | grep -E "^-A POSTROUTING .*name: \\\\?\"$CNI_NET_NAME\\\\?\"" |
-      while read -r line; do
-        # shellcheck disable=SC2086
-        eval iptables -t nat -D ${line#-A } 2>/dev/null || true
-      done
-  fi
+  # iptables chains the bridge (masquerade) and portmap plugins left for our network: every
+  # chain holding a rule commented with our network name, and every jump to it.
+  command -v iptables-save >/dev/null 2>&1 || return 0
+  local table chains chain rule
+  for table in nat filter; do
+    chains=$(iptables-save -t "$table" 2>/dev/null | grep '^-A CNI-' |
+      grep -F "name: \\\"$CNI_NET_NAME\\\"" | awk '{ print $2 }' | sort -u || true)
+    for chain in $chains; do
+      iptables-save -t "$table" 2>/dev/null | grep -E "^-A [^ ]+ .*-j $chain( |\$)" |
+        while read -r rule; do
+          # shellcheck disable=SC2086
+          eval iptables -t "$table" -D ${rule#-A } 2>/dev/null || true
+        done || true
+      iptables -t "$table" -F "$chain" 2>/dev/null || true
+      iptables -t "$table" -X "$chain" 2>/dev/null && log "removed iptables chain $table/$chain"
+    done
+  done
+  return 0
 }
 
 cmd_down() {

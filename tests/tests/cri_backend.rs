@@ -316,8 +316,10 @@ async fn container_exiting_with_code_3_reports_error() {
     let status = status.expect("container never exited");
     assert_eq!(status.exit_code, 3);
     assert_eq!(status.reason, "Error");
+    // containerd stamps started_at when StartContainer returns, which for a container this
+    // short can be a little after the exit it recorded; only ask for both to be set.
     assert!(
-        status.finished_at >= status.started_at && status.started_at > 0,
+        status.started_at > 0 && status.finished_at >= status.summary.created_at,
         "{status:?}"
     );
     assert!(log.contains("about-to-fail"), "{log:?}");
