@@ -41,8 +41,8 @@ use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use kubelet_core::runtime::{
     AttachRequest, ContainerConfig, ContainerRuntime, ContainerStatus, ContainerSummary,
-    ExecOutput, ExecRequest, ImageInfo, ListFilter, PullImageRequest, RuntimeError,
-    RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig, SandboxStatus, SandboxSummary,
+    ExecOutput, ExecRequest, ImageInfo, ListFilter, PullImageRequest, RuntimeError, RuntimeResult,
+    RuntimeStatus, RuntimeVersion, SandboxConfig, SandboxStatus, SandboxSummary,
 };
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -140,11 +140,12 @@ pub fn socket_path(endpoint: &str) -> Result<PathBuf, Error> {
 /// A channel that dials the unix socket on first use and again after every disconnect.
 fn lazy_channel(socket: PathBuf) -> Channel {
     // The URI is never resolved: the connector below dials the socket.
-    Endpoint::from_static("http://cri.local")
-        .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+    Endpoint::from_static("http://cri.local").connect_with_connector_lazy(tower::service_fn(
+        move |_: Uri| {
             let socket = socket.clone();
             async move { Ok::<_, io::Error>(TokioIo::new(UnixStream::connect(socket).await?)) }
-        }))
+        },
+    ))
 }
 
 /// Maps a gRPC status to a [`RuntimeError`] for `operation` on the object `kind`/`id`.
@@ -250,13 +251,10 @@ impl CriRuntime {
             config,
             memory_capacity,
         };
-        let version = runtime
-            .version()
-            .await
-            .map_err(|source| Error::Connect {
-                endpoint: runtime.config.runtime_endpoint.clone(),
-                source,
-            })?;
+        let version = runtime.version().await.map_err(|source| Error::Connect {
+            endpoint: runtime.config.runtime_endpoint.clone(),
+            source,
+        })?;
         if version.runtime_api_version != CRI_API_VERSION {
             return Err(Error::UnsupportedApiVersion {
                 endpoint: runtime.config.runtime_endpoint.clone(),
@@ -442,7 +440,11 @@ impl ContainerRuntime for CriRuntime {
             self.deadline(),
         );
         let v = self
-            .call(ctx("Version", "runtime", ""), self.deadline(), client.version(req))
+            .call(
+                ctx("Version", "runtime", ""),
+                self.deadline(),
+                client.version(req),
+            )
             .await?;
         Ok(RuntimeVersion {
             runtime_name: v.runtime_name,
@@ -455,7 +457,11 @@ impl ContainerRuntime for CriRuntime {
         let mut client = self.runtime.clone();
         let req = self.request(cri::StatusRequest { verbose: false }, self.deadline());
         let resp = self
-            .call(ctx("Status", "runtime", ""), self.deadline(), client.status(req))
+            .call(
+                ctx("Status", "runtime", ""),
+                self.deadline(),
+                client.status(req),
+            )
             .await?;
         let conditions = resp.status.map(|s| s.conditions).unwrap_or_default();
         let ready = |t: &str| conditions.iter().any(|c| c.r#type == t && c.status);
@@ -660,7 +666,8 @@ impl ContainerRuntime for CriRuntime {
         let namespace = kubelet_core::pod::namespace(pod);
         let name = config.container.name.as_str();
         let image_user = self.image_user(config).await?;
-        let container_config = mapping::container_config(config, &image_user, self.memory_capacity)?;
+        let container_config =
+            mapping::container_config(config, &image_user, self.memory_capacity)?;
         let log_file = sandbox.log_directory.join(&config.log_path);
         if let Some(dir) = log_file.parent() {
             if let Err(e) = tokio::fs::create_dir_all(dir).await {
@@ -964,13 +971,17 @@ impl ContainerRuntime for CriRuntime {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
 
     #[test]
     fn endpoints_table() {
         let cases = [
-            ("unix:///run/containerd/containerd.sock", Some("/run/containerd/containerd.sock")),
+            (
+                "unix:///run/containerd/containerd.sock",
+                Some("/run/containerd/containerd.sock"),
+            ),
             ("/run/x.sock", Some("/run/x.sock")),
             ("unix://relative.sock", None),
             ("tcp://127.0.0.1:1234", None),
@@ -986,34 +997,49 @@ mod tests {
     #[test]
     fn status_codes_table() {
         use tonic::{Code, Status};
-        let cases: Vec<(Status, fn(&RuntimeError) -> bool)> = vec![
-            (Status::not_found("x"), |e| {
-                matches!(e, RuntimeError::NotFound { kind: "container", id } if id == "c1")
-            }),
+        type Check = fn(&RuntimeError) -> bool;
+        let cases: Vec<(Status, Check)> = vec![
+            (
+                Status::not_found("x"),
+                |e| matches!(e, RuntimeError::NotFound { kind: "container", id } if id == "c1"),
+            ),
             (Status::unavailable("down"), |e| {
                 matches!(e, RuntimeError::Unavailable(_))
             }),
-            (Status::invalid_argument("bad"), |e| {
-                matches!(e, RuntimeError::InvalidInput { message, .. } if message == "bad")
-            }),
+            (
+                Status::invalid_argument("bad"),
+                |e| matches!(e, RuntimeError::InvalidInput { message, .. } if message == "bad"),
+            ),
             (Status::deadline_exceeded("slow"), |e| {
-                matches!(e, RuntimeError::DeadlineExceeded { operation: "CreateContainer" })
+                matches!(
+                    e,
+                    RuntimeError::DeadlineExceeded {
+                        operation: "CreateContainer"
+                    }
+                )
             }),
             (Status::unimplemented("no"), |e| {
-                matches!(e, RuntimeError::Unimplemented { operation: "CreateContainer" })
+                matches!(
+                    e,
+                    RuntimeError::Unimplemented {
+                        operation: "CreateContainer"
+                    }
+                )
             }),
             (Status::new(Code::Unknown, "transport error"), |e| {
                 matches!(e, RuntimeError::Unavailable(_))
             }),
-            (Status::new(Code::Cancelled, "operation was canceled"), |e| {
-                matches!(e, RuntimeError::Unavailable(_))
-            }),
+            (
+                Status::new(Code::Cancelled, "operation was canceled"),
+                |e| matches!(e, RuntimeError::Unavailable(_)),
+            ),
             (Status::new(Code::Unknown, "image is broken"), |e| {
                 matches!(e, RuntimeError::OperationFailed { .. })
             }),
-            (Status::internal("boom"), |e| {
-                matches!(e, RuntimeError::OperationFailed { operation: "CreateContainer", message } if message == "boom")
-            }),
+            (
+                Status::internal("boom"),
+                |e| matches!(e, RuntimeError::OperationFailed { operation: "CreateContainer", message } if message == "boom"),
+            ),
         ];
         for (status, check) in cases {
             let err = map_status("CreateContainer", "container", "c1", &status);

@@ -36,7 +36,8 @@ pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
 /// Annotation with the container's ports (JSON array of ContainerPort).
 pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
 /// Annotation with the pod's termination grace period in seconds.
-pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.terminationGracePeriod";
+pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
+    "io.kubernetes.pod.terminationGracePeriod";
 /// Annotation with the pod's deletion grace period in seconds, when it is being deleted.
 pub const POD_DELETION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.deletionGracePeriod";
 
@@ -208,7 +209,10 @@ pub fn container_annotations(config: &ContainerConfig) -> HashMap<String, String
     }
     let pod = &config.pod;
     if let Some(g) = pod.metadata.deletion_grace_period_seconds {
-        a.insert(POD_DELETION_GRACE_PERIOD_ANNOTATION.to_string(), g.to_string());
+        a.insert(
+            POD_DELETION_GRACE_PERIOD_ANNOTATION.to_string(),
+            g.to_string(),
+        );
     }
     if let Some(g) = pod
         .spec
@@ -472,7 +476,9 @@ pub fn container_security_context(
         privileged,
         namespace_options: Some(namespace_options(pod)),
         run_as_group: run_as_group.map(|value| cri::Int64Value { value }),
-        readonly_rootfs: sc.and_then(|s| s.read_only_root_filesystem).unwrap_or(false),
+        readonly_rootfs: sc
+            .and_then(|s| s.read_only_root_filesystem)
+            .unwrap_or(false),
         supplemental_groups: supplemental_groups(pod_sc),
         no_new_privs: sc
             .and_then(|s| s.allow_privilege_escalation)
@@ -675,7 +681,11 @@ pub fn container_summary(c: &cri::Container) -> Option<ContainerSummary> {
         name,
         attempt: c.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
         hash: hash_from_annotations(&c.annotations),
-        image: c.image.as_ref().map(|i| i.image.clone()).unwrap_or_default(),
+        image: c
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default(),
         image_ref: c.image_ref.clone(),
         state: container_state(c.state),
         created_at: c.created_at,
@@ -699,7 +709,11 @@ pub fn container_status(s: &cri::ContainerStatus, sandbox_id: &str) -> Option<Co
             name,
             attempt: s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
             hash: hash_from_annotations(&s.annotations),
-            image: s.image.as_ref().map(|i| i.image.clone()).unwrap_or_default(),
+            image: s
+                .image
+                .as_ref()
+                .map(|i| i.image.clone())
+                .unwrap_or_default(),
             image_ref: s.image_ref.clone(),
             state: container_state(s.state),
             created_at: s.created_at,
@@ -731,6 +745,7 @@ pub fn log_symlink_name(pod: &str, namespace: &str, container: &str, id: &str) -
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
@@ -778,10 +793,7 @@ mod tests {
                 annotations: Some(BTreeMap::from([("note".to_string(), "x".to_string())])),
                 ..Default::default()
             },
-            spec: Some(PodSpec {
-                containers,
-                ..spec
-            }),
+            spec: Some(PodSpec { containers, ..spec }),
             ..Default::default()
         }
     }
@@ -962,7 +974,12 @@ mod tests {
         let cfg = sandbox_config(&sandbox_cfg(pod));
         let md = cfg.metadata.unwrap();
         assert_eq!(
-            (md.name.as_str(), md.namespace.as_str(), md.uid.as_str(), md.attempt),
+            (
+                md.name.as_str(),
+                md.namespace.as_str(),
+                md.uid.as_str(),
+                md.attempt
+            ),
             ("web", "prod", "uid-1", 2)
         );
         assert_eq!(cfg.hostname, "web");
@@ -972,7 +989,10 @@ mod tests {
         assert_eq!(cfg.port_mappings[1].protocol, cri::Protocol::Udp as i32);
         assert_eq!(cfg.port_mappings[0].host_port, 8080);
         assert_eq!(cfg.labels.get("app").map(String::as_str), Some("web"));
-        assert_eq!(cfg.labels.get(POD_UID_LABEL).map(String::as_str), Some("uid-1"));
+        assert_eq!(
+            cfg.labels.get(POD_UID_LABEL).map(String::as_str),
+            Some("uid-1")
+        );
         assert_eq!(cfg.annotations.get("note").map(String::as_str), Some("x"));
         let linux = cfg.linux.unwrap();
         assert_eq!(linux.cgroup_parent, "/kubelet-rs-test/poduid-1");
@@ -1098,6 +1118,16 @@ mod tests {
         assert!(container_summary(&foreign).is_none());
     }
 
+    /// (pod runAsNonRoot, pod runAsUser, container runAsUser, image user, accepted, uid sent)
+    type NonRootCase<'a> = (
+        Option<bool>,
+        Option<i64>,
+        Option<i64>,
+        &'a ImageUser,
+        bool,
+        Option<i64>,
+    );
+
     #[test]
     fn security_context_merge_and_non_root_table() {
         let root = ImageUser {
@@ -1113,7 +1143,7 @@ mod tests {
             username: String::new(),
         };
         // (pod runAsNonRoot, pod runAsUser, container runAsUser, image user, ok, effective uid)
-        let cases: Vec<(Option<bool>, Option<i64>, Option<i64>, &ImageUser, bool, Option<i64>)> = vec![
+        let cases: Vec<NonRootCase> = vec![
             (None, None, None, &root, true, Some(0)),
             (Some(true), None, None, &root, false, None),
             (Some(true), None, None, &named, false, None),
@@ -1190,10 +1220,7 @@ mod tests {
         assert_eq!(sandbox_state(0), SandboxState::Ready);
         assert_eq!(sandbox_state(1), SandboxState::NotReady);
 
-        let labels = container_labels(
-            &pod_with(vec![], PodSpec::default()),
-            "app",
-        );
+        let labels = container_labels(&pod_with(vec![], PodSpec::default()), "app");
         let status = cri::ContainerStatus {
             id: "cid".into(),
             metadata: Some(cri::ContainerMetadata {

@@ -73,7 +73,10 @@ pub async fn runtime_or_skip(test: &str) -> Option<TestRuntime> {
             );
             None
         }
-        Err(e) => panic!("{test}: CRI endpoint {} unreachable under CI: {e}", endpoint()),
+        Err(e) => panic!(
+            "{test}: CRI endpoint {} unreachable under CI: {e}",
+            endpoint()
+        ),
     }
 }
 

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::collections::HashSet;
-use std::panic::AssertUnwindSafe;
 use std::os::unix::fs::MetadataExt;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,8 +15,8 @@ use kubelet_core::runtime::{
 };
 use kubelet_tests::cri::{
     busybox, cleanup_pod, container_config, eventually, pod, pod_cgroup_dirs, read_or_empty,
-    remove_pod_cgroups, runtime_or_skip,
-    sandbox_config, unique_uid, BUSYBOX_IMAGE, TEST_CGROUP_ROOT,
+    remove_pod_cgroups, runtime_or_skip, sandbox_config, unique_uid, BUSYBOX_IMAGE,
+    TEST_CGROUP_ROOT,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -28,7 +28,10 @@ async fn busybox_ref(rt: &impl ContainerRuntime) -> String {
         .await
         .expect("image status")
         .unwrap_or_else(|| panic!("{BUSYBOX_IMAGE} missing: run scripts/node-env.sh up"));
-    assert!(info.repo_tags.iter().any(|t| t == BUSYBOX_IMAGE), "{info:?}");
+    assert!(
+        info.repo_tags.iter().any(|t| t == BUSYBOX_IMAGE),
+        "{info:?}"
+    );
     info.id
 }
 
@@ -108,7 +111,10 @@ async fn pod_with_two_containers_runs_logs_execs_and_cleans_up() {
         let mut ids = Vec::new();
         for i in 0..2 {
             let cfg = container_config(&pod, i, &image_ref);
-            let id = rt.create_container(&sandbox_id, &cfg, &sandbox).await.unwrap();
+            let id = rt
+                .create_container(&sandbox_id, &cfg, &sandbox)
+                .await
+                .unwrap();
             rt.start_container(&id).await.unwrap();
             ids.push((cfg, id));
         }
@@ -171,7 +177,11 @@ async fn pod_with_two_containers_runs_logs_execs_and_cleans_up() {
         let out = rt
             .exec_sync(
                 one,
-                &["sh".into(), "-c".into(), "echo out; echo err >&2; exit 7".into()],
+                &[
+                    "sh".into(),
+                    "-c".into(),
+                    "echo out; echo err >&2; exit 7".into(),
+                ],
                 Duration::from_secs(10),
             )
             .await
@@ -183,7 +193,10 @@ async fn pod_with_two_containers_runs_logs_execs_and_cleans_up() {
             .exec_sync(one, &["hostname".into()], Duration::from_secs(10))
             .await
             .unwrap();
-        assert_eq!(String::from_utf8_lossy(&host.stdout).trim(), "two-containers");
+        assert_eq!(
+            String::from_utf8_lossy(&host.stdout).trim(),
+            "two-containers"
+        );
         // Containers of a pod share its network namespace.
         let ns_of = |id: String| async move {
             let out = rt
@@ -256,7 +269,10 @@ async fn pod_with_two_containers_runs_logs_execs_and_cleans_up() {
             .is_empty());
         assert!(matches!(
             rt.pod_sandbox_status(&sandbox_id).await,
-            Err(RuntimeError::NotFound { kind: "sandbox", .. })
+            Err(RuntimeError::NotFound {
+                kind: "sandbox",
+                ..
+            })
         ));
         assert!(matches!(
             rt.container_status(&ids[0].1).await,
@@ -298,7 +314,10 @@ async fn container_exiting_with_code_3_reports_error() {
     let sandbox = sandbox_config(&t, &pod);
     let sandbox_id = rt.run_pod_sandbox(&sandbox).await.unwrap();
     let cfg = container_config(&pod, 0, &image_ref);
-    let id = rt.create_container(&sandbox_id, &cfg, &sandbox).await.unwrap();
+    let id = rt
+        .create_container(&sandbox_id, &cfg, &sandbox)
+        .await
+        .unwrap();
     let created = rt.container_status(&id).await.unwrap();
     assert_eq!(created.summary.state, ContainerState::Created);
     assert_eq!(created.started_at, 0);
@@ -404,10 +423,18 @@ async fn run_as_non_root_with_root_image_is_rejected() {
     let sandbox = sandbox_config(&t, &pod);
     let sandbox_id = rt.run_pod_sandbox(&sandbox).await.unwrap();
     let rejected = rt
-        .create_container(&sandbox_id, &container_config(&pod, 0, &image_ref), &sandbox)
+        .create_container(
+            &sandbox_id,
+            &container_config(&pod, 0, &image_ref),
+            &sandbox,
+        )
         .await;
     let accepted = rt
-        .create_container(&sandbox_id, &container_config(&pod, 1, &image_ref), &sandbox)
+        .create_container(
+            &sandbox_id,
+            &container_config(&pod, 1, &image_ref),
+            &sandbox,
+        )
         .await;
     let id_out = match &accepted {
         Ok(id) => {
@@ -448,8 +475,7 @@ impl Proxy {
                 let target = target.clone();
                 conns.spawn(async move {
                     if let Ok(mut outbound) = tokio::net::UnixStream::connect(&target).await {
-                        let _ =
-                            tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                     }
                 });
             }
