@@ -361,7 +361,12 @@ pub fn sandbox_config(config: &SandboxConfig) -> cri::PodSandboxConfig {
             namespace: r.namespace,
             attempt: config.attempt,
         }),
-        hostname: config.hostname.clone(),
+        // As Go: a hostNetwork pod keeps the node's UTS namespace and hostname.
+        hostname: if kubelet_core::pod::host_network(pod) {
+            String::new()
+        } else {
+            config.hostname.clone()
+        },
         log_directory: config.log_directory.to_string_lossy().into_owned(),
         dns_config: config.dns.as_ref().map(|d| cri::DnsConfig {
             servers: d.servers.clone(),
@@ -1012,6 +1017,25 @@ mod tests {
             sc.namespace_options.unwrap().pid,
             cri::NamespaceMode::Container as i32
         );
+
+        // hostNetwork: no hostname (the node's UTS namespace), network NODE.
+        let host = pod_with(
+            vec![],
+            PodSpec {
+                host_network: Some(true),
+                ..Default::default()
+            },
+        );
+        let cfg = sandbox_config(&sandbox_cfg(host));
+        assert_eq!(cfg.hostname, "");
+        let opts = cfg
+            .linux
+            .unwrap()
+            .security_context
+            .unwrap()
+            .namespace_options
+            .unwrap();
+        assert_eq!(opts.network, cri::NamespaceMode::Node as i32);
     }
 
     fn container_cfg(pod: Pod, c: Container) -> ContainerConfig {

@@ -612,3 +612,63 @@ async fn real_containerd_restart() {
     .await;
     assert!(back.is_some(), "the same CriRuntime never worked again");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_network_pod_and_exec_timeout() {
+    let Some(t) = runtime_or_skip("host_network_pod").await else {
+        return;
+    };
+    let rt = &t.runtime;
+    let image_ref = busybox_ref(rt).await;
+    let images = rt.list_images().await.unwrap();
+    assert!(images
+        .iter()
+        .any(|i| i.repo_tags.iter().any(|t| t == BUSYBOX_IMAGE) && i.size_bytes > 0));
+
+    let uid = unique_uid("hostnet");
+    let mut p = (*pod("host-net", &uid, vec![busybox("main", "exec sleep 3600")])).clone();
+    if let Some(spec) = p.spec.as_mut() {
+        spec.host_network = Some(true);
+    }
+    let p = std::sync::Arc::new(p);
+    let sandbox = sandbox_config(&t, &p);
+    let sandbox_id = rt.run_pod_sandbox(&sandbox).await.unwrap();
+    let status = rt.pod_sandbox_status(&sandbox_id).await;
+    let cfg = container_config(&p, 0, &image_ref);
+    let id = rt
+        .create_container(&sandbox_id, &cfg, &sandbox)
+        .await
+        .unwrap();
+    rt.start_container(&id).await.unwrap();
+    let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let ns = rt
+        .exec_sync(
+            &id,
+            &["readlink".into(), "/proc/self/ns/net".into()],
+            Duration::from_secs(10),
+        )
+        .await;
+    let timed_out = rt
+        .exec_sync(&id, &["sleep".into(), "30".into()], Duration::from_secs(1))
+        .await;
+    cleanup_pod(rt, &uid).await;
+
+    let status = status.unwrap();
+    assert!(status.host_network);
+    let ns = ns.unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&ns.stdout).trim(),
+        host_ns.to_string_lossy()
+    );
+    // The command outlives its timeout: the call fails instead of hanging for 30s.
+    let err = timed_out.expect_err("exec_sync past its timeout must fail");
+    assert!(
+        matches!(
+            err,
+            RuntimeError::DeadlineExceeded {
+                operation: "ExecSync"
+            }
+        ),
+        "{err:?}"
+    );
+}
