@@ -201,6 +201,9 @@ async fn memory_capacity() -> Option<i64> {
 
 /// A [`ContainerRuntime`] over CRI v1. Cheap to share behind an `Arc`; all calls go through
 /// one gRPC channel (plus one for a separate image endpoint).
+///
+/// Every call but `PullImage` (and `ExecSync` without a timeout) has the deadline
+/// [`CriConfig::request_timeout`]; `StopContainer` and `ExecSync` get theirs on top of it.
 #[derive(Debug, Clone)]
 pub struct CriRuntime {
     config: CriConfig,
@@ -215,6 +218,8 @@ struct Ctx<'a> {
     operation: &'static str,
     kind: &'static str,
     id: &'a str,
+    /// The image the call uses, to tell "image not found" from "sandbox not found".
+    image: Option<&'a str>,
 }
 
 fn ctx<'a>(operation: &'static str, kind: &'static str, id: &'a str) -> Ctx<'a> {
@@ -222,6 +227,7 @@ fn ctx<'a>(operation: &'static str, kind: &'static str, id: &'a str) -> Ctx<'a> 
         operation,
         kind,
         id,
+        image: None,
     }
 }
 
@@ -303,7 +309,18 @@ impl CriRuntime {
         match result {
             Ok(response) => Ok(response.into_inner()),
             Err(status) => {
-                let err = map_status(c.operation, c.kind, c.id, &status);
+                let err = match c.image {
+                    Some(image)
+                        if status.code() == tonic::Code::NotFound
+                            && status.message().contains("image") =>
+                    {
+                        RuntimeError::NotFound {
+                            kind: "image",
+                            id: image.to_string(),
+                        }
+                    }
+                    _ => map_status(c.operation, c.kind, c.id, &status),
+                };
                 debug!(operation = c.operation, id = c.id, code = ?status.code(), error = %err, "CRI call failed");
                 Err(err)
             }
@@ -688,7 +705,10 @@ impl ContainerRuntime for CriRuntime {
         );
         let id = self
             .call(
-                ctx("CreateContainer", "sandbox", sandbox_id),
+                Ctx {
+                    image: Some(&config.image_ref),
+                    ..ctx("CreateContainer", "sandbox", sandbox_id)
+                },
                 self.deadline(),
                 client.create_container(req),
             )
@@ -790,6 +810,7 @@ impl ContainerRuntime for CriRuntime {
     }
 
     async fn pull_image(&self, request: &PullImageRequest) -> RuntimeResult<String> {
+        // As Go: a pull has no deadline (large images take longer than request_timeout).
         let mut client = self.images.clone();
         let req = self.request(
             cri::PullImageRequest {
@@ -807,12 +828,12 @@ impl ContainerRuntime for CriRuntime {
                 }),
                 sandbox_config: request.sandbox.as_ref().map(mapping::sandbox_config),
             },
-            self.deadline(),
+            None,
         );
         match self
             .call(
                 ctx("PullImage", "image", &request.image),
-                self.deadline(),
+                None,
                 client.pull_image(req),
             )
             .await

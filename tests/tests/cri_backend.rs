@@ -386,10 +386,7 @@ async fn missing_image_fails_cleanly() {
     cleanup_pod(rt, &uid).await;
     let err = res.expect_err("create from a missing image must fail");
     assert!(
-        matches!(
-            err,
-            RuntimeError::NotFound { .. } | RuntimeError::OperationFailed { .. }
-        ),
+        matches!(&err, RuntimeError::NotFound { kind: "image", id } if id == missing),
         "{err:?}"
     );
     assert!(left.is_empty(), "{left:?}");
