@@ -1,1 +1,139 @@
-fn main() {}
+//! Project tasks for kubelet-rs.
+//!
+//! - `cargo xtask node-up`: the node environment (private containerd with CNI and local
+//!   images, see `scripts/node-env.sh`), then waits until CRI reports RuntimeReady and
+//!   NetworkReady.
+//! - `cargo xtask node-down`: removes every kubelet-created sandbox through CRI (so CNI tears
+//!   the pod networks down), then `scripts/node-env.sh down`.
+//! - `cargo xtask cri-ready`: waits for CRI readiness only.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use kubelet_core::runtime::{ContainerRuntime, ListFilter};
+use kubelet_runtime_cri::{CriConfig, CriRuntime};
+
+/// The endpoint the node environment serves.
+const DEFAULT_ENDPOINT: &str = "unix:///run/kubelet-rs/containerd/containerd.sock";
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "kubelet-rs project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Bring the node environment up and wait for CRI readiness.
+    NodeUp {
+        /// Seconds to wait for RuntimeReady and NetworkReady.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+    },
+    /// Remove all kubelet sandboxes through CRI, then tear the node environment down.
+    NodeDown,
+    /// Print the node environment's status.
+    NodeStatus,
+    /// Wait until the CRI runtime reports RuntimeReady and NetworkReady.
+    CriReady {
+        /// CRI endpoint.
+        #[arg(long, env = "KUBELET_RS_CRI_ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+        endpoint: String,
+        /// Seconds to wait.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+    },
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("scripts")
+        .join("node-env.sh")
+}
+
+fn run_script(arg: &str) -> Result<()> {
+    let path = script();
+    let status = Command::new("bash")
+        .arg(&path)
+        .arg(arg)
+        .status()
+        .with_context(|| format!("running {}", path.display()))?;
+    if !status.success() {
+        bail!("{} {arg} failed: {status}", path.display());
+    }
+    Ok(())
+}
+
+fn config(endpoint: &str) -> CriConfig {
+    CriConfig {
+        runtime_endpoint: endpoint.to_string(),
+        request_timeout: Duration::from_secs(30),
+        ..CriConfig::default()
+    }
+}
+
+async fn cri_ready(endpoint: &str, timeout: Duration) -> Result<()> {
+    let start = Instant::now();
+    let mut last = String::from("not asked yet");
+    while start.elapsed() < timeout {
+        match CriRuntime::connect(config(endpoint)).await {
+            Ok(rt) => match rt.status().await {
+                Ok(s) if s.runtime_ready && s.network_ready => {
+                    println!("CRI ready at {endpoint}");
+                    return Ok(());
+                }
+                Ok(s) => last = s.message,
+                Err(e) => last = e.to_string(),
+            },
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    bail!("CRI at {endpoint} not ready after {timeout:?}: {last}")
+}
+
+async fn remove_sandboxes(endpoint: &str) -> Result<()> {
+    let rt = match CriRuntime::connect(config(endpoint)).await {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("[xtask] CRI not reachable ({e}); leaving cleanup to node-env.sh");
+            return Ok(());
+        }
+    };
+    for sandbox in rt.list_pod_sandboxes(&ListFilter::all()).await? {
+        let pod = sandbox.pod.full_name();
+        if let Err(e) = rt.stop_pod_sandbox(&sandbox.id).await {
+            eprintln!("[xtask] stopping sandbox {} of {pod}: {e}", sandbox.id);
+        }
+        if let Err(e) = rt.remove_pod_sandbox(&sandbox.id).await {
+            eprintln!("[xtask] removing sandbox {} of {pod}: {e}", sandbox.id);
+        } else {
+            eprintln!("[xtask] removed sandbox {} of {pod}", sandbox.id);
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::NodeUp { timeout } => {
+            run_script("up")?;
+            cri_ready(DEFAULT_ENDPOINT, Duration::from_secs(timeout)).await
+        }
+        Cmd::NodeDown => {
+            remove_sandboxes(DEFAULT_ENDPOINT).await?;
+            run_script("down")
+        }
+        Cmd::NodeStatus => run_script("status"),
+        Cmd::CriReady { endpoint, timeout } => {
+            cri_ready(&endpoint, Duration::from_secs(timeout)).await
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Helpers for tests that drive a real CRI runtime (the node environment of
+//! `scripts/node-env.sh up`).
+//!
+//! The endpoint comes from `KUBELET_RS_CRI_ENDPOINT` (default: the node environment's socket).
+//! When it cannot be reached, a test is skipped with a message, except when `CI` is set: there
+//! a missing runtime is a failure.
+
+// Test support: failing loudly is the point.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kubelet_core::runtime::{ContainerConfig, ContainerKind, ContainerRuntime, SandboxConfig};
+use kubelet_runtime_cri::{CriConfig, CriRuntime};
+
+/// The node environment's CRI endpoint.
+pub const DEFAULT_ENDPOINT: &str = "unix:///run/kubelet-rs/containerd/containerd.sock";
+/// The busybox image `scripts/node-env.sh up` imports.
+pub const BUSYBOX_IMAGE: &str = "kubelet-rs.local/busybox:1.0";
+/// Cgroup parent (cgroupfs) under which test pods are placed; `node-env.sh down` removes it.
+pub const TEST_CGROUP_ROOT: &str = "/kubelet-rs-test";
+
+/// The endpoint to test against.
+pub fn endpoint() -> String {
+    std::env::var("KUBELET_RS_CRI_ENDPOINT").unwrap_or_else(|_| DEFAULT_ENDPOINT.to_string())
+}
+
+/// A test's runtime, with temporary log directories that live as long as it does.
+pub struct TestRuntime {
+    /// The runtime under test.
+    pub runtime: CriRuntime,
+    /// Holds the temporary directories.
+    pub dir: tempfile::TempDir,
+}
+
+impl TestRuntime {
+    /// The per-pod log root (stands in for /var/log/pods).
+    pub fn pod_logs_dir(&self) -> PathBuf {
+        self.dir.path().join("pods")
+    }
+    /// The symlink directory (stands in for /var/log/containers).
+    pub fn containers_log_dir(&self) -> PathBuf {
+        self.dir.path().join("containers")
+    }
+}
+
+/// Connects to the CRI runtime; `None` (after printing why) when it is unreachable and `CI`
+/// is not set. Panics when it is unreachable under CI.
+pub async fn runtime_or_skip(test: &str) -> Option<TestRuntime> {
+    let dir = tempfile::Builder::new()
+        .prefix("kubelet-rs-cri-test")
+        .tempdir()
+        .expect("temp dir");
+    let config = CriConfig {
+        runtime_endpoint: endpoint(),
+        request_timeout: Duration::from_secs(60),
+        pod_logs_dir: dir.path().join("pods"),
+        containers_log_dir: dir.path().join("containers"),
+        ..CriConfig::default()
+    };
+    match CriRuntime::connect(config).await {
+        Ok(runtime) => Some(TestRuntime { runtime, dir }),
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!(
+                "SKIPPED {test}: CRI endpoint {} unreachable ({e}); run `scripts/node-env.sh up` (or `cargo xtask node-up`) first",
+                endpoint()
+            );
+            None
+        }
+        Err(e) => panic!(
+            "{test}: CRI endpoint {} unreachable under CI: {e}",
+            endpoint()
+        ),
+    }
+}
+
+/// A unique pod uid for this test process.
+pub fn unique_uid(tag: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{tag}-{}-{nanos:x}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A busybox container running `sh -c script`.
+pub fn busybox(name: &str, script: &str) -> Container {
+    Container {
+        name: name.to_string(),
+        image: Some(BUSYBOX_IMAGE.to_string()),
+        command: Some(vec!["sh".into(), "-c".into(), script.to_string()]),
+        ..Default::default()
+    }
+}
+
+/// A pod in namespace `kubelet-rs-test` with the given uid and containers.
+pub fn pod(name: &str, uid: &str, containers: Vec<Container>) -> Arc<Pod> {
+    Arc::new(Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("kubelet-rs-test".to_string()),
+            uid: Some(uid.to_string()),
+            labels: Some(BTreeMap::from([("test".to_string(), name.to_string())])),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers,
+            termination_grace_period_seconds: Some(1),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// The sandbox config the engine would build for `pod`, logging under `t`'s temp dir and
+/// placed in the cgroup `/kubelet-rs-test/pod<uid>`.
+pub fn sandbox_config(t: &TestRuntime, pod: &Arc<Pod>) -> SandboxConfig {
+    let name = kubelet_core::pod::name(pod);
+    let ns = kubelet_core::pod::namespace(pod);
+    let uid = kubelet_core::pod::uid(pod);
+    SandboxConfig {
+        pod: pod.clone(),
+        attempt: 0,
+        hostname: name.to_string(),
+        log_directory: t.pod_logs_dir().join(format!("{ns}_{name}_{uid}")),
+        cgroup_parent: Some(format!("{TEST_CGROUP_ROOT}/pod{uid}")),
+        dns: None,
+    }
+}
+
+/// The container config the engine would build for container `index` of `pod`.
+pub fn container_config(pod: &Arc<Pod>, index: usize, image_ref: &str) -> ContainerConfig {
+    let container = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers[index].clone())
+        .expect("pod has a spec");
+    ContainerConfig {
+        pod: pod.clone(),
+        kind: ContainerKind::Regular,
+        restart_count: 0,
+        hash: kubelet_core::hash::container_hash(&container),
+        image_ref: image_ref.to_string(),
+        command: container.command.clone().unwrap_or_default(),
+        args: container.args.clone().unwrap_or_default(),
+        env: Vec::new(),
+        mounts: Vec::new(),
+        log_path: PathBuf::from(&container.name).join("0.log"),
+        container,
+    }
+}
+
+/// Polls `check` every 100ms until it yields a value or `limit` passes.
+pub async fn eventually<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return Some(v);
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Reads a file, "" when missing.
+pub async fn read_or_empty(path: &Path) -> String {
+    tokio::fs::read_to_string(path).await.unwrap_or_default()
+}
+
+/// The pod cgroup directories `/sys/fs/cgroup/<hierarchy>/kubelet-rs-test/pod<uid>` that exist.
+pub fn pod_cgroup_dirs(uid: &str) -> Vec<PathBuf> {
+    let rel = format!("{}/pod{uid}", TEST_CGROUP_ROOT.trim_start_matches('/'));
+    let mut dirs = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
+        for e in entries.flatten() {
+            let d = e.path().join(&rel);
+            if d.is_dir() {
+                dirs.push(d);
+            }
+        }
+    }
+    let top = Path::new("/sys/fs/cgroup").join(&rel);
+    if top.is_dir() {
+        dirs.push(top);
+    }
+    dirs
+}
+
+/// Removes the pod's (empty) cgroups, as the container manager does after a pod is gone.
+/// Returns the ones that could not be removed.
+pub fn remove_pod_cgroups(uid: &str) -> Vec<PathBuf> {
+    pod_cgroup_dirs(uid)
+        .into_iter()
+        .filter(|d| std::fs::remove_dir(d).is_err())
+        .collect()
+}
+
+/// Stops and removes every sandbox (and so every container) of the pod with `uid`, then its
+/// pod cgroups.
+pub async fn cleanup_pod(rt: &CriRuntime, uid: &str) {
+    let filter = kubelet_core::runtime::ListFilter::pod(uid);
+    if let Ok(containers) = rt.list_containers(&filter).await {
+        for c in containers {
+            let _ = rt.stop_container(&c.id, Duration::from_secs(1)).await;
+            let _ = rt.remove_container(&c.id).await;
+        }
+    }
+    if let Ok(sandboxes) = rt.list_pod_sandboxes(&filter).await {
+        for s in sandboxes {
+            let _ = rt.stop_pod_sandbox(&s.id).await;
+            let _ = rt.remove_pod_sandbox(&s.id).await;
+        }
+    }
+    remove_pod_cgroups(uid);
+}
