@@ -103,7 +103,12 @@ pub async fn run(loaded: LoadedConfig, shutdown: CancellationToken) -> Result<()
         .context("starting the container manager")?;
     let runtime = CriRuntime::connect(cri_config(&loaded))
         .await
-        .with_context(|| format!("connecting to the container runtime at {}", loaded.runtime_endpoint()))?;
+        .with_context(|| {
+            format!(
+                "connecting to the container runtime at {}",
+                loaded.runtime_endpoint()
+            )
+        })?;
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(runtime);
     let cm: Arc<dyn ContainerManager> = Arc::new(cm);
     let kubelet = create_and_init_kubelet(&loaded, runtime, cm).await?;
@@ -148,10 +153,26 @@ pub async fn start_kubelet(
     let handle = kubelet.handle();
     let c = &loaded.config;
     if c.healthz_port > 0 {
-        listen(&c.healthz_bind_address, c.healthz_port, "healthz", Endpoints::Healthz, &handle, &shutdown).await?;
+        listen(
+            &c.healthz_bind_address,
+            c.healthz_port,
+            "healthz",
+            Endpoints::Healthz,
+            &handle,
+            &shutdown,
+        )
+        .await?;
     }
     if c.read_only_port > 0 {
-        listen(&c.address, c.read_only_port, "read-only", Endpoints::ReadOnly, &handle, &shutdown).await?;
+        listen(
+            &c.address,
+            c.read_only_port,
+            "read-only",
+            Endpoints::ReadOnly,
+            &handle,
+            &shutdown,
+        )
+        .await?;
     }
     let engine = tokio::spawn(kubelet.run(shutdown.clone()));
     if loaded.runonce {
@@ -179,7 +200,8 @@ async fn listen(
     let ip: IpAddr = address
         .parse()
         .with_context(|| format!("{what} address {address:?} is not an IP address"))?;
-    let port = u16::try_from(port).with_context(|| format!("{what} port {port} is out of range"))?;
+    let port =
+        u16::try_from(port).with_context(|| format!("{what} port {port} is out of range"))?;
     let addr = SocketAddr::new(ip, port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

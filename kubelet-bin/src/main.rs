@@ -17,12 +17,16 @@ fn init_logging(verbosity: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
 
 async fn wait_for_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
         (Ok(t), Ok(i)) => (t, i),
         _ => {
             tracing::error!("cannot install signal handlers");
@@ -47,7 +51,10 @@ fn main() -> ExitCode {
         }
     };
     init_logging(loaded.verbosity);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("kubelet: starting the async runtime: {e}");

@@ -1,7 +1,7 @@
 //! Request routing: a pure function from method and path to a reply, so it is tested
 //! without sockets.
 
-use k8s_openapi::api::core::v1::{Pod, PodList};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 
 use crate::host::Host;
@@ -44,20 +44,11 @@ fn pod_list(host: &dyn Host) -> Reply {
             pod
         })
         .collect();
-    let list = PodList {
+    let list = k8s_openapi::List {
         items,
         metadata: ListMeta::default(),
     };
-    // PodList has no kind/apiVersion fields of its own: add them as Go's encoder does.
-    let mut value = match serde_json::to_value(&list) {
-        Ok(v) => v,
-        Err(e) => return text(500, format!("encoding pods: {e}")),
-    };
-    if let Some(obj) = value.as_object_mut() {
-        obj.insert("kind".into(), "PodList".into());
-        obj.insert("apiVersion".into(), "v1".into());
-    }
-    match serde_json::to_vec(&value) {
+    match serde_json::to_vec(&list) {
         Ok(body) => Reply {
             status: 200,
             content_type: "application/json",
@@ -76,7 +67,10 @@ pub fn respond(host: &dyn Host, endpoints: Endpoints, method: &str, path: &str) 
         "/healthz/ping" => text(200, "ok"),
         "/healthz" | "/healthz/syncloop" => match host.health() {
             Ok(()) => text(200, "ok"),
-            Err(reason) => text(500, format!("[-]syncloop failed: {reason}\nhealthz check failed\n")),
+            Err(reason) => text(
+                500,
+                format!("[-]syncloop failed: {reason}\nhealthz check failed\n"),
+            ),
         },
         "/pods" | "/pods/" if endpoints == Endpoints::ReadOnly => pod_list(host),
         _ => text(404, "404 page not found\n"),
@@ -130,7 +124,11 @@ mod tests {
             (&bad, Endpoints::ReadOnly, "GET", "/healthz/syncloop", 500),
         ];
         for (host, eps, method, path, want) in cases {
-            assert_eq!(respond(host, eps, method, path).status, want, "{method} {path}");
+            assert_eq!(
+                respond(host, eps, method, path).status,
+                want,
+                "{method} {path}"
+            );
         }
         let body = respond(&ok, Endpoints::ReadOnly, "GET", "/pods").body;
         let v: serde_json::Value = serde_json::from_slice(&body).expect("json");
