@@ -6,6 +6,10 @@
 //! - `cargo xtask node-down`: removes every kubelet-created sandbox through CRI (so CNI tears
 //!   the pod networks down), then `scripts/node-env.sh down`.
 //! - `cargo xtask cri-ready`: waits for CRI readiness only.
+//! - `cargo xtask pods`: the pods a standalone kubelet runs (phases, container states, IPs,
+//!   last log lines), from its read-only port.
+
+mod pods;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -38,6 +42,18 @@ enum Cmd {
     NodeDown,
     /// Print the node environment's status.
     NodeStatus,
+    /// Show the pods of a running kubelet (its read-only port) with their last log lines.
+    Pods {
+        /// The kubelet's read-only endpoint.
+        #[arg(long, default_value = "127.0.0.1:10255")]
+        addr: String,
+        /// The pod log root.
+        #[arg(long, default_value = "/var/log/pods")]
+        logs_dir: String,
+        /// Wait up to this many seconds until every pod is Running (or finished).
+        #[arg(long)]
+        wait: Option<u64>,
+    },
     /// Wait until the CRI runtime reports RuntimeReady and NetworkReady.
     CriReady {
         /// CRI endpoint.
@@ -132,6 +148,11 @@ async fn main() -> Result<()> {
             run_script("down")
         }
         Cmd::NodeStatus => run_script("status"),
+        Cmd::Pods {
+            addr,
+            logs_dir,
+            wait,
+        } => pods::run(&addr, &logs_dir, wait.map(Duration::from_secs)).await,
         Cmd::CriReady { endpoint, timeout } => {
             cri_ready(&endpoint, Duration::from_secs(timeout)).await
         }

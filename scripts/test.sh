@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every check and test of kubelet-rs: formatting, clippy, unit tests, and the integration
+# tests against a real containerd (started here through scripts/node-env.sh when not running).
+# The build cache lives outside the clone ($CARGO_TARGET_DIR, default /var/cache/kubelet-rs/target).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kubelet-rs/target}
+export KUBELET_RS_CRI_ENDPOINT=${KUBELET_RS_CRI_ENDPOINT:-unix:///run/kubelet-rs/containerd/containerd.sock}
+
+started_node=0
+if ! bash scripts/node-env.sh status >/dev/null 2>&1 || ! [ -S /run/kubelet-rs/containerd/containerd.sock ]; then
+  started_node=1
+fi
+cleanup() {
+  if [ "$started_node" = 1 ] && [ -z "${KUBELET_RS_KEEP_NODE:-}" ]; then
+    bash scripts/node-env.sh down >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+
+echo "== node environment"
+bash scripts/node-env.sh up
+cargo run -q -p xtask -- cri-ready --endpoint "$KUBELET_RS_CRI_ENDPOINT" --timeout 60
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy -q --workspace --all-targets --all-features -- -D warnings
+echo "== cargo test (unit, doc and integration tests)"
+cargo test --workspace --all-features
+echo "== tests that restart containerd (one at a time)"
+cargo test -p kubelet-tests -- --ignored --test-threads=1 containerd_restart
