@@ -134,8 +134,8 @@ impl PodConfigMerger {
                         .and_then(|s| s.pods.get_mut(&uid))
                     {
                         if existing.status != p.status {
-                            Arc::make_mut(existing).status = p.status;
-                            changes.reconciles.push(existing.clone());
+                            *existing = p.clone();
+                            changes.reconciles.push(p);
                         }
                     }
                 }
@@ -161,7 +161,7 @@ impl PodConfigMerger {
     }
 
     /// Drops pods without identity, duplicate UIDs and names owned by another pod.
-    fn filter_invalid(&self, source: &str, pods: Vec<Pod>) -> Vec<Pod> {
+    fn filter_invalid(&self, source: &str, pods: Vec<Arc<Pod>>) -> Vec<Arc<Pod>> {
         let mut uids = HashSet::new();
         let mut names = HashSet::new();
         let mut valid = Vec::with_capacity(pods.len());
@@ -200,14 +200,13 @@ impl PodConfigMerger {
         Some(p)
     }
 
-    fn upsert(&mut self, source: &str, p: Pod, changes: &mut Changes) {
+    fn upsert(&mut self, source: &str, p: Arc<Pod>, changes: &mut Changes) {
         let uid = pod::uid(&p).to_string();
         let full = pod::full_name(&p);
         let pods = &mut self.sources.entry(source.to_string()).or_default().pods;
         match pods.get_mut(&uid) {
             None => {
                 self.owners.insert(full, (source.to_string(), uid.clone()));
-                let p = Arc::new(p);
                 pods.insert(uid, p.clone());
                 if pod::is_deleted(&p) {
                     changes.deletes.push(p);
@@ -219,7 +218,6 @@ impl PodConfigMerger {
                 if differ_semantically(existing, &p) {
                     let newly_deleted = existing.metadata.deletion_timestamp.is_none()
                         && p.metadata.deletion_timestamp.is_some();
-                    let p = Arc::new(p);
                     *existing = p.clone();
                     if newly_deleted {
                         changes.deletes.push(p);
@@ -227,8 +225,8 @@ impl PodConfigMerger {
                         changes.updates.push(p);
                     }
                 } else if existing.status != p.status {
-                    Arc::make_mut(existing).status = p.status;
-                    changes.reconciles.push(existing.clone());
+                    *existing = p.clone();
+                    changes.reconciles.push(p);
                 }
             }
         }
@@ -264,7 +262,7 @@ mod tests {
     fn set(source: &str, pods: Vec<Pod>) -> PodUpdate {
         PodUpdate {
             op: PodOperation::Set,
-            pods,
+            pods: pods.into_iter().map(Arc::new).collect(),
             source: source.into(),
         }
     }
@@ -316,7 +314,7 @@ mod tests {
         deleted.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         let out = m.merge(PodUpdate {
             op: PodOperation::Update,
-            pods: vec![deleted],
+            pods: vec![Arc::new(deleted)],
             source: "api".into(),
         });
         assert_eq!(

@@ -7,6 +7,8 @@
 //! stream, and only counts a source as *seen* once it has delivered its first `Set`: until all
 //! sources are seen, the kubelet never removes pods that a silent source might still want.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
@@ -34,8 +36,9 @@ pub enum PodOperation {
 pub struct PodUpdate {
     /// What to do.
     pub op: PodOperation,
-    /// The pods concerned (for `Set`, all pods of the source).
-    pub pods: Vec<Pod>,
+    /// The pods concerned (for `Set`, all pods of the source). Shared, so a source that keeps
+    /// its last snapshot and the engine hold one copy of each pod between them.
+    pub pods: Vec<Arc<Pod>>,
     /// The source's name (the value of the config.source annotation: "file", "http", "api").
     pub source: String,
 }

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -338,7 +339,7 @@ impl PodSource for FileSource {
         let (tx, mut rx) = mpsc::channel::<()>(1);
         let mut scanner = Scanner::new(self.config.clone());
         let mut watch: Option<Watch> = None;
-        let mut last_sent: Option<Vec<Pod>> = None;
+        let mut last_sent: Option<Vec<Arc<Pod>>> = None;
         let mut ticker = tokio::time::interval(period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The first tick of an interval fires immediately; consume it, we scan right away.
@@ -354,7 +355,11 @@ impl PodSource for FileSource {
                     .flatten();
             }
             let pods = scanner.scan().await;
-            if last_sent.as_ref() != Some(&pods) {
+            let unchanged = last_sent.as_ref().is_some_and(|last| {
+                last.len() == pods.len() && last.iter().zip(&pods).all(|(a, b)| **a == *b)
+            });
+            if !unchanged {
+                let pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
                 tracing::info!(path = %self.config.path.display(), pods = pods.len(), "static pods changed");
                 let update = PodUpdate {
                     op: PodOperation::Set,

@@ -8,6 +8,7 @@
 //! the last good state stays. Nothing is sent before the first successful fetch, so until then
 //! the source is not *seen*.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -204,7 +205,7 @@ impl PodSource for HttpSource {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut seen = SeenTracker::new();
         let mut last_body: Option<Vec<u8>> = None;
-        let mut last_sent: Option<Vec<Pod>> = None;
+        let mut last_sent: Option<Vec<Arc<Pod>>> = None;
         let mut failing = false;
         tracing::info!(url, "starting static pod URL source");
         loop {
@@ -246,9 +247,13 @@ impl PodSource for HttpSource {
                 }
             };
             seen.stamp(&mut pods);
-            if last_sent.as_ref() == Some(&pods) {
+            let unchanged = last_sent.as_ref().is_some_and(|last: &Vec<Arc<Pod>>| {
+                last.len() == pods.len() && last.iter().zip(&pods).all(|(a, b)| **a == *b)
+            });
+            if unchanged {
                 continue;
             }
+            let pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
             tracing::info!(url, pods = pods.len(), "static pods from URL changed");
             let update = PodUpdate {
                 op: PodOperation::Set,
@@ -417,7 +422,7 @@ mod tests {
             {"metadata":{"name":"db"},"spec":{"containers":[{"name":"c","image":"busybox:1"}]}}]}"#;
         set(&state, 200, list);
         let u = next(&mut rx).await;
-        let names: Vec<&str> = u.pods.iter().map(podutil::name).collect();
+        let names: Vec<&str> = u.pods.iter().map(|p| podutil::name(p)).collect();
         assert_eq!(names, ["web-node-b", "db-node-b"]);
         assert_eq!(podutil::uid(&u.pods[0]), uid);
 

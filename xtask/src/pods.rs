@@ -119,7 +119,10 @@ pub async fn run(addr: &str, logs_dir: &str, wait: Option<Duration>) -> Result<(
         match (wait, ready, list) {
             (_, true, Ok(l)) | (None, _, Ok(l)) => {
                 if wait.is_some() {
-                    println!("all pods running after {:.1}s", start.elapsed().as_secs_f64());
+                    println!(
+                        "all pods running after {:.1}s",
+                        start.elapsed().as_secs_f64()
+                    );
                 }
                 print(&l, logs_dir);
                 return Ok(());

@@ -1,5 +1,7 @@
 //! A pod source a test drives by hand.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{mpsc, watch};
@@ -15,18 +17,20 @@ use crate::source::{PodOperation, PodSource, PodUpdate, SourceError};
 #[derive(Debug)]
 pub struct StaticSource {
     name: String,
-    pods: watch::Sender<Option<Vec<Pod>>>,
+    pods: watch::Sender<Option<Vec<Arc<Pod>>>>,
 }
 
-fn annotate(name: &str, mut pods: Vec<Pod>) -> Vec<Pod> {
-    for p in &mut pods {
-        p.metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .entry(CONFIG_SOURCE_ANNOTATION.to_string())
-            .or_insert_with(|| name.to_string());
-    }
-    pods
+fn annotate(name: &str, pods: Vec<Pod>) -> Vec<Arc<Pod>> {
+    pods.into_iter()
+        .map(|mut p| {
+            p.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .entry(CONFIG_SOURCE_ANNOTATION.to_string())
+                .or_insert_with(|| name.to_string());
+            Arc::new(p)
+        })
+        .collect()
 }
 
 impl StaticSource {
