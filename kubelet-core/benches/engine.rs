@@ -94,9 +94,10 @@ async fn run_size(n: usize, idle_secs: u64) {
     }
     let took = start.elapsed();
     println!(
-        "{n:>6} pods: all Running in {:>8.3} s; peak RSS {:>6.1} MiB",
+        "{n:>6} pods: all Running in {:>8.3} s; peak RSS {:>6.1} MiB (now {:.1} MiB)",
         took.as_secs_f64(),
-        proc_status_kib("VmHWM:") as f64 / 1024.0
+        proc_status_kib("VmHWM:") as f64 / 1024.0,
+        proc_status_kib("VmRSS:") as f64 / 1024.0
     );
     if idle_secs > 0 {
         // Let the post-start PLEG/sync churn settle, then measure an idle window.
