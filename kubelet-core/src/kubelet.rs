@@ -500,15 +500,6 @@ impl SyncLoop {
             return;
         }
         let engine = self.engine.clone();
-        // Forget finished workers of pods that are gone.
-        let gone = {
-            let pods = engine.pods();
-            self.workers.prune_finished(&|uid| pods.contains(uid))
-        };
-        for uid in gone {
-            engine.status.remove(&uid);
-            self.admitted.remove(&uid);
-        }
         // Terminal pods no longer count against admission.
         let terminal: Vec<String> = self
             .admitted
@@ -540,6 +531,16 @@ impl SyncLoop {
                     removed: true,
                 },
             );
+        }
+        // Forget finished workers of pods that are gone (after the orphan check, so a pod
+        // cleaned up just now is not taken for an orphan by a relist from before).
+        let gone = {
+            let pods = engine.pods();
+            self.workers.prune_finished(&|uid| pods.contains(uid))
+        };
+        for uid in gone {
+            engine.status.remove(&uid);
+            self.admitted.remove(&uid);
         }
         // Leftover pod-level resources.
         match engine.cm.pods_with_resources().await {

@@ -481,13 +481,12 @@ impl Engine {
         let uid = pod::uid(p);
         let rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
         self.kill_pod(p, &rt, grace).await?;
-        let rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
-        self.update_status(
-            p,
-            &rt,
-            memory,
-            pod::is_deleted(p) || !self.pods().contains(uid),
-        );
+        // An orphan found in the runtime has no spec and no status to publish.
+        if p.spec.is_some() {
+            let rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
+            let terminated = pod::is_deleted(p) || !self.pods().contains(uid);
+            self.update_status(p, &rt, memory, terminated);
+        }
         Ok(())
     }
 
