@@ -245,3 +245,50 @@ async fn run_once(handle: &KubeletHandle) -> bool {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load_with_hostname;
+
+    fn load(args: &[&str]) -> LoadedConfig {
+        let argv = std::iter::once("kubelet")
+            .chain(args.iter().copied())
+            .map(std::ffi::OsString::from);
+        load_with_hostname(argv, || Ok("Node-A".into())).expect("load")
+    }
+
+    #[test]
+    fn flags_reach_the_backends_and_the_engine() {
+        let l = load(&[
+            "--container-runtime-endpoint=unix:///run/x.sock",
+            "--runtime-request-timeout=30s",
+            "--cgroup-root=/kubelet-rs",
+            "--max-pods=20",
+            "--fail-swap-on=false",
+            "--kube-reserved=cpu=100m,memory=64Mi",
+        ]);
+        let cri = cri_config(&l);
+        assert_eq!(cri.runtime_endpoint, "unix:///run/x.sock");
+        assert_eq!(cri.image_endpoint, None);
+        assert_eq!(cri.request_timeout, Duration::from_secs(30));
+        let cm = cm_config(&l);
+        assert_eq!(cm.cgroup_root, "/kubelet-rs");
+        assert_eq!(cm.max_pods, 20);
+        assert!(!cm.fail_swap_on);
+        assert_eq!(
+            cm.kube_reserved.get("memory").map(String::as_str),
+            Some("64Mi")
+        );
+        let engine = l.engine_config();
+        assert_eq!(engine.node_name, "node-a");
+        assert_eq!(engine.max_pods, 20);
+        // Defaults: a separate image endpoint only when asked for; cgroup root "/".
+        let d = load(&["--image-service-endpoint=unix:///run/img.sock"]);
+        assert_eq!(
+            cri_config(&d).image_endpoint.as_deref(),
+            Some("unix:///run/img.sock")
+        );
+        assert_eq!(cm_config(&d).cgroup_root, "/");
+    }
+}
