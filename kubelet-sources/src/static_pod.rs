@@ -503,19 +503,6 @@ pub fn static_pod_uid(encoded_pod: &[u8], ctx: &Context<'_>) -> String {
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The image pull policy the API server defaults to: `Always` for `:latest` or untagged
-/// images, else `IfNotPresent` (a digest reference counts as tagged).
-pub fn default_image_pull_policy(image: &str) -> &'static str {
-    if image.contains('@') {
-        return "IfNotPresent";
-    }
-    let last = image.rsplit('/').next().unwrap_or(image);
-    match last.rsplit_once(':') {
-        Some((_, tag)) if tag != "latest" => "IfNotPresent",
-        _ => "Always",
-    }
-}
-
 fn default_container(c: &mut Container) {
     if c.termination_message_path
         .as_deref()
@@ -533,7 +520,7 @@ fn default_container(c: &mut Container) {
     }
     if c.image_pull_policy.as_deref().unwrap_or("").is_empty() {
         let image = c.image.as_deref().unwrap_or("");
-        c.image_pull_policy = Some(default_image_pull_policy(image).into());
+        c.image_pull_policy = Some(kubelet_core::images::default_pull_policy(image).into());
     }
     for port in c.ports.iter_mut().flatten() {
         if port.protocol.as_deref().unwrap_or("").is_empty() {
@@ -766,21 +753,6 @@ spec:
         // A UID written in the manifest is kept.
         let with_uid = WEB.replace("name: web\nspec", "name: web\n  uid: abc\nspec");
         assert_eq!(uid(&with_uid, "/m/web.yaml", "n1"), "abc");
-    }
-
-    #[test]
-    fn image_pull_policy_defaults() {
-        let cases = [
-            ("busybox", "Always"),
-            ("busybox:latest", "Always"),
-            ("busybox:1.0", "IfNotPresent"),
-            ("registry:5000/busybox", "Always"),
-            ("registry:5000/busybox:1", "IfNotPresent"),
-            ("busybox@sha256:abcd", "IfNotPresent"),
-        ];
-        for (image, want) in cases {
-            assert_eq!(default_image_pull_policy(image), want, "{image}");
-        }
     }
 
     #[test]

@@ -316,6 +316,9 @@ impl Engine {
                 None,
             )
         };
+        let event = |t: EventType, reason: &str, message: String| {
+            self.event(pod_event(p, Some(&c.name), t, reason, message));
+        };
         let latest = rt.latest(&c.name);
         let hash = container_hash(c);
         if let Some(s) = latest.filter(|s| s.summary.state == ContainerState::Exited) {
@@ -331,9 +334,7 @@ impl Engine {
             if let Some(left) = backoff.is_in_backoff_since(&key, s.finished_at, now) {
                 let delay = backoff.get(&key).unwrap_or_default();
                 drop(backoff);
-                self.event(pod_event(
-                    p,
-                    Some(&c.name),
+                event(
                     EventType::Warning,
                     "BackOff",
                     format!(
@@ -341,7 +342,7 @@ impl Engine {
                         c.name,
                         pod::full_name(p)
                     ),
-                ));
+                );
                 return Err((
                     WaitingReason {
                         reason: "CrashLoopBackOff".into(),
@@ -388,41 +389,25 @@ impl Engine {
             Ok(id) => id,
             Err(e) => {
                 let message = e.to_string();
-                self.event(pod_event(
-                    p,
-                    Some(&c.name),
-                    EventType::Warning,
-                    "Failed",
-                    format!("Error: {message}"),
-                ));
+                event(EventType::Warning, "Failed", format!("Error: {message}"));
                 return Err(fail("CreateContainerError", message));
             }
         };
-        self.event(pod_event(
-            p,
-            Some(&c.name),
+        event(
             EventType::Normal,
             "Created",
             format!("Created container {}", c.name),
-        ));
+        );
         if let Err(e) = self.runtime.start_container(&id).await {
             let message = e.to_string();
-            self.event(pod_event(
-                p,
-                Some(&c.name),
-                EventType::Warning,
-                "Failed",
-                format!("Error: {message}"),
-            ));
+            event(EventType::Warning, "Failed", format!("Error: {message}"));
             return Err(fail("RunContainerError", message));
         }
-        self.event(pod_event(
-            p,
-            Some(&c.name),
+        event(
             EventType::Normal,
             "Started",
             format!("Started container {}", c.name),
-        ));
+        );
         Ok(())
     }
 
