@@ -322,6 +322,22 @@ impl EngineTest {
         })
     }
 
+    /// Replaces the container manager with a new one on the same cgroup root, as a restarted
+    /// kubelet process would create.
+    pub async fn new_container_manager(&mut self) {
+        let cm_config = CmConfig {
+            root_dir: self.dir.path().join("root"),
+            cgroup_root: self.cgroup_root.clone(),
+            fail_swap_on: false,
+            ..CmConfig::default()
+        };
+        let cm = tokio::task::spawn_blocking(move || LinuxContainerManager::new(cm_config))
+            .await
+            .unwrap()
+            .expect("container manager starts");
+        self.cm = Arc::new(cm);
+    }
+
     /// The pod log root (`Config::pod_logs_dir` and `CriConfig::pod_logs_dir`).
     pub fn pod_logs_dir(&self) -> PathBuf {
         self.dir.path().join("pods")

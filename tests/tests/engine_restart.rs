@@ -1,0 +1,153 @@
+//! Restart policy × exit code on the real runtime, and CrashLoopBackOff timing.
+//!
+//! The harness configures CrashLoopBackOff at 1s doubling up to 4s (Go: 10s up to 5m) to
+//! keep these tests short.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kubelet_core::testing::StaticSource;
+use kubelet_core::PodSource;
+use kubelet_tests::engine::{
+    busybox, container_status, phase, wait_until, wait_until_async, waiting_reason, EngineTest,
+};
+
+fn with_policy(mut p: Pod, policy: &str) -> Pod {
+    p.spec.as_mut().unwrap().restart_policy = Some(policy.to_string());
+    p
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restart_policy_and_exit_code_matrix() {
+    let Some(t) = EngineTest::new("restartmatrix").await else {
+        return;
+    };
+    // (name, policy, exit code, expected phase or None for "keeps restarting")
+    let cases = [
+        ("never-ok", "Never", 0, Some("Succeeded")),
+        ("never-fail", "Never", 3, Some("Failed")),
+        ("onfailure-ok", "OnFailure", 0, Some("Succeeded")),
+        ("always-fail", "Always", 1, None),
+    ];
+    let mut uids = BTreeMap::new();
+    let mut pods = Vec::new();
+    for (name, policy, code, _) in cases {
+        let uid = t.uid(name);
+        pods.push(with_policy(
+            t.pod(name, &uid, vec![busybox("c", &format!("sleep 1; exit {code}"))]),
+            policy,
+        ));
+        uids.insert(name, uid);
+    }
+    let source = Arc::new(StaticSource::new("file", pods));
+    let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
+
+    for (name, _, code, expected) in cases {
+        let uid = &uids[name];
+        match expected {
+            Some(want) => {
+                let s = wait_until(Duration::from_secs(60), &format!("{name} terminal"), || {
+                    k.handle
+                        .pod_status(uid)
+                        .filter(|s| phase(s) == "Succeeded" || phase(s) == "Failed")
+                })
+                .await;
+                assert_eq!(phase(&s), want, "{name}: {s:#?}");
+                let c = container_status(&s, "c").unwrap();
+                let term = c.state.as_ref().unwrap().terminated.as_ref().unwrap();
+                assert_eq!(term.exit_code, code, "{name}: {c:?}");
+                let want_reason = if code == 0 { "Completed" } else { "Error" };
+                assert_eq!(term.reason.as_deref(), Some(want_reason), "{name}: {c:?}");
+                assert_eq!(c.restart_count, 0, "{name}: {c:?}");
+                assert!(!c.ready);
+            }
+            None => {
+                let s = wait_until(
+                    Duration::from_secs(60),
+                    &format!("{name} in CrashLoopBackOff after restarts"),
+                    || {
+                        k.handle.pod_status(uid).filter(|s| {
+                            waiting_reason(s, "c").as_deref() == Some("CrashLoopBackOff")
+                                && container_status(s, "c").unwrap().restart_count >= 2
+                        })
+                    },
+                )
+                .await;
+                assert_eq!(phase(&s), "Running", "{name}: {s:#?}");
+                let c = container_status(&s, "c").unwrap();
+                let last = c.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
+                assert_eq!(last.exit_code, 1, "{c:?}");
+                assert_eq!(last.reason.as_deref(), Some("Error"), "{c:?}");
+                assert!(!c.ready);
+            }
+        }
+    }
+    // Terminal pods keep their (exited) containers while they are still desired; the
+    // restarting one keeps at most its current and its last dead container.
+    for (name, _, _, expected) in cases {
+        let containers = t.containers(&uids[name]).await;
+        if expected.is_some() {
+            assert_eq!(containers.len(), 1, "{name}: {containers:?}");
+        }
+    }
+
+    source.set(vec![]);
+    wait_until_async(Duration::from_secs(30), "pods removed", || async {
+        for uid in uids.values() {
+            if !t.sandboxes(uid).await.is_empty() {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    k.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crashing_container_restarts_with_growing_backoff() {
+    let Some(t) = EngineTest::new("backoff").await else {
+        return;
+    };
+    let uid = t.uid("crash");
+    let pod = t.pod("crash", &uid, vec![busybox("c", "exit 1")]);
+    let source = Arc::new(StaticSource::new("file", vec![pod]));
+    let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
+
+    // The start time of attempt n-1 is lastState.terminated.startedAt at restartCount n.
+    let mut starts: BTreeMap<i32, i64> = BTreeMap::new();
+    wait_until(Duration::from_secs(60), "restartCount 4", || {
+        let s = k.handle.pod_status(&uid)?;
+        let c = container_status(&s, "c")?;
+        if let Some(t) = c
+            .last_state
+            .as_ref()
+            .and_then(|l| l.terminated.as_ref())
+            .and_then(|t| t.started_at.as_ref())
+        {
+            starts
+                .entry(c.restart_count - 1)
+                .or_insert(t.0.as_millisecond());
+        }
+        (starts.len() >= 4 && starts.keys().any(|k| *k >= 3)).then_some(())
+    })
+    .await;
+    let times: Vec<i64> = starts.values().copied().collect();
+    let gaps: Vec<i64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    println!("starts of attempts {:?}: gaps between starts {gaps:?} ms", starts.keys());
+    assert!(gaps.iter().all(|g| *g > 0), "{gaps:?}");
+    assert!(
+        gaps[gaps.len() - 1] > gaps[0],
+        "the delay between restarts does not grow: {gaps:?}"
+    );
+
+    source.set(vec![]);
+    wait_until_async(Duration::from_secs(30), "pod removed", || async {
+        t.sandboxes(&uid).await.is_empty().then_some(())
+    })
+    .await;
+    k.stop().await;
+}
