@@ -622,3 +622,32 @@ pub fn pinned_netns_with_inode(ino: u64) -> Option<String> {
             .unwrap_or(false)
     })
 }
+
+/// Kills the node environment's containerd (pid file of `scripts/node-env.sh`), waits for it
+/// to exit, and starts it again with `scripts/node-env.sh up` (same command line). Disrupts
+/// every other user of the runtime: only for tests that run alone.
+pub async fn restart_node_containerd() {
+    let pid_file = "/run/kubelet-rs/containerd/containerd.pid";
+    let pid = std::fs::read_to_string(pid_file)
+        .expect("containerd pid file of scripts/node-env.sh")
+        .trim()
+        .to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "kill -TERM {pid}");
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    wait_until(Duration::from_secs(30), "containerd to exit", || {
+        (!proc_dir.exists()).then_some(())
+    })
+    .await;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/node-env.sh");
+    let up = tokio::process::Command::new("bash")
+        .arg(script)
+        .arg("up")
+        .status()
+        .await
+        .unwrap();
+    assert!(up.success(), "scripts/node-env.sh up");
+}
