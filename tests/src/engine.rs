@@ -164,6 +164,9 @@ pub struct EngineTest {
     pub runtime: Arc<ScopedRuntime>,
     /// The container manager the engines use.
     pub cm: Arc<LinuxContainerManager>,
+    /// Shutdown tokens of every engine started, cancelled before cleanup so that no engine
+    /// re-creates what the cleanup removes.
+    engines: std::sync::Mutex<Vec<CancellationToken>>,
 }
 
 /// A running engine.
@@ -319,6 +322,7 @@ impl EngineTest {
             dir,
             cri,
             cm: Arc::new(cm),
+            engines: Default::default(),
         })
     }
 
@@ -384,6 +388,7 @@ impl EngineTest {
         let kubelet = builder.build().expect("kubelet builds");
         let handle = kubelet.handle();
         let shutdown = CancellationToken::new();
+        self.engines.lock().unwrap().push(shutdown.clone());
         let join = tokio::spawn(kubelet.run(shutdown.clone()));
         RunningKubelet {
             handle,
@@ -447,6 +452,15 @@ impl Drop for EngineTest {
     fn drop(&mut self) {
         // Runs on its own thread and runtime: works from inside the test's runtime and while
         // a failed test unwinds.
+        let engines: Vec<CancellationToken> = self
+            .engines
+            .lock()
+            .map(|e| e.clone())
+            .unwrap_or_default();
+        let running = engines.iter().any(|e| !e.is_cancelled());
+        for e in &engines {
+            e.cancel();
+        }
         let namespace = self.namespace.clone();
         let dir = self.dir.path().to_path_buf();
         let root = self.cgroup_root.clone();
@@ -456,8 +470,16 @@ impl Drop for EngineTest {
                 .build()
                 .unwrap();
             rt.block_on(async {
+                if running {
+                    // Let the engines' workers finish what they were doing.
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
                 if let Ok(cri) = connect(&dir).await {
                     remove_namespace(&cri, &namespace).await;
+                    if running {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        remove_namespace(&cri, &namespace).await;
+                    }
                 }
             });
             for h in hierarchies() {
