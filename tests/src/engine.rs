@@ -26,16 +26,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus as K8sContainerStatus, Pod, PodSpec, PodStatus,
-    ResourceRequirements,
+    Container, ContainerStatus as K8sContainerStatus, Pod, PodSpec, PodStatus, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubelet_cm::{CmConfig, LinuxContainerManager};
 use kubelet_core::runtime::{
     AttachRequest, ContainerConfig, ContainerRuntime, ContainerStatus, ContainerSummary,
-    ExecOutput, ExecRequest, ImageInfo, ListFilter, PullImageRequest, RuntimeResult,
-    RuntimeStatus, RuntimeVersion, SandboxConfig, SandboxStatus, SandboxSummary,
+    ExecOutput, ExecRequest, ImageInfo, ListFilter, PullImageRequest, RuntimeResult, RuntimeStatus,
+    RuntimeVersion, SandboxConfig, SandboxStatus, SandboxSummary,
 };
 use kubelet_core::{Config, ContainerManager, Kubelet, KubeletHandle, PodSource};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
@@ -289,7 +288,10 @@ impl EngineTest {
                 );
                 return None;
             }
-            Err(e) => panic!("{test}: CRI endpoint {} unreachable under CI: {e}", endpoint()),
+            Err(e) => panic!(
+                "{test}: CRI endpoint {} unreachable under CI: {e}",
+                endpoint()
+            ),
         };
         let cri = Arc::new(cri);
         let tag: String = test
@@ -444,7 +446,10 @@ impl EngineTest {
 
     /// Containers of the pod with `uid` in the real runtime.
     pub async fn containers(&self, uid: &str) -> Vec<ContainerSummary> {
-        self.cri.list_containers(&ListFilter::pod(uid)).await.unwrap()
+        self.cri
+            .list_containers(&ListFilter::pod(uid))
+            .await
+            .unwrap()
     }
 }
 
@@ -452,11 +457,8 @@ impl Drop for EngineTest {
     fn drop(&mut self) {
         // Runs on its own thread and runtime: works from inside the test's runtime and while
         // a failed test unwinds.
-        let engines: Vec<CancellationToken> = self
-            .engines
-            .lock()
-            .map(|e| e.clone())
-            .unwrap_or_default();
+        let engines: Vec<CancellationToken> =
+            self.engines.lock().map(|e| e.clone()).unwrap_or_default();
         let running = engines.iter().any(|e| !e.is_cancelled());
         for e in &engines {
             e.cancel();

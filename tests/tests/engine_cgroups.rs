@@ -48,7 +48,14 @@ async fn qos_classes_land_in_their_cgroups_with_their_limits() {
     let expect = [
         // (uid, qos class, tier, shares, quota, memory limit)
         (&g, "Guaranteed", "kubepods", 512, 50_000, Some(64 << 20)),
-        (&b, "Burstable", "kubepods/burstable", 256, 100_000, Some(128 << 20)),
+        (
+            &b,
+            "Burstable",
+            "kubepods/burstable",
+            256,
+            100_000,
+            Some(128 << 20),
+        ),
         (&be, "BestEffort", "kubepods/besteffort", 2, -1, None),
     ];
     for (uid, qos, tier, shares, quota, memory) in expect {
@@ -79,7 +86,11 @@ async fn qos_classes_land_in_their_cgroups_with_their_limits() {
             .flatten()
             .filter(|e| e.path().is_dir())
             .count();
-        assert!(procs >= 1, "{qos}: no container cgroups under {}", cpu.display());
+        assert!(
+            procs >= 1,
+            "{qos}: no container cgroups under {}",
+            cpu.display()
+        );
         // Only in its own tier.
         assert_eq!(t.pod_cgroup_dirs(uid).len(), t.cgroup_dirs(&rel).len());
     }
@@ -127,16 +138,21 @@ async fn memory_hog_is_oom_killed_and_oversized_pod_is_rejected() {
     assert_eq!(term.reason.as_deref(), Some("OOMKilled"), "{c:#?}");
     assert_eq!(term.exit_code, 137, "{c:#?}");
 
-    let s = wait_until(Duration::from_secs(30), "the oversized pod is rejected", || {
-        k.handle.pod_status(&big).filter(|s| phase(s) == "Failed")
-    })
+    let s = wait_until(
+        Duration::from_secs(30),
+        "the oversized pod is rejected",
+        || k.handle.pod_status(&big).filter(|s| phase(s) == "Failed"),
+    )
     .await;
     assert_eq!(s.reason.as_deref(), Some("OutOfmemory"), "{s:#?}");
     assert!(
         s.message.as_deref().unwrap_or("").contains("memory"),
         "{s:#?}"
     );
-    assert!(t.sandboxes(&big).await.is_empty(), "a rejected pod never runs");
+    assert!(
+        t.sandboxes(&big).await.is_empty(),
+        "a rejected pod never runs"
+    );
     wait_running(&k.handle, &ok, Duration::from_secs(60)).await;
 
     source.set(vec![]);

@@ -9,8 +9,8 @@ use std::time::Duration;
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
 use kubelet_tests::engine::{
-    busybox, container_status, restart_node_containerd, wait_running, wait_until,
-    wait_until_async, EngineTest,
+    busybox, container_status, restart_node_containerd, wait_running, wait_until, wait_until_async,
+    EngineTest,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -28,7 +28,11 @@ async fn engine_keeps_running_and_pod_survives_containerd_restart() {
     let sandbox = t.sandboxes(&uid).await[0].id.clone();
 
     restart_node_containerd().await;
-    assert!(k.handle.check_health().is_ok(), "{:?}", k.handle.check_health());
+    assert!(
+        k.handle.check_health().is_ok(),
+        "{:?}",
+        k.handle.check_health()
+    );
     assert!(!k.join.is_finished(), "the engine stopped");
 
     // Runtime ready again (polled every 5s), then the same container keeps running.
@@ -44,7 +48,11 @@ async fn engine_keeps_running_and_pod_survives_containerd_restart() {
     let sandboxes = t.sandboxes(&uid).await;
     assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
     assert_eq!(sandboxes[0].id, sandbox);
-    assert!(k.handle.check_health().is_ok(), "{:?}", k.handle.check_health());
+    assert!(
+        k.handle.check_health().is_ok(),
+        "{:?}",
+        k.handle.check_health()
+    );
 
     source.set(vec![]);
     wait_until_async(Duration::from_secs(30), "pod removed", || async {

@@ -58,8 +58,9 @@ async fn missing_images_back_off_and_never_pull_while_a_healthy_pod_runs() {
     }
     println!("missing image waiting reasons seen: {seen:?}");
     assert!(
-        seen.iter()
-            .all(|r| ["ContainerCreating", "ErrImagePull", "ImagePullBackOff"].contains(&r.as_str())),
+        seen.iter().all(
+            |r| ["ContainerCreating", "ErrImagePull", "ImagePullBackOff"].contains(&r.as_str())
+        ),
         "{seen:?}"
     );
     assert_eq!(never_reason.as_deref(), Some("ErrImageNeverPull"));
@@ -67,10 +68,7 @@ async fn missing_images_back_off_and_never_pull_while_a_healthy_pod_runs() {
     assert!(t.containers(&pull_uid).await.is_empty());
     assert!(t.containers(&never_uid).await.is_empty());
     let ok = wait_running(&k.handle, &ok_uid, Duration::from_secs(5)).await;
-    assert_eq!(
-        ok.container_statuses.as_ref().unwrap()[0].restart_count,
-        0
-    );
+    assert_eq!(ok.container_statuses.as_ref().unwrap()[0].restart_count, 0);
 
     source.set(vec![]);
     kubelet_tests::engine::wait_until_async(Duration::from_secs(30), "pods removed", || async {

@@ -40,13 +40,14 @@ async fn two_container_pod_runs_logs_and_execs() {
         "pod IP {ip} not in 10.88.0.0/16"
     );
     assert_eq!(condition(&status, "Ready").as_deref(), Some("True"));
-    assert_eq!(condition(&status, "ContainersReady").as_deref(), Some("True"));
+    assert_eq!(
+        condition(&status, "ContainersReady").as_deref(),
+        Some("True")
+    );
     assert_eq!(condition(&status, "Initialized").as_deref(), Some("True"));
 
     // Each container's stdout lands in its CRI log file.
-    let pod_dir = t
-        .pod_logs_dir()
-        .join(format!("{}_two_{uid}", t.namespace));
+    let pod_dir = t.pod_logs_dir().join(format!("{}_two_{uid}", t.namespace));
     for (name, lines) in [
         ("one", vec!["hello-one", "line2-one"]),
         ("two", vec!["hello-two"]),
@@ -64,7 +65,8 @@ async fn two_container_pod_runs_logs_and_execs() {
         .unwrap_or_else(|| panic!("log {} lacks {lines:?}", path.display()));
         // CRI log format: "<time> stdout F <line>".
         assert!(
-            text.lines().any(|l| l.contains(" stdout F ") && l.ends_with(lines[0])),
+            text.lines()
+                .any(|l| l.contains(" stdout F ") && l.ends_with(lines[0])),
             "{text}"
         );
     }

@@ -37,7 +37,11 @@ async fn restart_policy_and_exit_code_matrix() {
     for (name, policy, code, _) in cases {
         let uid = t.uid(name);
         pods.push(with_policy(
-            t.pod(name, &uid, vec![busybox("c", &format!("sleep 1; exit {code}"))]),
+            t.pod(
+                name,
+                &uid,
+                vec![busybox("c", &format!("sleep 1; exit {code}"))],
+            ),
             policy,
         ));
         uids.insert(name, uid);
@@ -137,7 +141,10 @@ async fn crashing_container_restarts_with_growing_backoff() {
     .await;
     let times: Vec<i64> = starts.values().copied().collect();
     let gaps: Vec<i64> = times.windows(2).map(|w| w[1] - w[0]).collect();
-    println!("starts of attempts {:?}: gaps between starts {gaps:?} ms", starts.keys());
+    println!(
+        "starts of attempts {:?}: gaps between starts {gaps:?} ms",
+        starts.keys()
+    );
     assert!(gaps.iter().all(|g| *g > 0), "{gaps:?}");
     assert!(
         gaps[gaps.len() - 1] > gaps[0],

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
-use kubelet_tests::engine::{busybox, container_status, wait_running, wait_until_async, EngineTest};
+use kubelet_tests::engine::{
+    busybox, container_status, wait_running, wait_until_async, EngineTest,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn restarted_kubelet_adopts_running_pods_and_removes_orphans() {
@@ -44,13 +46,14 @@ async fn restarted_kubelet_adopts_running_pods_and_removes_orphans() {
 
     // The orphan is killed and removed once the sources were seen.
     wait_until_async(Duration::from_secs(30), "orphan removed", || async {
-        (t.sandboxes(&gone).await.is_empty() && t.containers(&gone).await.is_empty())
-            .then_some(())
+        (t.sandboxes(&gone).await.is_empty() && t.containers(&gone).await.is_empty()).then_some(())
     })
     .await;
-    wait_until_async(Duration::from_secs(15), "orphan's cgroups removed", || async {
-        t.pod_cgroup_dirs(&gone).is_empty().then_some(())
-    })
+    wait_until_async(
+        Duration::from_secs(15),
+        "orphan's cgroups removed",
+        || async { t.pod_cgroup_dirs(&gone).is_empty().then_some(()) },
+    )
     .await;
     // Still the same container after a few housekeeping rounds.
     tokio::time::sleep(Duration::from_secs(3)).await;

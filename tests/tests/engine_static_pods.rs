@@ -83,11 +83,14 @@ async fn static_pod_lifecycle_from_manifest_files() {
     .await;
     assert_ne!(container_status(&s, "c").unwrap().container_id, id1);
     wait_until_async(Duration::from_secs(30), "old pod removed", || async {
-        (t.sandboxes(&uid1).await.is_empty() && t.containers(&uid1).await.is_empty())
-            .then_some(())
+        (t.sandboxes(&uid1).await.is_empty() && t.containers(&uid1).await.is_empty()).then_some(())
     })
     .await;
-    let id2 = container_status(&s, "c").unwrap().container_id.clone().unwrap();
+    let id2 = container_status(&s, "c")
+        .unwrap()
+        .container_id
+        .clone()
+        .unwrap();
     let out = k
         .handle
         .runtime()
@@ -101,11 +104,20 @@ async fn static_pod_lifecycle_from_manifest_files() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "two");
 
     // A broken file beside a good one: the good one runs.
-    std::fs::write(dir.join("broken.yaml"), "apiVersion: v1\nkind: Pod\nspec: [::: {").unwrap();
+    std::fs::write(
+        dir.join("broken.yaml"),
+        "apiVersion: v1\nkind: Pod\nspec: [::: {",
+    )
+    .unwrap();
     let good_name = format!("{}/good-{NODE_NAME}", t.namespace);
     write_manifest(dir, "good.yaml", &manifest(&t.namespace, "good", "g"));
     let good_uid = wait_until(Duration::from_secs(60), "good Running", || {
-        let uid = k.handle.pod_by_full_name(&good_name)?.metadata.uid.clone()?;
+        let uid = k
+            .handle
+            .pod_by_full_name(&good_name)?
+            .metadata
+            .uid
+            .clone()?;
         k.handle.pod_status(&uid).filter(running_and_ready)?;
         Some(uid)
     })
@@ -170,7 +182,10 @@ async fn twenty_manifests_at_once_time_to_running() {
             else {
                 continue;
             };
-            if k.handle.pod_status(&uid).is_some_and(|s| running_and_ready(&s)) {
+            if k.handle
+                .pod_status(&uid)
+                .is_some_and(|s| running_and_ready(&s))
+            {
                 latency[i] = Some(written.elapsed());
                 uids[i] = uid;
             }
@@ -191,14 +206,18 @@ async fn twenty_manifests_at_once_time_to_running() {
     for n in &names {
         std::fs::remove_file(dir.join(format!("{n}.yaml"))).unwrap();
     }
-    wait_until_async(Duration::from_secs(60), "20 static pods removed", || async {
-        for uid in &uids {
-            if !t.sandboxes(uid).await.is_empty() {
-                return None;
+    wait_until_async(
+        Duration::from_secs(60),
+        "20 static pods removed",
+        || async {
+            for uid in &uids {
+                if !t.sandboxes(uid).await.is_empty() {
+                    return None;
+                }
             }
-        }
-        Some(())
-    })
+            Some(())
+        },
+    )
     .await;
     k.stop().await;
 }
