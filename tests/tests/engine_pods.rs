@@ -100,3 +100,119 @@ async fn two_container_pod_runs_logs_and_execs() {
     .await;
     k.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn init_containers_run_to_completion_in_order_before_the_app() {
+    let Some(t) = EngineTest::new("initc").await else {
+        return;
+    };
+    let uid = t.uid("init");
+    let mut pod = t.pod("init", &uid, vec![busybox("app", "exec sleep 3600")]);
+    pod.spec.as_mut().unwrap().init_containers = Some(vec![
+        busybox("first", "echo first-ran; sleep 1"),
+        busybox("second", "echo second-ran"),
+    ]);
+    let source = Arc::new(StaticSource::new("file", vec![pod]));
+    let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
+    let status = wait_running(&k.handle, &uid, Duration::from_secs(60)).await;
+    assert_eq!(condition(&status, "Initialized").as_deref(), Some("True"));
+    let inits = status
+        .init_container_statuses
+        .clone()
+        .expect("init statuses");
+    assert_eq!(
+        inits.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["first", "second"]
+    );
+    let finished: Vec<_> = inits
+        .iter()
+        .map(|c| {
+            let term = c
+                .state
+                .as_ref()
+                .unwrap()
+                .terminated
+                .clone()
+                .expect("terminated");
+            assert_eq!(term.exit_code, 0, "{c:?}");
+            assert_eq!(term.reason.as_deref(), Some("Completed"), "{c:?}");
+            (term.started_at.unwrap(), term.finished_at.unwrap())
+        })
+        .collect();
+    // In order: the second started after the first finished; the app after both.
+    assert!(finished[1].0 >= finished[0].1, "{finished:?}");
+    let app = container_status(&status, "app").unwrap();
+    let app_started = app
+        .state
+        .as_ref()
+        .unwrap()
+        .running
+        .as_ref()
+        .unwrap()
+        .started_at
+        .clone()
+        .unwrap();
+    assert!(app_started >= finished[1].1, "{app_started:?} {finished:?}");
+    let log = t
+        .pod_logs_dir()
+        .join(format!("{}_init_{uid}", t.namespace))
+        .join("first/0.log");
+    assert!(std::fs::read_to_string(&log).unwrap().contains("first-ran"));
+    // Init containers are not run again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let again = k.handle.pod_status(&uid).unwrap();
+    for c in again.init_container_statuses.unwrap() {
+        assert_eq!(c.restart_count, 0, "{c:?}");
+    }
+
+    source.set(vec![]);
+    kubelet_tests::engine::wait_until_async(Duration::from_secs(30), "pod removed", || async {
+        t.sandboxes(&uid).await.is_empty().then_some(())
+    })
+    .await;
+    k.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn host_network_pod_reports_the_node_ip() {
+    let Some(t) = EngineTest::new("hostnet").await else {
+        return;
+    };
+    let uid = t.uid("hostnet");
+    let mut pod = t.pod("hostnet", &uid, vec![busybox("c", "exec sleep 3600")]);
+    pod.spec.as_mut().unwrap().host_network = Some(true);
+    let source = Arc::new(StaticSource::new("file", vec![pod]));
+    let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
+    let status = wait_running(&k.handle, &uid, Duration::from_secs(60)).await;
+    let node_ip = k.handle.config().node_ips[0].clone();
+    assert_eq!(status.pod_ip.as_deref(), Some(node_ip.as_str()));
+    assert_eq!(status.host_ip.as_deref(), Some(node_ip.as_str()));
+    // The container really is in the host's network namespace.
+    let id = container_status(&status, "c")
+        .unwrap()
+        .container_id
+        .clone()
+        .unwrap();
+    let out = k
+        .handle
+        .runtime()
+        .exec_sync(
+            id.split("://").last().unwrap(),
+            &["readlink".into(), "/proc/1/ns/net".into()],
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        host.to_string_lossy()
+    );
+
+    source.set(vec![]);
+    kubelet_tests::engine::wait_until_async(Duration::from_secs(30), "pod removed", || async {
+        t.sandboxes(&uid).await.is_empty().then_some(())
+    })
+    .await;
+    k.stop().await;
+}

@@ -196,3 +196,51 @@ async fn dead_containers_of_a_crash_looping_container_are_garbage_collected() {
     .await;
     k.stop().await;
 }
+
+/// A sandbox that dies under a running pod is re-created with its containers (Go:
+/// SandboxChanged), with the containers' restart counts going up.
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_sandbox_is_recreated_with_its_containers() {
+    let Some(t) = EngineTest::new("sandboxchanged").await else {
+        return;
+    };
+    let uid = t.uid("sb");
+    let pod = t.pod("sb", &uid, vec![busybox("c", "exec sleep 3600")]);
+    let source = Arc::new(StaticSource::new("file", vec![pod]));
+    let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
+    let s = kubelet_tests::engine::wait_running(&k.handle, &uid, Duration::from_secs(60)).await;
+    let old_ip = s.pod_ip.clone();
+    let old = t.sandboxes(&uid).await;
+    assert_eq!(old.len(), 1);
+    {
+        use kubelet_core::ContainerRuntime;
+        t.cri.stop_pod_sandbox(&old[0].id).await.unwrap();
+    }
+    let s = wait_until(
+        Duration::from_secs(60),
+        "pod running in a new sandbox",
+        || {
+            k.handle.pod_status(&uid).filter(|s| {
+                kubelet_tests::engine::running_and_ready(s)
+                    && container_status(s, "c").is_some_and(|c| c.restart_count >= 1)
+            })
+        },
+    )
+    .await;
+    println!("pod IP {old_ip:?} → {:?}", s.pod_ip);
+    let now = t.sandboxes(&uid).await;
+    let ready: Vec<_> = now
+        .iter()
+        .filter(|s| s.state == kubelet_core::runtime::SandboxState::Ready)
+        .collect();
+    assert_eq!(ready.len(), 1, "{now:?}");
+    assert_ne!(ready[0].id, old[0].id);
+    assert_eq!(ready[0].attempt, 1, "{now:?}");
+
+    source.set(vec![]);
+    wait_until_async(Duration::from_secs(30), "pod removed", || async {
+        t.sandboxes(&uid).await.is_empty().then_some(())
+    })
+    .await;
+    k.stop().await;
+}
