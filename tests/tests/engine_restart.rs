@@ -244,3 +244,69 @@ async fn dead_sandbox_is_recreated_with_its_containers() {
     .await;
     k.stop().await;
 }
+
+/// A spec change of one container (its hash changes) restarts that container only.
+#[tokio::test(flavor = "multi_thread")]
+async fn changed_container_spec_restarts_only_that_container() {
+    let Some(t) = EngineTest::new("specchange").await else {
+        return;
+    };
+    let uid = t.uid("spec");
+    let pod = t.pod(
+        "spec",
+        &uid,
+        vec![
+            busybox("c", "echo v1; exec sleep 3600"),
+            busybox("d", "exec sleep 3600"),
+        ],
+    );
+    let source = Arc::new(StaticSource::new("file", vec![pod.clone()]));
+    let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
+    let s = kubelet_tests::engine::wait_running(&k.handle, &uid, Duration::from_secs(60)).await;
+    let id = |s: &k8s_openapi::api::core::v1::PodStatus, n: &str| {
+        container_status(s, n)
+            .unwrap()
+            .container_id
+            .clone()
+            .unwrap()
+    };
+    let (c1, d1) = (id(&s, "c"), id(&s, "d"));
+
+    let mut changed = pod;
+    changed.spec.as_mut().unwrap().containers[0] = busybox("c", "echo v2; exec sleep 3600");
+    source.set(vec![changed]);
+    let s = wait_until(
+        Duration::from_secs(60),
+        "c restarted with the new spec",
+        || {
+            k.handle.pod_status(&uid).filter(|s| {
+                kubelet_tests::engine::running_and_ready(s)
+                    && container_status(s, "c").unwrap().container_id.as_deref() != Some(&c1)
+            })
+        },
+    )
+    .await;
+    assert_eq!(container_status(&s, "c").unwrap().restart_count, 1);
+    assert_eq!(id(&s, "d"), d1, "the unchanged container kept running");
+    assert_eq!(container_status(&s, "d").unwrap().restart_count, 0);
+    let log = t
+        .pod_logs_dir()
+        .join(format!("{}_spec_{uid}", t.namespace))
+        .join("c/1.log");
+    let text = kubelet_tests::cri::eventually(Duration::from_secs(10), || {
+        let log = log.clone();
+        async move {
+            let text = tokio::fs::read_to_string(&log).await.ok()?;
+            text.contains("v2").then_some(text)
+        }
+    })
+    .await;
+    assert!(text.is_some(), "{} lacks v2", log.display());
+
+    source.set(vec![]);
+    wait_until_async(Duration::from_secs(30), "pod removed", || async {
+        t.sandboxes(&uid).await.is_empty().then_some(())
+    })
+    .await;
+    k.stop().await;
+}
