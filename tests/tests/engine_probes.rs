@@ -57,7 +57,11 @@ async fn failing_readiness_probe_keeps_the_container_unready() {
     })
     .await;
     k.stop().await;
-    assert_eq!(result, (false, Some("False".into())), "ready with a failing readiness probe");
+    assert_eq!(
+        result,
+        (false, Some("False".into())),
+        "ready with a failing readiness probe"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -86,5 +90,8 @@ async fn failing_liveness_probe_restarts_the_container() {
     })
     .await;
     k.stop().await;
-    assert!(restarted.is_some(), "never restarted by its failing liveness probe");
+    assert!(
+        restarted.is_some(),
+        "never restarted by its failing liveness probe"
+    );
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kubelet_core::testing::StaticSource;
-use kubelet_core::PodSource;
+use kubelet_core::{ContainerRuntime, PodSource};
 use kubelet_tests::engine::{
     busybox, container_status, phase, wait_until, wait_until_async, waiting_reason, EngineTest,
 };
@@ -121,31 +121,33 @@ async fn crashing_container_restarts_with_growing_backoff() {
     let source = Arc::new(StaticSource::new("file", vec![pod]));
     let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
 
-    // The start time of attempt n-1 is lastState.terminated.startedAt at restartCount n.
-    let mut starts: BTreeMap<i32, i64> = BTreeMap::new();
-    wait_until(Duration::from_secs(60), "restartCount 4", || {
-        let s = k.handle.pod_status(&uid)?;
-        let c = container_status(&s, "c")?;
-        if let Some(t) = c
-            .last_state
-            .as_ref()
-            .and_then(|l| l.terminated.as_ref())
-            .and_then(|t| t.started_at.as_ref())
-        {
-            starts
-                .entry(c.restart_count - 1)
-                .or_insert(t.0.as_millisecond());
+    // Start times of each attempt, with nanosecond precision from the runtime (pod status
+    // times have whole seconds). Recorded while polling, so a container GC cannot hide them.
+    let mut starts: BTreeMap<u32, i64> = BTreeMap::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !(0..=3).all(|a| starts.contains_key(&a)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "attempts 0..=3 did not all start within 60s: {starts:?}"
+        );
+        for c in t.containers(&uid).await {
+            if starts.contains_key(&c.attempt) {
+                continue;
+            }
+            if let Ok(st) = t.cri.container_status(&c.id).await {
+                if st.started_at > 0 {
+                    starts.insert(c.attempt, st.started_at);
+                }
+            }
         }
-        (starts.len() >= 4 && starts.keys().any(|k| *k >= 3)).then_some(())
-    })
-    .await;
-    let times: Vec<i64> = starts.values().copied().collect();
-    let gaps: Vec<i64> = times.windows(2).map(|w| w[1] - w[0]).collect();
-    println!(
-        "starts of attempts {:?}: gaps between starts {gaps:?} ms",
-        starts.keys()
-    );
-    assert!(gaps.iter().all(|g| *g > 0), "{gaps:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let times: Vec<i64> = (0..=3).map(|a| starts[&a]).collect();
+    let gaps: Vec<i64> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]) / 1_000_000)
+        .collect();
+    println!("gaps between the starts of attempts 0..=3: {gaps:?} ms");
     assert!(
         gaps[gaps.len() - 1] > gaps[0],
         "the delay between restarts does not grow: {gaps:?}"
@@ -212,10 +214,7 @@ async fn dead_sandbox_is_recreated_with_its_containers() {
     let old_ip = s.pod_ip.clone();
     let old = t.sandboxes(&uid).await;
     assert_eq!(old.len(), 1);
-    {
-        use kubelet_core::ContainerRuntime;
-        t.cri.stop_pod_sandbox(&old[0].id).await.unwrap();
-    }
+    t.cri.stop_pod_sandbox(&old[0].id).await.unwrap();
     let s = wait_until(
         Duration::from_secs(60),
         "pod running in a new sandbox",
