@@ -50,6 +50,11 @@ pub struct Config {
     pub cluster_domain: String,
     /// `resolvConf` (`/etc/resolv.conf`; empty: none).
     pub resolv_conf: PathBuf,
+    /// How often dead containers and sandboxes are garbage collected (Go's
+    /// `ContainerGCPeriod`, 1m).
+    pub container_gc_period: Duration,
+    /// Dead containers kept per container name (`--maximum-dead-containers-per-container`, 1).
+    pub max_dead_containers_per_container: usize,
     /// Capacity of the bounded channel that carries source updates.
     pub update_channel_capacity: usize,
 }
@@ -77,6 +82,8 @@ impl Default for Config {
             cluster_dns: Vec::new(),
             cluster_domain: String::new(),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            container_gc_period: Duration::from_secs(60),
+            max_dead_containers_per_container: 1,
             update_channel_capacity: 64,
         }
     }

@@ -3,7 +3,8 @@
 //!
 //! # Tasks
 //! `run` starts, under one cancellation token: every pod source, the status publisher, the
-//! runtime-state poller (every 5s), the PLEG, and the sync loop itself. The sync loop is one
+//! runtime-state poller (every 5s), the container garbage collector (every
+//! `container_gc_period`, see the `gc` module), the PLEG, and the sync loop itself. The sync loop is one
 //! task that selects over merged source updates, PLEG events and the housekeeping tick; it
 //! never waits on the runtime, it hands work to pod workers ([`crate::pod_workers`]). While
 //! the runtime reports not ready, the loop pauses with a backoff from 100ms to 5s.
@@ -113,6 +114,7 @@ impl KubeletBuilder {
             ("syncFrequency", c.sync_frequency),
             ("housekeepingInterval", c.housekeeping_interval),
             ("plegRelistPeriod", c.pleg_relist_period),
+            ("containerGCPeriod", c.container_gc_period),
         ] {
             if d.is_zero() {
                 return Err(Error::InvalidConfig {
@@ -237,6 +239,7 @@ impl Kubelet {
         drop(tx);
         tasks.spawn(engine.status.clone().run(child.clone()));
         tasks.spawn(runtime_state_loop(engine.clone(), child.clone()));
+        tasks.spawn(crate::gc::run(engine.clone(), child.clone()));
         let (pleg_tx, pleg_rx) = mpsc::channel(PLEG_CHANNEL_CAPACITY);
         tasks.spawn(Pleg::new(engine.clone()).run(pleg_tx, child.clone()));
 

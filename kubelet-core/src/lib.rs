@@ -42,6 +42,7 @@ pub mod dns;
 mod engine;
 pub mod env;
 pub mod error;
+mod gc;
 pub mod hash;
 pub mod images;
 pub mod kubelet;

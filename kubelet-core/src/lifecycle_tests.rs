@@ -642,3 +642,26 @@ async fn runtime_outage_is_survived_and_oom_is_reported() {
     assert!(h.handle.check_health().is_ok());
     h.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn dead_containers_are_garbage_collected_keeping_the_newest() {
+    let h = start(vec![pod("crash", "u1", vec![crashing("c", "1000", "1")])]).await;
+    h.until(Duration::from_secs(600), "5 restarts", |h| {
+        h.restart_count("u1", "c") >= 5
+    })
+    .await;
+    // Let one more GC period pass: at most the current container and one dead one remain.
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    let left = h.rt.container_ids("u1", "c");
+    assert!(left.len() <= 2, "{} containers left", left.len());
+    // lastState still comes from the kept dead container.
+    let s = h.status("u1").expect("status");
+    let cs = &s.container_statuses.expect("cs")[0];
+    assert!(cs.restart_count >= 5);
+    assert!(cs
+        .last_state
+        .as_ref()
+        .and_then(|l| l.terminated.as_ref())
+        .is_some());
+    h.stop().await;
+}
