@@ -6,6 +6,9 @@
 //! - `cargo xtask node-down`: removes every kubelet-created sandbox through CRI (so CNI tears
 //!   the pod networks down), then `scripts/node-env.sh down`.
 //! - `cargo xtask cri-ready`: waits for CRI readiness only.
+//! - `cargo xtask bench-cri`: backend vs raw CRI, kubelet-rs vs the Go kubelet (see `bench_cri`).
+
+mod bench_cri;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -47,6 +50,8 @@ enum Cmd {
         #[arg(long, default_value_t = 60)]
         timeout: u64,
     },
+    /// Benchmark: CRI backend vs raw CRI, and kubelet-rs vs the Go kubelet end to end.
+    BenchCri(bench_cri::BenchArgs),
 }
 
 fn script() -> PathBuf {
@@ -135,5 +140,6 @@ async fn main() -> Result<()> {
         Cmd::CriReady { endpoint, timeout } => {
             cri_ready(&endpoint, Duration::from_secs(timeout)).await
         }
+        Cmd::BenchCri(args) => bench_cri::run(args).await,
     }
 }
