@@ -33,7 +33,7 @@ use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubelet_core::runtime::{
-    ContainerConfig, ContainerKind, ContainerRuntime, ListFilter, SandboxConfig,
+    ContainerConfig, ContainerKind, ContainerRuntime, ContainerState, ListFilter, SandboxConfig,
 };
 use kubelet_runtime_cri::{mapping, CriConfig, CriRuntime, ImageUser};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -100,7 +100,24 @@ pub struct BenchArgs {
 }
 
 /// Runs the benchmark on a multi-threaded runtime of its own (as the kubelet runs).
+///
+/// `cargo xtask` builds xtask in debug mode; the backend would then be measured unoptimised,
+/// so a debug build re-runs itself as `cargo run --release -p xtask`.
 pub async fn run(args: BenchArgs) -> Result<()> {
+    if cfg!(debug_assertions) && std::env::var_os("KUBELET_RS_BENCH_DEBUG").is_none() {
+        eprintln!("[bench] re-running as a release build (KUBELET_RS_BENCH_DEBUG=1 to skip)");
+        let status = tokio::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+            .args(["run", "-q", "--release", "-p", "xtask", "--"])
+            .args(std::env::args_os().skip(1))
+            .current_dir(repo_root())
+            .status()
+            .await
+            .context("cargo run --release -p xtask")?;
+        if !status.success() {
+            bail!("bench-cri (release build) failed: {status}");
+        }
+        return Ok(());
+    }
     tokio::task::spawn_blocking(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -140,6 +157,9 @@ struct KubeletRun {
     idle_cores: Option<f64>,
     rss_kib: Option<u64>,
     hwm_kib: Option<u64>,
+    /// Manifests removed -> no running container of the pods.
+    stopped: Option<Duration>,
+    /// Manifests removed -> CRI lists no container of the pods.
     teardown: Option<Duration>,
     notes: Vec<String>,
 }
@@ -502,13 +522,18 @@ async fn cleanup_prefix(rt: &Arc<CriRuntime>, prefix: &str) {
     }
 }
 
-async fn count_containers(rt: &CriRuntime, prefix: &str) -> Result<usize> {
-    Ok(rt
-        .list_containers(&ListFilter::all())
-        .await?
+/// (running, all) containers whose pod name starts with `prefix`.
+async fn count_containers(rt: &CriRuntime, prefix: &str) -> Result<(usize, usize)> {
+    let listed = rt.list_containers(&ListFilter::all()).await?;
+    let ours: Vec<_> = listed
         .iter()
         .filter(|c| c.pod.name.starts_with(prefix))
-        .count())
+        .collect();
+    let running = ours
+        .iter()
+        .filter(|c| c.state == ContainerState::Running)
+        .count();
+    Ok((running, ours.len()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -566,6 +591,7 @@ impl Kind {
                     "--enforce-node-allocatable=",
                     "--fail-swap-on=false",
                     "--oom-score-adj=0",
+                    "--make-iptables-util-chains=false",
                     "--eviction-hard=",
                     "--image-gc-high-threshold=100",
                     "--image-gc-low-threshold=99",
@@ -781,8 +807,11 @@ async fn measure(
         if let Some(status) = child.try_wait()? {
             bail!("kubelet exited during teardown: {status}");
         }
-        if let Ok(c) = count_containers(rt, prefix).await {
+        if let Ok((running, c)) = count_containers(rt, prefix).await {
             left = c;
+            if running == 0 && out.stopped.is_none() {
+                out.stopped = Some(t1.elapsed());
+            }
             if c == 0 {
                 out.teardown = Some(t1.elapsed());
                 break;
@@ -1222,20 +1251,35 @@ fn print_report(
         "== {} static busybox pods written at once; idle window {} s",
         args.pods, args.idle_secs
     );
+    println!("   start = manifests written -> all Running in /pods; stopped/removed = manifests removed ->");
     println!(
-        "{:<11} {:>8} {:>11} {:>9} {:>9} {:>11} {:>8} {:>11}",
-        "row", "start s", "idle cores", "RSS MiB", "HWM MiB", "teardown s", "start×", "teardown×"
+        "   no running container / no container at all listed by CRI; ratios to the raw CRI floor"
+    );
+    println!(
+        "{:<11} {:>8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9}",
+        "row",
+        "start s",
+        "idle cores",
+        "RSS MiB",
+        "HWM MiB",
+        "stopped s",
+        "removed s",
+        "start×",
+        "stopped×",
+        "removed×"
     );
     match floor {
         Some(f) => println!(
-            "{:<11} {:>8} {:>11} {:>9} {:>9} {:>11} {:>8} {:>11}",
+            "{:<11} {:>8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9}",
             "raw CRI",
             secs(f.start),
             "-",
             "-",
             "-",
+            "-",
             secs(f.stop),
             "1.00x",
+            "-",
             "1.00x"
         ),
         None => println!(
