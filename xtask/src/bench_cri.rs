@@ -823,7 +823,8 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     eprintln!(
-        "[bench] {kind:?}: containers gone after {:.1}s",
+        "[bench] {kind:?}: containers stopped after {:.1}s, gone after {:.1}s",
+        out.stopped.unwrap_or_default().as_secs_f64(),
         t1.elapsed().as_secs_f64()
     );
     Ok(())
@@ -1294,7 +1295,7 @@ fn print_report(
     for (label, k) in [("Go kubelet", go), ("kubelet-rs", rs)] {
         let Some(k) = k else { continue };
         println!(
-            "{:<11} {:>8} {:>11} {:>9} {:>9} {:>11} {:>8} {:>11}",
+            "{:<11} {:>8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9}",
             label,
             k.start.map(secs).unwrap_or("-".into()),
             k.idle_cores
@@ -1302,8 +1303,10 @@ fn print_report(
                 .unwrap_or("-".into()),
             mib(k.rss_kib),
             mib(k.hwm_kib),
+            k.stopped.map(secs).unwrap_or("-".into()),
             k.teardown.map(secs).unwrap_or("-".into()),
             ratio(k.start, floor.map(|f| f.start)),
+            ratio(k.stopped, floor.map(|f| f.stop)),
             ratio(k.teardown, floor.map(|f| f.stop)),
         );
         for n in &k.notes {
