@@ -711,7 +711,28 @@ async fn kubelet_run_inner(
         out.notes.push("did not exit within 30 s of SIGTERM".into());
         let _ = child.kill().await;
     }
+    // The Go kubelet bind-mounts its root dir onto itself (rshared) and may leave volume mounts.
+    unmount_under(&root_dir).await;
     result
+}
+
+/// Lazily unmounts every mount point at or below `dir`, deepest first (best effort).
+async fn unmount_under(dir: &Path) {
+    let Ok(info) = tokio::fs::read_to_string("/proc/self/mountinfo").await else {
+        return;
+    };
+    let mut points: Vec<&str> = info
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .filter(|p| Path::new(p).starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        let _ = tokio::process::Command::new("umount")
+            .args(["-l", p])
+            .status()
+            .await;
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
