@@ -1337,3 +1337,96 @@ fn print_report(
     println!();
     println!("targets: backend and kubelet-rs start/teardown ≤ 1.10x raw CRI; kubelet-rs idle ≤ 0.01 cores, RSS ≤ 25 MiB");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_pods_counts_only_prefixed_running_pods() {
+        let body = serde_json::json!({
+            "kind": "PodList",
+            "items": [
+                { "metadata": { "name": "bench-rs-1-000-node" }, "status": { "phase": "Running" } },
+                { "metadata": { "name": "bench-rs-1-001-node" }, "status": { "phase": "Pending" } },
+                { "metadata": { "name": "bench-rs-1-002-node" }, "status": {} },
+                { "metadata": { "name": "other-000" }, "status": { "phase": "Running" } },
+                { "metadata": { "name": "bench-rs-1-003-node" }, "status": { "phase": "Running" } }
+            ]
+        })
+        .to_string();
+        let cases = [
+            (body.as_str(), "bench-rs-1", 2),
+            (body.as_str(), "bench-go-1", 0),
+            ("not json", "bench-rs-1", 0),
+            (r#"{"items": null}"#, "bench-rs-1", 0),
+        ];
+        for (body, prefix, want) in cases {
+            assert_eq!(running_pods(body, prefix), want, "{prefix} in {body}");
+        }
+    }
+
+    #[test]
+    fn percentiles_pick_nearest_rank() {
+        let run = WorkloadRun {
+            latencies: (1..=100).rev().map(Duration::from_millis).collect(),
+            ..WorkloadRun::default()
+        };
+        let cases = [(50.0, 50), (99.0, 99), (100.0, 100), (0.0, 1)];
+        for (p, want) in cases {
+            assert_eq!(run.percentile(p), Duration::from_millis(want), "p{p}");
+        }
+        assert_eq!(WorkloadRun::default().percentile(50.0), Duration::ZERO);
+    }
+
+    #[test]
+    fn manifest_is_a_static_busybox_pod() {
+        let text = manifest("bench-rs-1-000").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["kind"], "Pod");
+        let pod: Pod = serde_json::from_value(v).unwrap();
+        assert_eq!(pod.metadata.name.as_deref(), Some("bench-rs-1-000"));
+        let c = &pod.spec.unwrap().containers[0];
+        assert_eq!(c.image.as_deref(), Some(BUSYBOX_IMAGE));
+        assert_eq!(c.command.as_ref().unwrap()[2], SCRIPT);
+        assert!(c.resources.is_none());
+    }
+
+    #[test]
+    fn workload_pods_are_unique_and_consistent() {
+        let pods = workload("bench-raw-x-0", 3);
+        let names: Vec<_> = pods
+            .iter()
+            .map(|p| kubelet_core::pod::name(&p.sandbox.pod).to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "bench-raw-x-0-000",
+                "bench-raw-x-0-001",
+                "bench-raw-x-0-002"
+            ]
+        );
+        for p in &pods {
+            let uid = kubelet_core::pod::uid(&p.sandbox.pod);
+            assert_eq!(
+                p.sandbox.cgroup_parent.as_deref(),
+                Some(format!("/kubelet-rs-bench/kubepods/besteffort/pod{uid}").as_str())
+            );
+            assert_eq!(
+                p.container.hash,
+                kubelet_core::hash::container_hash(&p.container.container)
+            );
+            assert_eq!(p.container.log_path, PathBuf::from("busybox/0.log"));
+        }
+    }
+
+    #[tokio::test]
+    async fn own_process_figures_are_readable() {
+        let pid = std::process::id();
+        cpu_ticks(pid).await.unwrap();
+        let (rss, hwm) = memory_kib(pid).await.unwrap();
+        assert!(rss > 0 && hwm >= rss);
+    }
+}
