@@ -59,6 +59,8 @@ const RS_CGROUP_ROOT: &str = "/kubelet-rs-bench-rs";
 const GO_CGROUP_ROOT: &str = "/kubelet-rs-go";
 /// Grace period for stopping containers (the workload exits within a second of SIGTERM).
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pause between start and teardown in the raw/backend runs (not timed).
+const SETTLE: Duration = Duration::from_secs(3);
 
 /// Flags of `cargo xtask bench-cri`.
 #[derive(clap::Args, Debug, Clone)]
@@ -406,6 +408,9 @@ async fn raw_run(
         }
     }
     run.start = t0.elapsed();
+    // PID 1 ignores SIGTERM until the shell has set its trap: let the last ones get there
+    // (otherwise a stop right after start waits out the whole grace period).
+    tokio::time::sleep(SETTLE).await;
 
     let t1 = Instant::now();
     let mut set = JoinSet::new();
@@ -484,6 +489,9 @@ async fn backend_run(rt: &Arc<CriRuntime>, pods: &[BenchPod], image_ref: &str) -
         }
     }
     run.start = t0.elapsed();
+    // PID 1 ignores SIGTERM until the shell has set its trap: let the last ones get there
+    // (otherwise a stop right after start waits out the whole grace period).
+    tokio::time::sleep(SETTLE).await;
 
     let t1 = Instant::now();
     let mut set = JoinSet::new();
