@@ -8,7 +8,9 @@
 //! - `cargo xtask cri-ready`: waits for CRI readiness only.
 //! - `cargo xtask pods`: the pods a standalone kubelet runs (phases, container states, IPs,
 //!   last log lines), from its read-only port.
+//! - `cargo xtask bench-cri`: backend vs raw CRI, kubelet-rs vs the Go kubelet (see `bench_cri`).
 
+mod bench_cri;
 mod pods;
 
 use std::path::PathBuf;
@@ -63,6 +65,8 @@ enum Cmd {
         #[arg(long, default_value_t = 60)]
         timeout: u64,
     },
+    /// Benchmark: CRI backend vs raw CRI, and kubelet-rs vs the Go kubelet end to end.
+    BenchCri(bench_cri::BenchArgs),
 }
 
 fn script() -> PathBuf {
@@ -156,5 +160,6 @@ async fn main() -> Result<()> {
         Cmd::CriReady { endpoint, timeout } => {
             cri_ready(&endpoint, Duration::from_secs(timeout)).await
         }
+        Cmd::BenchCri(args) => bench_cri::run(args).await,
     }
 }
