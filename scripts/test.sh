@@ -28,7 +28,11 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy -q --workspace --all-targets --all-features -- -D warnings
+results=$(mktemp)
 echo "== cargo test (unit, doc and integration tests)"
-cargo test --workspace --all-features
+cargo test --workspace --all-features 2>&1 | tee -a "$results"
 echo "== tests that restart containerd (one at a time)"
-cargo test -p kubelet-tests -- --ignored --test-threads=1 containerd_restart
+cargo test -p kubelet-tests -- --ignored --test-threads=1 containerd_restart 2>&1 | tee -a "$results"
+# One closing line over every test binary (pipefail above has already stopped on a failure).
+awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, i }' "$results"
+rm -f "$results"
