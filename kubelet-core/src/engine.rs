@@ -125,11 +125,23 @@ impl Engine {
         *self.runtime_pods.lock().unwrap_or_else(|e| e.into_inner()) = pods;
     }
 
-    pub fn runtime_pods(&self) -> HashMap<String, PodRef> {
+    /// Pods seen in the runtime at the last relist for which `wanted` is false.
+    pub fn runtime_pods_except(&self, wanted: impl Fn(&str) -> bool) -> Vec<PodRef> {
         self.runtime_pods
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .values()
+            .filter(|r| !wanted(&r.uid))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the last relist saw the pod in the runtime.
+    pub fn in_runtime(&self, uid: &str) -> bool {
+        self.runtime_pods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(uid)
     }
 
     pub fn is_runtime_ready(&self) -> bool {

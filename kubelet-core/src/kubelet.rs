@@ -521,12 +521,11 @@ impl SyncLoop {
             self.admitted.remove(&uid);
         }
         // Orphans: pods in the runtime that no source wants and no worker handles.
-        let runtime_pods = engine.runtime_pods();
-        for (uid, r) in &runtime_pods {
-            if engine.pods().contains(uid) || self.workers.state(uid).is_some() {
-                continue;
-            }
-            tracing::info!(pod = %r.full_name(), uid, "killing orphaned pod found in the runtime");
+        let orphans = engine.runtime_pods_except(|uid| {
+            engine.pods().contains(uid) || self.workers.state(uid).is_some()
+        });
+        for r in &orphans {
+            tracing::info!(pod = %r.full_name(), uid = %r.uid, "killing orphaned pod found in the runtime");
             self.dispatch(
                 Arc::new(orphan_pod(r)),
                 WorkKind::Kill {
@@ -551,7 +550,7 @@ impl SyncLoop {
                 for uid in uids {
                     if engine.pods().contains(&uid)
                         || self.workers.state(&uid).is_some()
-                        || runtime_pods.contains_key(&uid)
+                        || engine.in_runtime(&uid)
                     {
                         continue;
                     }

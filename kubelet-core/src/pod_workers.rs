@@ -76,7 +76,8 @@ struct Slot {
     sync_pending: bool,
     kill_grace: Option<Duration>,
     removed: bool,
-    cancel_stop: CancellationToken,
+    /// Cancels an in-flight stop when the grace period is shortened (made when stopping starts).
+    cancel_stop: Option<CancellationToken>,
 }
 
 struct Worker {
@@ -150,7 +151,7 @@ impl PodWorkers {
                         sync_pending: false,
                         kill_grace: None,
                         removed: false,
-                        cancel_stop: CancellationToken::new(),
+                        cancel_stop: None,
                     }),
                     notify: Notify::new(),
                 });
@@ -190,7 +191,9 @@ impl PodWorkers {
                     }
                     Some(old) if grace < old => {
                         slot.kill_grace = Some(grace);
-                        slot.cancel_stop.cancel();
+                        if let Some(token) = &slot.cancel_stop {
+                            token.cancel();
+                        }
                     }
                     Some(_) => {}
                 }
@@ -272,13 +275,21 @@ impl PodWorkers {
                 let mut slot = worker.lock();
                 let due = slot.sync_pending || next_sync.is_some_and(|t| t <= Instant::now());
                 slot.sync_pending = false;
+                let cancel = match slot.state {
+                    WorkerState::Terminating => Some(
+                        slot.cancel_stop
+                            .get_or_insert_with(CancellationToken::new)
+                            .clone(),
+                    ),
+                    _ => None,
+                };
                 (
                     slot.state,
                     slot.pod.clone(),
                     slot.kill_grace,
                     slot.removed,
                     due,
-                    slot.cancel_stop.clone(),
+                    cancel,
                 )
             };
             let uid = pod::uid(&p).to_string();
@@ -327,10 +338,11 @@ impl PodWorkers {
                 WorkerState::Terminating => {
                     let grace = kill_grace.unwrap_or(STOP_RETRY);
                     tracing::info!(pod = %pod::full_name(&p), uid, grace_seconds = grace.as_secs(), "terminating pod");
+                    let cancel = cancel.unwrap_or_default();
                     let result = tokio::select! {
                         _ = self.shutdown.cancelled() => return,
                         _ = cancel.cancelled() => {
-                            worker.lock().cancel_stop = CancellationToken::new();
+                            worker.lock().cancel_stop = None;
                             continue;
                         }
                         r = Box::pin(engine.terminate_pod(&p, grace, &memory)) => r,

@@ -89,6 +89,11 @@ fn behavior_from_env(config: &ContainerConfig, base: ContainerBehavior) -> Conta
     b
 }
 
+/// A pod's (sandbox ids, container ids), sized for the usual one sandbox and few containers.
+fn new_index() -> (Vec<String>, Vec<String>) {
+    (Vec::with_capacity(1), Vec::with_capacity(1))
+}
+
 fn not_found(kind: &'static str, id: &str) -> RuntimeError {
     RuntimeError::NotFound {
         kind,
@@ -304,7 +309,11 @@ impl ContainerRuntime for SimRuntime {
             host_network: crate::pod::host_network(&config.pod),
         };
         st.sandboxes.insert(id.clone(), sandbox);
-        st.by_pod.entry(pod.uid).or_default().0.push(id.clone());
+        st.by_pod
+            .entry(pod.uid)
+            .or_insert_with(new_index)
+            .0
+            .push(id.clone());
         Ok(id)
     }
 
@@ -433,7 +442,11 @@ impl ContainerRuntime for SimRuntime {
                 behavior: behavior_from_env(config, base),
             },
         );
-        st.by_pod.entry(pod.uid).or_default().1.push(id.clone());
+        st.by_pod
+            .entry(pod.uid)
+            .or_insert_with(new_index)
+            .1
+            .push(id.clone());
         Ok(id)
     }
 
