@@ -267,6 +267,15 @@ fn decode_pod(value: Value, doc: usize, ctx: &Context<'_>) -> Result<Pod, Manife
 /// trip, i.e. a field the typed model does not know. Null values are ignored (they decode to
 /// "absent"). Returns the field's path, like `spec.containers[0].imagee`.
 pub fn first_unknown_field(input: &Value, reencoded: &Value, path: &str) -> Option<String> {
+    let mut found = Vec::new();
+    unknown_fields(input, reencoded, path, &mut found);
+    found.into_iter().next()
+}
+
+/// Collects every key of `input` (recursively, in document order) that does not survive a
+/// decode/encode round trip into `out`, as paths like `spec.containers[0].imagee`. Null
+/// values are ignored.
+pub fn unknown_fields(input: &Value, reencoded: &Value, path: &str, out: &mut Vec<String>) {
     match (input, reencoded) {
         (Value::Object(a), Value::Object(b)) => {
             for (key, value) in a {
@@ -277,22 +286,17 @@ pub fn first_unknown_field(input: &Value, reencoded: &Value, path: &str) -> Opti
                 };
                 match b.get(key) {
                     None if value.is_null() => {}
-                    None => return Some(child),
-                    Some(other) => {
-                        if let Some(found) = first_unknown_field(value, other, &child) {
-                            return Some(found);
-                        }
-                    }
+                    None => out.push(child),
+                    Some(other) => unknown_fields(value, other, &child, out),
                 }
             }
-            None
         }
-        (Value::Array(a), Value::Array(b)) => a
-            .iter()
-            .zip(b.iter())
-            .enumerate()
-            .find_map(|(i, (x, y))| first_unknown_field(x, y, &format!("{path}[{i}]"))),
-        _ => None,
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+                unknown_fields(x, y, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -173,32 +173,6 @@ impl LoadedConfig {
     }
 }
 
-/// Collects every key of `input` (recursively) that the typed model dropped.
-fn unknown_fields(input: &Value, reencoded: &Value, path: &str, out: &mut Vec<String>) {
-    match (input, reencoded) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (key, value) in a {
-                let child = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                match b.get(key) {
-                    None if value.is_null() => {}
-                    None => out.push(child),
-                    Some(other) => unknown_fields(value, other, &child, out),
-                }
-            }
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
-                unknown_fields(x, y, &format!("{path}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
 /// Parses a configuration file's contents (YAML or JSON). `path` is used in errors and to
 /// resolve relative paths in the file (as Go does, relative to the file's directory).
 pub fn parse_config(bytes: &[u8], path: &Path) -> Result<FileConfig, ConfigError> {
@@ -244,7 +218,7 @@ pub fn parse_config(bytes: &[u8], path: &Path) -> Result<FileConfig, ConfigError
         .map_err(|e| field_err(&e.path().to_string(), e.inner().to_string()))?;
     let reencoded = serde_json::to_value(&config).map_err(|e| parse_err(e.to_string()))?;
     let mut unknown = Vec::new();
-    unknown_fields(&value, &reencoded, "", &mut unknown);
+    kubelet_sources::static_pod::unknown_fields(&value, &reencoded, "", &mut unknown);
     let warnings = unknown
         .into_iter()
         .map(|f| {
