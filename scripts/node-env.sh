@@ -42,6 +42,19 @@ need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 
 ctr_() { ctr -a "$SOCK" -n k8s.io "$@"; }
 
+# The pid of the containerd running our config (exact command line), if any.
+find_containerd_pid() {
+  local d cmd want="containerd --config $CTD_DIR/config.toml "
+  for d in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+    if [ "$cmd" = "$want" ]; then
+      echo "${d#/proc/}"
+      return 0
+    fi
+  done
+  return 1
+}
+
 containerd_pid() {
   local pid
   [ -f "$PID_FILE" ] || return 1
@@ -150,16 +163,23 @@ start_containerd() {
   if pid=$(containerd_pid); then
     log "containerd already running (pid $pid)"
   else
-    rm -f "$SOCK" "$SOCK.ttrpc"
+    rm -f "$SOCK" "$SOCK.ttrpc" "$PID_FILE"
     log "starting containerd (log: $LOG_FILE)"
+    # setsid forks when its caller leads a process group (a shell with job control), so `$!`
+    # may be setsid's short-lived parent: the pid file gets containerd's own pid below.
     setsid containerd --config "$CTD_DIR/config.toml" >>"$LOG_FILE" 2>&1 </dev/null &
-    echo $! >"$PID_FILE"
   fi
   for i in $(seq 1 100); do
-    if [ -S "$SOCK" ] && ctr -a "$SOCK" version >/dev/null 2>&1; then
+    if ! containerd_pid >/dev/null; then
+      pid=$(find_containerd_pid) && echo "$pid" >"$PID_FILE"
+    fi
+    if [ -S "$SOCK" ] && ctr -a "$SOCK" version >/dev/null 2>&1 && containerd_pid >/dev/null; then
       return 0
     fi
-    containerd_pid >/dev/null || { tail -n 30 "$LOG_FILE" >&2; die "containerd exited"; }
+    if [ "$i" -gt 10 ] && ! containerd_pid >/dev/null; then
+      tail -n 30 "$LOG_FILE" >&2
+      die "containerd exited"
+    fi
     sleep 0.2
   done
   tail -n 30 "$LOG_FILE" >&2
