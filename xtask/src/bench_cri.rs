@@ -140,7 +140,27 @@ struct WorkloadRun {
     errors: Vec<String>,
 }
 
+/// What one pod's start task yields: its latency, sandbox id and container id.
+type Started = Result<(Duration, String, String), String>;
+
 impl WorkloadRun {
+    /// Waits for every start task; records latencies and errors, returns the started pods'
+    /// (sandbox id, container id).
+    async fn collect_started(&mut self, set: &mut JoinSet<Started>) -> Vec<(String, String)> {
+        let mut started = Vec::new();
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok(Ok((lat, sid, cid))) => {
+                    self.latencies.push(lat);
+                    started.push((sid, cid));
+                }
+                Ok(Err(e)) => self.errors.push(e),
+                Err(e) => self.errors.push(e.to_string()),
+            }
+        }
+        started
+    }
+
     fn percentile(&self, p: f64) -> Duration {
         let mut v = self.latencies.clone();
         v.sort();
@@ -396,17 +416,7 @@ async fn raw_run(
             Ok::<_, String>((t.elapsed(), sid, cid))
         });
     }
-    let mut started = Vec::new();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok(Ok((lat, sid, cid))) => {
-                run.latencies.push(lat);
-                started.push((sid, cid));
-            }
-            Ok(Err(e)) => run.errors.push(e),
-            Err(e) => run.errors.push(e.to_string()),
-        }
-    }
+    let started = run.collect_started(&mut set).await;
     run.start = t0.elapsed();
     // PID 1 ignores SIGTERM until the shell has set its trap: let the last ones get there
     // (otherwise a stop right after start waits out the whole grace period).
@@ -477,17 +487,7 @@ async fn backend_run(rt: &Arc<CriRuntime>, pods: &[BenchPod], image_ref: &str) -
             Ok::<_, String>((t.elapsed(), sid, cid))
         });
     }
-    let mut started = Vec::new();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok(Ok((lat, sid, cid))) => {
-                run.latencies.push(lat);
-                started.push((sid, cid));
-            }
-            Ok(Err(e)) => run.errors.push(e),
-            Err(e) => run.errors.push(e.to_string()),
-        }
-    }
+    let started = run.collect_started(&mut set).await;
     run.start = t0.elapsed();
     // PID 1 ignores SIGTERM until the shell has set its trap: let the last ones get there
     // (otherwise a stop right after start waits out the whole grace period).
