@@ -46,6 +46,7 @@ mod gc;
 pub mod hash;
 pub mod images;
 pub mod kubelet;
+pub mod lifecycle;
 #[cfg(test)]
 mod lifecycle_tests;
 pub mod pleg;
@@ -53,6 +54,7 @@ pub mod pod;
 pub mod pod_manager;
 pub mod pod_status;
 pub mod pod_workers;
+pub mod prober;
 pub mod podconfig;
 pub mod qos;
 pub mod resources;
@@ -61,6 +63,7 @@ pub mod sink;
 pub mod source;
 pub mod status;
 pub mod sync;
+pub mod termination_message;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

@@ -29,6 +29,7 @@ fn config() -> Config {
     Config {
         node_name: "node-1".into(),
         resolv_conf: Default::default(),
+        root_dir: Default::default(),
         ..Config::default()
     }
 }
