@@ -669,6 +669,21 @@ impl KubeletHandle {
         self.engine.is_runtime_ready()
     }
 
+    /// A snapshot of `prober_probe_total` (probe runs by type, result, container and pod).
+    pub fn probe_counts(&self) -> Vec<(crate::prober::ProbeCountKey, u64)> {
+        self.engine.prober.probe_counts()
+    }
+
+    /// `prober_probe_total` in the Prometheus text format (`/metrics/probes`).
+    pub fn probe_metrics(&self) -> String {
+        crate::prober::render_probe_metrics(&self.engine.prober.probe_counts())
+    }
+
+    /// Number of running probe workers.
+    pub fn probe_worker_count(&self) -> usize {
+        self.engine.prober.worker_count()
+    }
+
     /// Ok when the sync loop and PLEG are alive (Go's `syncloop` and `pleg` health checks);
     /// the error says what is not.
     pub fn check_health(&self) -> std::result::Result<(), String> {

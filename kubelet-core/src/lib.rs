@@ -49,6 +49,8 @@ pub mod kubelet;
 pub mod lifecycle;
 #[cfg(test)]
 mod lifecycle_tests;
+#[cfg(test)]
+mod probe_lifecycle_tests;
 pub mod pleg;
 pub mod pod;
 pub mod pod_manager;

@@ -242,6 +242,24 @@ impl Engine {
     ) -> Option<Duration> {
         let grace = self.grace_period(p, None);
         let pod_ip = rt.pod_ips().into_iter().next().unwrap_or_default();
+        let stops = actions.containers_to_kill.iter().map(|k| {
+            let target = KillTarget {
+                id: &k.id,
+                name: &k.name,
+                spec: container_spec(p, &k.name),
+                pod_ip: &pod_ip,
+            };
+            let grace = k
+                .grace_seconds
+                .unwrap_or_else(|| whole_secs(grace))
+                .max(0);
+            async move { self.kill_container(p, &target, grace, &k.message).await }
+        });
+        for r in join_all(stops).await {
+            if let Err(e) = r {
+                tracing::warn!(pod = %pod::full_name(p), error = %e, "stopping container failed");
+            }
+        }
         if actions.kill_pod {
             if actions.create_sandbox && !rt.sandboxes.is_empty() {
                 self.event(pod_event(
@@ -252,31 +270,16 @@ impl Engine {
                     "Pod sandbox changed, it will be killed and re-created.".into(),
                 ));
             }
-            if let Err(e) = self.kill_pod(p, rt, grace).await {
+            // Containers killed above with their own reason are not stopped twice.
+            let mut rest = rt.clone();
+            rest.containers
+                .retain(|c| !actions.containers_to_kill.iter().any(|k| k.id == c.summary.id));
+            if let Err(e) = self.kill_pod(p, &rest, grace).await {
                 tracing::warn!(pod = %pod::full_name(p), error = %e, "killing pod failed");
                 return Some(ERROR_RETRY);
             }
             if !actions.create_sandbox {
                 return None;
-            }
-        } else {
-            let stops = actions.containers_to_kill.iter().map(|k| {
-                let target = KillTarget {
-                    id: &k.id,
-                    name: &k.name,
-                    spec: container_spec(p, &k.name),
-                    pod_ip: &pod_ip,
-                };
-                let grace = k
-                    .grace_seconds
-                    .unwrap_or_else(|| whole_secs(grace))
-                    .max(0);
-                async move { self.kill_container(p, &target, grace, &k.message).await }
-            });
-            for r in join_all(stops).await {
-                if let Err(e) = r {
-                    tracing::warn!(pod = %pod::full_name(p), error = %e, "stopping container failed");
-                }
             }
         }
         let sandbox = match self.sandbox_config(p, actions.attempt).await {
