@@ -57,7 +57,6 @@ async fn run_size(n: usize, idle_secs: u64) {
             max_pods: n as u32,
             resolv_conf: Default::default(),
             root_dir: Default::default(),
-        root_dir: Default::default(),
             ..Config::default()
         })
         .runtime(Arc::new(SimRuntime::new()))

@@ -49,15 +49,15 @@ pub mod kubelet;
 pub mod lifecycle;
 #[cfg(test)]
 mod lifecycle_tests;
-#[cfg(test)]
-mod probe_lifecycle_tests;
 pub mod pleg;
 pub mod pod;
 pub mod pod_manager;
 pub mod pod_status;
 pub mod pod_workers;
-pub mod prober;
 pub mod podconfig;
+#[cfg(test)]
+mod probe_lifecycle_tests;
+pub mod prober;
 pub mod qos;
 pub mod resources;
 pub mod runtime;

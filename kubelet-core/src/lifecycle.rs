@@ -36,7 +36,9 @@ fn whole_secs(d: Duration) -> i64 {
 /// The grace left for `StopContainer` after a preStop hook took `elapsed` of `grace` seconds:
 /// at least [`MIN_GRACE_SECONDS`].
 pub fn remaining_grace(grace: i64, elapsed: Duration) -> i64 {
-    grace.saturating_sub(whole_secs(elapsed)).max(MIN_GRACE_SECONDS)
+    grace
+        .saturating_sub(whole_secs(elapsed))
+        .max(MIN_GRACE_SECONDS)
 }
 
 /// A container to stop.

@@ -131,7 +131,10 @@ pub async fn log_tail(path: &Path) -> String {
     let mut raw = String::from_utf8_lossy(&buf).into_owned();
     if len > window {
         // Drop the first, probably cut, line.
-        raw = raw.split_once('\n').map(|(_, r)| r.to_string()).unwrap_or_default();
+        raw = raw
+            .split_once('\n')
+            .map(|(_, r)| r.to_string())
+            .unwrap_or_default();
     }
     let lines = decode_cri_log(&raw);
     let start = lines.len().saturating_sub(MAX_LOG_LINES);
@@ -193,7 +196,9 @@ mod tests {
         let m = prepare(dir.path(), &p, &c, 3).await.unwrap().unwrap();
         assert_eq!(m.container_path, DEFAULT_PATH);
         assert!(m.host_path.ends_with("pods/u1/containers/c/3"));
-        tokio::fs::write(&m.host_path, "x".repeat(5000)).await.unwrap();
+        tokio::fs::write(&m.host_path, "x".repeat(5000))
+            .await
+            .unwrap();
         let msg = read(dir.path(), &p, &c, 3, 1, None).await;
         assert_eq!(msg.len(), MAX_MESSAGE_BYTES);
 
@@ -205,8 +210,15 @@ mod tests {
         tokio::fs::write(&log, lines).await.unwrap();
         c.termination_message_policy = Some("FallbackToLogsOnError".into());
         let msg = read(dir.path(), &p, &c, 4, 1, Some(&log)).await;
-        assert!(msg.starts_with("line 20\n") && msg.ends_with("line 99\n"), "{msg}");
-        assert_eq!(read(dir.path(), &p, &c, 4, 0, Some(&log)).await, "", "exit 0: no fallback");
+        assert!(
+            msg.starts_with("line 20\n") && msg.ends_with("line 99\n"),
+            "{msg}"
+        );
+        assert_eq!(
+            read(dir.path(), &p, &c, 4, 0, Some(&log)).await,
+            "",
+            "exit 0: no fallback"
+        );
 
         c.termination_message_path = Some(String::new());
         assert_eq!(prepare(dir.path(), &p, &c, 5).await.unwrap(), None);

@@ -75,7 +75,11 @@ impl ProbeType {
         }
     }
 
-    const ALL: [ProbeType; 3] = [ProbeType::Liveness, ProbeType::Readiness, ProbeType::Startup];
+    const ALL: [ProbeType; 3] = [
+        ProbeType::Liveness,
+        ProbeType::Readiness,
+        ProbeType::Startup,
+    ];
 }
 
 /// A published probe result.
@@ -222,7 +226,8 @@ impl ProberManager {
                 let token = self.shutdown.child_token();
                 workers.insert(key, token.clone());
                 drop(workers);
-                let w = worker::Worker::new(self.clone(), p.clone(), c.clone(), kind, probe.clone());
+                let w =
+                    worker::Worker::new(self.clone(), p.clone(), c.clone(), kind, probe.clone());
                 self.tracker.spawn(w.run(token));
             }
         }
@@ -301,7 +306,11 @@ pub fn render_probe_metrics(counts: &[(ProbeCountKey, u64)]) -> String {
     let mut out = String::from(
         "# HELP prober_probe_total [ALPHA] Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter\n",
     );
-    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+    let esc = |s: &str| {
+        s.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
     for (k, v) in counts {
         let _ = writeln!(
             out,

@@ -75,7 +75,9 @@ pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, St
                 .iter()
                 .find(|p| p.name.as_deref() == Some(s.as_str()))
                 .map(|p| i64::from(p.container_port))
-                .ok_or_else(|| format!("couldn't find port {s:?} in container {}", container.name))?,
+                .ok_or_else(|| {
+                    format!("couldn't find port {s:?} in container {}", container.name)
+                })?,
         },
     };
     u16::try_from(n)
@@ -141,7 +143,10 @@ pub fn http_client() -> Result<reqwest::Client, String> {
             if attempt.previous().len() >= MAX_REDIRECTS {
                 return attempt.error(format!("stopped after {MAX_REDIRECTS} redirects"));
             }
-            let first = attempt.previous().first().and_then(|u| u.host_str().map(str::to_owned));
+            let first = attempt
+                .previous()
+                .first()
+                .and_then(|u| u.host_str().map(str::to_owned));
             if first.as_deref() != attempt.url().host_str() {
                 return attempt.stop();
             }
@@ -222,9 +227,7 @@ pub async fn run_http(
     if (200..300).contains(&code) {
         Outcome::Success(body)
     } else if (300..400).contains(&code) {
-        Outcome::Warning(format!(
-            "Probe terminated redirects, Response body: {body}"
-        ))
+        Outcome::Warning(format!("Probe terminated redirects, Response body: {body}"))
     } else {
         Outcome::Failure(format!("HTTP probe failed with statuscode: {code}"))
     }
@@ -266,7 +269,9 @@ pub async fn run_grpc(target: Target<'_>, action: &GRPCAction, timeout: Duration
     use tonic_health::pb::HealthCheckRequest;
 
     if action.mode.as_deref() == Some("TLS") {
-        return Outcome::Failure("gRPC probes with mode TLS are not supported by kubelet-rs".into());
+        return Outcome::Failure(
+            "gRPC probes with mode TLS are not supported by kubelet-rs".into(),
+        );
     }
     let Ok(port) = u16::try_from(action.port) else {
         return Outcome::Failure(format!("invalid port number: {}", action.port));
@@ -338,8 +343,14 @@ mod tests {
                 IntOrString::String("nope".into()),
                 Err("couldn't find port \"nope\" in container c".to_string()),
             ),
-            (IntOrString::Int(0), Err("invalid port number: 0".to_string())),
-            (IntOrString::Int(70000), Err("invalid port number: 70000".to_string())),
+            (
+                IntOrString::Int(0),
+                Err("invalid port number: 0".to_string()),
+            ),
+            (
+                IntOrString::Int(70000),
+                Err("invalid port number: 70000".to_string()),
+            ),
         ];
         for (port, want) in cases {
             assert_eq!(resolve_port(&port, &c), want, "{port:?}");
@@ -366,22 +377,27 @@ mod tests {
     }
 
     /// A one-shot-per-connection HTTP server answering from `route(path) -> (status, headers, body)`.
-    async fn serve(
-        route: fn(&str) -> (u16, String, String),
-    ) -> (u16, tokio::task::JoinHandle<()>) {
+    async fn serve(route: fn(&str) -> (u16, String, String)) -> (u16, tokio::task::JoinHandle<()>) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = l.local_addr().unwrap().port();
         let h = tokio::spawn(async move {
             loop {
-                let Ok((mut s, _)) = l.accept().await else { return };
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 4096];
                     let n = s.read(&mut buf).await.unwrap_or(0);
                     let req = String::from_utf8_lossy(&buf[..n]).to_string();
                     let path = req.split_whitespace().nth(1).unwrap_or("/").to_string();
-                    let ua_ok = req.contains("User-Agent: kube-probe/") || req.contains("user-agent: kube-probe/");
+                    let ua_ok = req.contains("User-Agent: kube-probe/")
+                        || req.contains("user-agent: kube-probe/");
                     let (code, headers, body) = route(&path);
-                    let body = if path == "/ua" { format!("{ua_ok}") } else { body };
+                    let body = if path == "/ua" {
+                        format!("{ua_ok}")
+                    } else {
+                        body
+                    };
                     let resp = format!(
                         "HTTP/1.1 {code} X\r\ncontent-length: {}\r\nconnection: close\r\n{headers}\r\n{body}",
                         body.len()
@@ -398,7 +414,11 @@ mod tests {
             "/ok" | "/ua" => (200, String::new(), "fine".into()),
             "/created" => (204, String::new(), String::new()),
             "/moved" => (302, "location: /ok\r\n".into(), String::new()),
-            "/away" => (302, "location: http://other.invalid:1/x\r\n".into(), String::new()),
+            "/away" => (
+                302,
+                "location: http://other.invalid:1/x\r\n".into(),
+                String::new(),
+            ),
             "/loop" => (302, "location: /loop\r\n".into(), String::new()),
             "/big" => (200, String::new(), "x".repeat(50_000)),
             _ => (500, String::new(), "boom".into()),
@@ -421,15 +441,24 @@ mod tests {
             ..Default::default()
         };
         let second = Duration::from_secs(1);
-        let cases: Vec<(&str, fn(&Outcome) -> bool)> = vec![
+        type Check = fn(&Outcome) -> bool;
+        let cases: Vec<(&str, Check)> = vec![
             ("/ok", |o| *o == Outcome::Success("fine".into())),
             ("/ua", |o| *o == Outcome::Success("true".into())),
             ("/created", |o| matches!(o, Outcome::Success(_))),
             ("/moved", |o| *o == Outcome::Success("fine".into())),
-            ("/away", |o| matches!(o, Outcome::Warning(m) if m.starts_with("Probe terminated redirects"))),
+            (
+                "/away",
+                |o| matches!(o, Outcome::Warning(m) if m.starts_with("Probe terminated redirects")),
+            ),
             ("/loop", |o| matches!(o, Outcome::Failure(_))),
-            ("/fail", |o| *o == Outcome::Failure("HTTP probe failed with statuscode: 500".into())),
-            ("/big", |o| matches!(o, Outcome::Success(b) if b.len() == MAX_BODY)),
+            ("/fail", |o| {
+                *o == Outcome::Failure("HTTP probe failed with statuscode: 500".into())
+            }),
+            (
+                "/big",
+                |o| matches!(o, Outcome::Success(b) if b.len() == MAX_BODY),
+            ),
         ];
         for (path, check) in cases {
             let o = run_http(&client, t, &probe(path), second).await;
@@ -444,7 +473,10 @@ mod tests {
             port: IntOrString::Int(i32::from(closed)),
             ..Default::default()
         };
-        assert!(matches!(run_http(&client, t, &a, second).await, Outcome::Failure(_)));
+        assert!(matches!(
+            run_http(&client, t, &a, second).await,
+            Outcome::Failure(_)
+        ));
         assert!(run_http_hook(&client, t, &a).await.is_err());
     }
 
@@ -527,7 +559,10 @@ mod tests {
             sick,
             Outcome::Failure("service unhealthy (responded with \"NOT_SERVING\")".into())
         );
-        assert!(matches!(run_grpc(t, &probe("unknown"), second).await, Outcome::Failure(_)));
+        assert!(matches!(
+            run_grpc(t, &probe("unknown"), second).await,
+            Outcome::Failure(_)
+        ));
     }
 
     fn tokio_stream_from(

@@ -135,7 +135,8 @@ impl Worker {
         if self.kind == ProbeType::Startup && started {
             return true;
         }
-        let delay = u64::try_from(self.probe.initial_delay_seconds.unwrap_or(0).max(0)).unwrap_or(0);
+        let delay =
+            u64::try_from(self.probe.initial_delay_seconds.unwrap_or(0).max(0)).unwrap_or(0);
         if let Some(at) = running.started_at.as_ref() {
             let started_ns = at.0.as_nanosecond();
             let now = i128::from(crate::clock::now_unix_nanos());
@@ -164,10 +165,18 @@ impl Worker {
             }
             Outcome::Failure(msg) => {
                 tracing::info!(pod = %pod::full_name(&self.pod), uid, container = %self.container.name, probe = self.kind.as_str(), output = %msg, "probe failed");
-                self.event(EventType::Warning, "Unhealthy", format!("{} probe failed: {msg}", self.kind.as_str()));
+                self.event(
+                    EventType::Warning,
+                    "Unhealthy",
+                    format!("{} probe failed: {msg}", self.kind.as_str()),
+                );
             }
             Outcome::Warning(msg) => {
-                self.event(EventType::Warning, "ProbeWarning", format!("{} probe warning: {msg}", self.kind.as_str()));
+                self.event(
+                    EventType::Warning,
+                    "ProbeWarning",
+                    format!("{} probe warning: {msg}", self.kind.as_str()),
+                );
             }
             Outcome::Success(_) => {}
         }

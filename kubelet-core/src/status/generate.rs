@@ -144,9 +144,8 @@ fn container_statuses(
                         let id = &s.summary.id;
                         // A regular init container is ready only once it completed.
                         let regular_init = is_init && !pod::is_restartable_init(c);
-                        st.ready = !inp.terminated
-                            && !regular_init
-                            && container_ready(c, id, inp.probes);
+                        st.ready =
+                            !inp.terminated && !regular_init && container_ready(c, id, inp.probes);
                         st.started = Some(container_started(c, id, inp.probes));
                     }
                     ContainerState::Exited => {

@@ -687,4 +687,147 @@ mod tests {
             );
         }
     }
+
+    /// Probe results for the table below: (container id, probe type, result).
+    struct Results(Vec<(&'static str, ProbeType, ProbeResult)>);
+
+    impl ProbeLookup for Results {
+        fn result(&self, id: &str, kind: ProbeType) -> Option<ProbeResult> {
+            self.0
+                .iter()
+                .find(|(i, k, _)| *i == id && *k == kind)
+                .map(|(_, _, r)| *r)
+        }
+    }
+
+    #[test]
+    fn probe_and_sidecar_actions_table() {
+        use ContainerState::*;
+        let probe = |grace: Option<i64>| {
+            Some(k8s_openapi::api::core::v1::Probe {
+                termination_grace_period_seconds: grace,
+                ..Default::default()
+            })
+        };
+        let mut app = container("app", "img");
+        app.liveness_probe = probe(Some(7));
+        app.startup_probe = probe(None);
+        let mut side = container("side", "img");
+        side.restart_policy = Some("Always".into());
+        side.startup_probe = probe(None);
+        let init = container("init", "img");
+        struct Case {
+            name: &'static str,
+            policy: &'static str,
+            inits: Vec<Container>,
+            containers: Vec<(&'static Container, ContainerState, i32)>,
+            results: Vec<(&'static str, ProbeType, ProbeResult)>,
+            want: fn(&PodActions) -> bool,
+        }
+        let app: &'static Container = Box::leak(Box::new(app));
+        let side_c: &'static Container = Box::leak(Box::new(side.clone()));
+        let init_c: &'static Container = Box::leak(Box::new(init.clone()));
+        let cases = vec![
+            Case {
+                name: "liveness failure kills with the probe grace and restarts",
+                policy: "Always",
+                inits: vec![],
+                containers: vec![(app, Running, 0)],
+                results: vec![("app-0", ProbeType::Liveness, ProbeResult::Failure)],
+                want: |a| {
+                    a.containers_to_start == vec![0]
+                        && a.containers_to_kill.len() == 1
+                        && a.containers_to_kill[0].grace_seconds == Some(7)
+                        && a.containers_to_kill[0].message
+                            == "Container app failed liveness probe, will be restarted"
+                        && !a.kill_pod
+                },
+            },
+            Case {
+                name: "startup failure under Never kills the pod",
+                policy: "Never",
+                inits: vec![],
+                containers: vec![(app, Running, 0)],
+                results: vec![("app-0", ProbeType::Startup, ProbeResult::Failure)],
+                want: |a| {
+                    a.containers_to_start.is_empty()
+                        && a.containers_to_kill[0].message == "Container app failed startup probe"
+                        && a.kill_pod
+                },
+            },
+            Case {
+                name: "passing probes keep the container",
+                policy: "Always",
+                inits: vec![],
+                containers: vec![(app, Running, 0)],
+                results: vec![("app-0", ProbeType::Liveness, ProbeResult::Success)],
+                want: |a| nothing(a),
+            },
+            Case {
+                name: "sidecar not yet started holds the next init container",
+                policy: "Always",
+                inits: vec![side.clone(), init.clone()],
+                containers: vec![(side_c, Running, 0)],
+                results: vec![("side-0", ProbeType::Startup, ProbeResult::Unknown)],
+                want: |a| nothing(a),
+            },
+            Case {
+                name: "started sidecar lets the next init container run",
+                policy: "Always",
+                inits: vec![side.clone(), init.clone()],
+                containers: vec![(side_c, Running, 0)],
+                results: vec![("side-0", ProbeType::Startup, ProbeResult::Success)],
+                want: |a| a.next_init_container == Some(1),
+            },
+            Case {
+                name: "inits done: app starts, sidecar keeps running",
+                policy: "Never",
+                inits: vec![side.clone(), init.clone()],
+                containers: vec![(side_c, Running, 0), (init_c, Exited, 0)],
+                results: vec![("side-0", ProbeType::Startup, ProbeResult::Success)],
+                want: |a| a.containers_to_start == vec![0] && a.sidecars_to_start.is_empty(),
+            },
+            Case {
+                name: "exited sidecar restarts even under Never",
+                policy: "Never",
+                inits: vec![side.clone(), init.clone()],
+                containers: vec![(side_c, Exited, 1), (init_c, Exited, 0), (app, Running, 0)],
+                results: vec![],
+                want: |a| a.sidecars_to_start == vec![0] && !a.kill_pod,
+            },
+            Case {
+                name: "app done: pod killed though the sidecar runs",
+                policy: "Never",
+                inits: vec![side.clone(), init.clone()],
+                containers: vec![(side_c, Running, 0), (init_c, Exited, 0), (app, Exited, 0)],
+                results: vec![],
+                want: |a| a.kill_pod && a.sidecars_to_start.is_empty(),
+            },
+        ];
+        fn nothing(a: &PodActions) -> bool {
+            !a.kill_pod
+                && a.next_init_container.is_none()
+                && a.containers_to_start.is_empty()
+                && a.containers_to_kill.is_empty()
+                && a.sidecars_to_start.is_empty()
+        }
+        for case in cases {
+            let mut p = pod("p", "u", vec![app.clone()]);
+            if let Some(spec) = p.spec.as_mut() {
+                spec.restart_policy = Some(case.policy.into());
+                spec.init_containers = (!case.inits.is_empty()).then(|| case.inits.clone());
+            }
+            let status = PodRuntimeStatus {
+                uid: "u".into(),
+                sandboxes: vec![sandbox(0, true, Some("10.0.0.1"), 1)],
+                containers: case
+                    .containers
+                    .iter()
+                    .map(|(c, st, exit)| cstatus(c, *st, *exit, 0, 1))
+                    .collect(),
+            };
+            let got = compute_pod_actions_with_probes(&p, &status, &Results(case.results));
+            assert!((case.want)(&got), "{}: {got:?}", case.name);
+        }
+    }
 }

@@ -91,7 +91,9 @@ fn active_deadline_left(
     let start = status.start_time.as_ref()?.0.as_nanosecond();
     let end = start + i128::from(deadline.max(0)) * 1_000_000_000;
     let left = end - i128::from(now_unix_nanos());
-    Some(Duration::from_nanos(u64::try_from(left.max(0)).unwrap_or(u64::MAX)))
+    Some(Duration::from_nanos(
+        u64::try_from(left.max(0)).unwrap_or(u64::MAX),
+    ))
 }
 
 fn secs(s: i64) -> Duration {
@@ -249,10 +251,7 @@ impl Engine {
                 spec: container_spec(p, &k.name),
                 pod_ip: &pod_ip,
             };
-            let grace = k
-                .grace_seconds
-                .unwrap_or_else(|| whole_secs(grace))
-                .max(0);
+            let grace = k.grace_seconds.unwrap_or_else(|| whole_secs(grace)).max(0);
             async move { self.kill_container(p, &target, grace, &k.message).await }
         });
         for r in join_all(stops).await {
@@ -272,8 +271,12 @@ impl Engine {
             }
             // Containers killed above with their own reason are not stopped twice.
             let mut rest = rt.clone();
-            rest.containers
-                .retain(|c| !actions.containers_to_kill.iter().any(|k| k.id == c.summary.id));
+            rest.containers.retain(|c| {
+                !actions
+                    .containers_to_kill
+                    .iter()
+                    .any(|k| k.id == c.summary.id)
+            });
             if let Err(e) = self.kill_pod(p, &rest, grace).await {
                 tracing::warn!(pod = %pod::full_name(p), error = %e, "killing pod failed");
                 return Some(ERROR_RETRY);
@@ -330,7 +333,11 @@ impl Engine {
         let mut retry: Option<Duration> = None;
         let mut todo: Vec<(&Container, ContainerKind)> = Vec::new();
         let inits = spec.init_containers.as_deref().unwrap_or(&[]);
-        for i in actions.next_init_container.iter().chain(&actions.sidecars_to_start) {
+        for i in actions
+            .next_init_container
+            .iter()
+            .chain(&actions.sidecars_to_start)
+        {
             if let Some(c) = inits.get(*i) {
                 todo.push((c, ContainerKind::Init));
             }
@@ -589,8 +596,11 @@ impl Engine {
                 .insert(c.summary.id.clone(), message.clone());
             c.message = message;
         }
-        let ids: std::collections::HashSet<&str> =
-            rt.containers.iter().map(|c| c.summary.id.as_str()).collect();
+        let ids: std::collections::HashSet<&str> = rt
+            .containers
+            .iter()
+            .map(|c| c.summary.id.as_str())
+            .collect();
         memory.messages.retain(|id, _| ids.contains(id.as_str()));
     }
 
@@ -648,7 +658,12 @@ impl Engine {
         if self.config.root_dir.as_os_str().is_empty() {
             return Ok(());
         }
-        let dir = self.config.root_dir.join("pods").join(uid).join("containers");
+        let dir = self
+            .config
+            .root_dir
+            .join("pods")
+            .join(uid)
+            .join("containers");
         match tokio::fs::remove_dir_all(&dir).await {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
