@@ -13,7 +13,12 @@
 #   scripts/control-plane.sh env     print the shell exports for kubectl users and tests
 #   scripts/control-plane.sh node-kubeconfig NODE
 #                                    issue (once) a client cert CN=system:node:NODE, O=system:nodes
-#                                    and print the path of its kubeconfig
+#                                    (+ a kubelet serving cert) and print its kubeconfig's path
+#   scripts/control-plane.sh audit-rate [USER_PREFIX]
+#                                    requests/min by verb and resource of system:node:* users
+#                                    (or USER_PREFIX) from the apiserver's audit log
+#   scripts/control-plane.sh apiserver-stop | apiserver-start
+#                                    stop / start only the apiserver (outage tests)
 #
 # Where things come from (registry packages only): etcd from Debian's `etcd-server`; kubectl from
 # Debian's `kubernetes-client` when no kubectl is installed; the three control-plane binaries
@@ -467,25 +472,8 @@ check_ports() {
   done
 }
 
-cmd_up() {
-  need_root
-  take_lock
-  local t0=$SECONDS
-  cmd_build
-  mkdir -p "$CP_DIR" "$RUN" "$LOGS"
-  check_ports
-  make_pki
-  write_audit_policy
-
-  start etcd etcd --name kubelet-rs --data-dir "$CP_DIR/etcd" \
-    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster "kubelet-rs=http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster-state new --log-level warn
-  wait_for "etcd health" 60 etcd etcd_healthy
-
+# start_apiserver: starts kube-apiserver (unless running) and waits for /readyz.
+start_apiserver() {
   start kube-apiserver "$BIN_DIR/kube-apiserver" \
     --advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
     --insecure-port=0 \
@@ -512,6 +500,28 @@ cmd_up() {
     --profiling=false \
     --v=1
   wait_for "kube-apiserver /readyz" 240 kube-apiserver curl_api /readyz
+}
+
+cmd_up() {
+  need_root
+  take_lock
+  local t0=$SECONDS
+  cmd_build
+  mkdir -p "$CP_DIR" "$RUN" "$LOGS"
+  check_ports
+  make_pki
+  write_audit_policy
+
+  start etcd etcd --name kubelet-rs --data-dir "$CP_DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "kubelet-rs=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster-state new --log-level warn
+  wait_for "etcd health" 60 etcd etcd_healthy
+
+  start_apiserver
 
   start kube-controller-manager "$BIN_DIR/kube-controller-manager" \
     --kubeconfig="$CP_DIR/controller-manager.kubeconfig" \
@@ -557,6 +567,21 @@ cmd_down() {
   stop_strays
   rm -rf "$CP_DIR"
   log "down"
+}
+
+# apiserver-stop / apiserver-start: only the apiserver goes away and comes back (same certs,
+# same etcd), for tests of a kubelet riding out an apiserver outage.
+cmd_apiserver_stop() {
+  need_root
+  take_lock
+  stop kube-apiserver
+}
+
+cmd_apiserver_start() {
+  need_root
+  take_lock
+  [ -f "$PKI/ca.crt" ] && pid_of etcd >/dev/null || die "the control plane is not up"
+  start_apiserver
 }
 
 cmd_status() {
@@ -639,8 +664,10 @@ case "${1:-}" in
   env) cmd_env ;;
   node-kubeconfig) cmd_node_kubeconfig "${2:-}" ;;
   audit-rate) cmd_audit_rate "${2:-}" ;;
+  apiserver-stop) cmd_apiserver_stop ;;
+  apiserver-start) cmd_apiserver_start ;;
   *)
-    echo "usage: $0 build|up|down|status|env|node-kubeconfig NODE|audit-rate [USER_PREFIX]" >&2
+    echo "usage: $0 build|up|down|status|env|node-kubeconfig NODE|audit-rate [USER_PREFIX]|apiserver-stop|apiserver-start" >&2
     exit 2
     ;;
 esac
