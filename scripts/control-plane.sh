@@ -312,6 +312,10 @@ make_pki() {
   chmod 0700 "$PKI"
   new_ca ca kubelet-rs-ca
   new_ca kubelet-ca kubelet-rs-kubelet-ca
+  # The aggregation layer's request-header CA (as kubeadm sets it up): the controller-manager
+  # and scheduler read it from kube-system/extension-apiserver-authentication.
+  new_ca front-proxy-ca kubelet-rs-front-proxy-ca
+  issue front-proxy-ca "$PKI/front-proxy-client" "/CN=front-proxy-client" clientAuth
   issue ca "$PKI/apiserver" "/CN=kube-apiserver" serverAuth \
     "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.96.0.1"
   issue ca "$PKI/admin" "/O=system:masters/CN=kubernetes-admin" clientAuth
@@ -366,7 +370,7 @@ pid_of() {
 find_pid() {
   local d want=$1
   for d in /proc/[0-9]*; do
-    if [ "$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)" = "$want " ]; then
+    if [ "$(tr '\0' ' ' 2>/dev/null <"$d/cmdline")" = "$want " ]; then
       echo "${d#/proc/}"
       return 0
     fi
@@ -484,6 +488,13 @@ start_apiserver() {
     --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
     --kubelet-certificate-authority="$PKI/kubelet-ca.crt" \
     --kubelet-preferred-address-types=InternalIP,Hostname \
+    --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+    --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --authorization-mode=Node,RBAC \
     --enable-admission-plugins=NodeRestriction \
     --endpoint-reconciler-type=none \
