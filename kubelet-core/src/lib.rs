@@ -46,6 +46,7 @@ mod gc;
 pub mod hash;
 pub mod images;
 pub mod kubelet;
+pub mod metrics;
 #[cfg(test)]
 mod lifecycle_tests;
 pub mod pleg;
