@@ -4,7 +4,7 @@
 //! `createAndInitKubelet`/`NewMainKubelet`: sources and the engine, through the same builder
 //! embedders use) → [`start_kubelet`] (Go's `startKubelet`: run until a signal).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +16,6 @@ use kubelet_sources::{file::FileSource, http::HttpSource};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::LoadedConfig;
-use kubelet_server::Endpoints;
 
 /// How long runonce mode waits for its pods.
 const RUNONCE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -109,10 +108,13 @@ pub async fn run(loaded: LoadedConfig, shutdown: CancellationToken) -> Result<()
                 loaded.runtime_endpoint()
             )
         })?;
-    let runtime: Arc<dyn ContainerRuntime> = Arc::new(runtime);
+    let runtime: Arc<dyn ContainerRuntime> = Arc::new(
+        kubelet_core::metrics::InstrumentedRuntime::new(Arc::new(runtime)),
+    );
+    let stats_cm = cm.clone();
     let cm: Arc<dyn ContainerManager> = Arc::new(cm);
     let kubelet = create_and_init_kubelet(&loaded, runtime, cm).await?;
-    start_kubelet(&loaded, kubelet, shutdown).await
+    start_kubelet_with(&loaded, kubelet, Some(stats_cm), shutdown).await
 }
 
 /// Go's `createAndInitKubelet`: pod sources and the engine, through the public builder.
@@ -144,36 +146,24 @@ pub async fn create_and_init_kubelet(
     builder.build().context("building the kubelet")
 }
 
-/// Go's `startKubelet`: the healthz listener and the kubelet, until `shutdown`.
+/// Go's `startKubelet`: the HTTP listeners and the kubelet, until `shutdown`.
 pub async fn start_kubelet(
     loaded: &LoadedConfig,
     kubelet: Kubelet,
     shutdown: CancellationToken,
 ) -> Result<()> {
+    start_kubelet_with(loaded, kubelet, None, shutdown).await
+}
+
+/// [`start_kubelet`] with the container manager whose cgroups `/stats/summary` reads.
+pub async fn start_kubelet_with(
+    loaded: &LoadedConfig,
+    kubelet: Kubelet,
+    stats_cm: Option<LinuxContainerManager>,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let handle = kubelet.handle();
-    let c = &loaded.config;
-    if c.healthz_port > 0 {
-        listen(
-            &c.healthz_bind_address,
-            c.healthz_port,
-            "healthz",
-            Endpoints::Healthz,
-            &handle,
-            &shutdown,
-        )
-        .await?;
-    }
-    if c.read_only_port > 0 {
-        listen(
-            &c.address,
-            c.read_only_port,
-            "read-only",
-            Endpoints::ReadOnly,
-            &handle,
-            &shutdown,
-        )
-        .await?;
-    }
+    crate::server::start_servers(loaded, &handle, stats_cm, None, &shutdown).await?;
     let engine = tokio::spawn(kubelet.run(shutdown.clone()));
     if loaded.runonce {
         let ok = run_once(&handle).await;
@@ -185,34 +175,6 @@ pub async fn start_kubelet(
         return Ok(());
     }
     engine.await.context("kubelet task")??;
-    Ok(())
-}
-
-/// Binds a listener (so a port conflict fails start-up) and serves `endpoints` on it.
-async fn listen(
-    address: &str,
-    port: i32,
-    what: &str,
-    endpoints: Endpoints,
-    handle: &KubeletHandle,
-    shutdown: &CancellationToken,
-) -> Result<()> {
-    let ip: IpAddr = address
-        .parse()
-        .with_context(|| format!("{what} address {address:?} is not an IP address"))?;
-    let port =
-        u16::try_from(port).with_context(|| format!("{what} port {port} is out of range"))?;
-    let addr = SocketAddr::new(ip, port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("listening for {what} on {addr}"))?;
-    tracing::info!(%addr, "{what} server listening");
-    tokio::spawn(kubelet_server::serve(
-        listener,
-        Arc::new(handle.clone()),
-        endpoints,
-        shutdown.clone(),
-    ));
     Ok(())
 }
 
