@@ -504,9 +504,13 @@ impl StatsCollector {
             fs: (!cpu_mem_only)
                 .then(|| fs_stats(&self.root_dir, &time))
                 .flatten(),
-            runtime: (!cpu_mem_only).then(|| RuntimeStats {
-                image_fs: self.image_fs_dir.as_deref().and_then(|d| fs_stats(d, &time)),
-            }),
+            runtime: self
+                .image_fs_dir
+                .as_deref()
+                .filter(|_| !cpu_mem_only)
+                .map(|d| RuntimeStats {
+                    image_fs: fs_stats(d, &time),
+                }),
         };
         let cgroups = self.cm.cgroup_manager();
         let pods = targets
