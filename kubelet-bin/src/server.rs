@@ -141,7 +141,12 @@ pub async fn start_servers(
     };
     if c.healthz_port > 0 {
         let l = bind(&c.healthz_bind_address, c.healthz_port, "healthz").await?;
-        tokio::spawn(kubelet_server::serve(l, host.clone(), Endpoints::Healthz, shutdown.clone()));
+        tokio::spawn(kubelet_server::serve(
+            l,
+            host.clone(),
+            Endpoints::Healthz,
+            shutdown.clone(),
+        ));
     }
     if c.read_only_port > 0 {
         let l = bind(&c.address, c.read_only_port, "read-only").await?;
@@ -149,7 +154,12 @@ pub async fn start_servers(
             handlers: handlers.clone(),
             ..ServerConfig::plain(Endpoints::ReadOnly)
         };
-        tokio::spawn(kubelet_server::serve_with(l, host.clone(), config, shutdown.clone()));
+        tokio::spawn(kubelet_server::serve_with(
+            l,
+            host.clone(),
+            config,
+            shutdown.clone(),
+        ));
     }
     if c.enable_server && c.port > 0 {
         let auth = auth_config(loaded, api.as_ref())?;
@@ -172,7 +182,12 @@ pub async fn start_servers(
             limits: kubelet_server::ServerLimits::default(),
             handlers,
         };
-        tokio::spawn(kubelet_server::serve_with(l, host, config, shutdown.clone()));
+        tokio::spawn(kubelet_server::serve_with(
+            l,
+            host,
+            config,
+            shutdown.clone(),
+        ));
     }
     Ok(())
 }
@@ -206,7 +221,7 @@ mod tests {
         .expect("write");
         let from_file = load(&["--config", file.to_str().expect("utf8")]);
         assert!(!from_file.config.authentication.anonymous.enabled);
-        let err = auth_config(&from_file, None).err().expect("webhook needs a client");
+        let err = auth_config(&from_file, None).expect_err("webhook needs a client");
         assert!(err.to_string().contains("webhook authentication"), "{err}");
         std::fs::write(
             &file,

@@ -46,9 +46,9 @@ mod gc;
 pub mod hash;
 pub mod images;
 pub mod kubelet;
-pub mod metrics;
 #[cfg(test)]
 mod lifecycle_tests;
+pub mod metrics;
 pub mod pleg;
 pub mod pod;
 pub mod pod_manager;

@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
 use crate::runtime::{
     AttachRequest, ContainerConfig, ContainerRuntime, ContainerStatus, ContainerSummary,
-    ExecOutput, ExecRequest, ImageInfo, ListFilter, PullImageRequest, RuntimeResult,
-    RuntimeStatus, RuntimeVersion, SandboxConfig, SandboxStatus, SandboxSummary,
+    ExecOutput, ExecRequest, ImageInfo, ListFilter, PullImageRequest, RuntimeResult, RuntimeStatus,
+    RuntimeVersion, SandboxConfig, SandboxStatus, SandboxSummary,
 };
 
 /// Prometheus' default buckets.
@@ -31,8 +31,19 @@ const POD_START_BUCKETS: &[f64] = &[
 ];
 /// Go's runtime operation buckets: exponential from 5ms, factor 2.5, 14 buckets.
 const RUNTIME_OP_BUCKETS: &[f64] = &[
-    0.005, 0.0125, 0.03125, 0.078125, 0.1953125, 0.48828125, 1.220703125, 3.0517578125,
-    7.62939453125, 19.073486328125, 47.6837158203125, 119.20928955078125, 298.0232238769531,
+    0.005,
+    0.0125,
+    0.03125,
+    0.078125,
+    0.1953125,
+    0.48828125,
+    1.220703125,
+    3.0517578125,
+    7.62939453125,
+    19.073486328125,
+    47.6837158203125,
+    119.20928955078125,
+    298.0232238769531,
     745.0580596923828,
 ];
 
@@ -269,25 +280,55 @@ impl Metrics {
         head(&mut out, name, "histogram", "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run");
         self.pod_start_duration.render(&mut out, name, "");
         let name = "kubelet_pleg_relist_duration_seconds";
-        head(&mut out, name, "histogram", "Duration in seconds for relisting pods in PLEG.");
+        head(
+            &mut out,
+            name,
+            "histogram",
+            "Duration in seconds for relisting pods in PLEG.",
+        );
         self.pleg_relist_duration.render(&mut out, name, "");
         let name = "kubelet_pod_worker_duration_seconds";
         head(&mut out, name, "histogram", "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync");
         self.pod_worker_duration.render(&mut out, name);
         let name = "kubelet_runtime_operations_total";
-        head(&mut out, name, "counter", "Cumulative number of runtime operations by operation type.");
+        head(
+            &mut out,
+            name,
+            "counter",
+            "Cumulative number of runtime operations by operation type.",
+        );
         self.runtime_operations.render(&mut out, name);
         let name = "kubelet_runtime_operations_errors_total";
-        head(&mut out, name, "counter", "Cumulative number of runtime operation errors by operation type.");
+        head(
+            &mut out,
+            name,
+            "counter",
+            "Cumulative number of runtime operation errors by operation type.",
+        );
         self.runtime_operation_errors.render(&mut out, name);
         let name = "kubelet_runtime_operations_duration_seconds";
-        head(&mut out, name, "histogram", "Duration in seconds of runtime operations. Broken down by operation type.");
+        head(
+            &mut out,
+            name,
+            "histogram",
+            "Duration in seconds of runtime operations. Broken down by operation type.",
+        );
         self.runtime_operation_duration.render(&mut out, name);
         let name = "kubelet_running_pods";
-        head(&mut out, name, "gauge", "Number of pods that have a running pod sandbox");
+        head(
+            &mut out,
+            name,
+            "gauge",
+            "Number of pods that have a running pod sandbox",
+        );
         let _ = writeln!(out, "{name} {}", self.running_pods.load(Ordering::Relaxed));
         let name = "kubelet_running_containers";
-        head(&mut out, name, "gauge", "Number of containers currently running");
+        head(
+            &mut out,
+            name,
+            "gauge",
+            "Number of containers currently running",
+        );
         let _ = writeln!(
             out,
             "{name}{{container_state=\"exited\"}} {}\n{name}{{container_state=\"running\"}} {}",
@@ -346,8 +387,11 @@ impl ContainerRuntime for InstrumentedRuntime {
             .await
     }
     async fn pod_sandbox_status(&self, sandbox_id: &str) -> RuntimeResult<SandboxStatus> {
-        self.record("podsandbox_status", self.inner.pod_sandbox_status(sandbox_id))
-            .await
+        self.record(
+            "podsandbox_status",
+            self.inner.pod_sandbox_status(sandbox_id),
+        )
+        .await
     }
     async fn run_pod_sandbox(&self, config: &SandboxConfig) -> RuntimeResult<String> {
         self.record("run_podsandbox", self.inner.run_pod_sandbox(config))
@@ -358,16 +402,22 @@ impl ContainerRuntime for InstrumentedRuntime {
             .await
     }
     async fn remove_pod_sandbox(&self, sandbox_id: &str) -> RuntimeResult<()> {
-        self.record("remove_podsandbox", self.inner.remove_pod_sandbox(sandbox_id))
-            .await
+        self.record(
+            "remove_podsandbox",
+            self.inner.remove_pod_sandbox(sandbox_id),
+        )
+        .await
     }
     async fn list_containers(&self, filter: &ListFilter) -> RuntimeResult<Vec<ContainerSummary>> {
         self.record("list_containers", self.inner.list_containers(filter))
             .await
     }
     async fn container_status(&self, container_id: &str) -> RuntimeResult<ContainerStatus> {
-        self.record("container_status", self.inner.container_status(container_id))
-            .await
+        self.record(
+            "container_status",
+            self.inner.container_status(container_id),
+        )
+        .await
     }
     async fn create_container(
         &self,
@@ -393,15 +443,19 @@ impl ContainerRuntime for InstrumentedRuntime {
         .await
     }
     async fn remove_container(&self, container_id: &str) -> RuntimeResult<()> {
-        self.record("remove_container", self.inner.remove_container(container_id))
-            .await
+        self.record(
+            "remove_container",
+            self.inner.remove_container(container_id),
+        )
+        .await
     }
     async fn image_status(&self, image: &str) -> RuntimeResult<Option<ImageInfo>> {
         self.record("image_status", self.inner.image_status(image))
             .await
     }
     async fn pull_image(&self, request: &PullImageRequest) -> RuntimeResult<String> {
-        self.record("pull_image", self.inner.pull_image(request)).await
+        self.record("pull_image", self.inner.pull_image(request))
+            .await
     }
     async fn list_images(&self) -> RuntimeResult<Vec<ImageInfo>> {
         self.record("list_images", self.inner.list_images()).await
@@ -500,7 +554,10 @@ mod tests {
             Ok(vec![])
         }
         async fn pod_sandbox_status(&self, id: &str) -> RuntimeResult<SandboxStatus> {
-            Err(RuntimeError::NotFound { kind: "sandbox", id: id.into() })
+            Err(RuntimeError::NotFound {
+                kind: "sandbox",
+                id: id.into(),
+            })
         }
         async fn run_pod_sandbox(&self, _: &SandboxConfig) -> RuntimeResult<String> {
             Ok(String::new())
@@ -515,9 +572,17 @@ mod tests {
             Ok(vec![])
         }
         async fn container_status(&self, id: &str) -> RuntimeResult<ContainerStatus> {
-            Err(RuntimeError::NotFound { kind: "container", id: id.into() })
+            Err(RuntimeError::NotFound {
+                kind: "container",
+                id: id.into(),
+            })
         }
-        async fn create_container(&self, _: &str, _: &ContainerConfig, _: &SandboxConfig) -> RuntimeResult<String> {
+        async fn create_container(
+            &self,
+            _: &str,
+            _: &ContainerConfig,
+            _: &SandboxConfig,
+        ) -> RuntimeResult<String> {
             Ok(String::new())
         }
         async fn start_container(&self, _: &str) -> RuntimeResult<()> {
@@ -570,8 +635,19 @@ mod tests {
         assert_eq!(m.runtime_operations.get("status"), 1);
         assert_eq!(m.runtime_operation_errors.get("status"), 1);
         let text = m.render();
-        assert!(text.contains("kubelet_runtime_operations_total{operation_type=\"version\"} 2"), "{text}");
-        assert!(text.contains("kubelet_runtime_operations_errors_total{operation_type=\"status\"} 1"), "{text}");
-        assert!(text.contains("kubelet_runtime_operations_duration_seconds_count{operation_type=\"version\"} 2"), "{text}");
+        assert!(
+            text.contains("kubelet_runtime_operations_total{operation_type=\"version\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubelet_runtime_operations_errors_total{operation_type=\"status\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "kubelet_runtime_operations_duration_seconds_count{operation_type=\"version\"} 2"
+            ),
+            "{text}"
+        );
     }
 }

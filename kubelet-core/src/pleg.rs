@@ -175,7 +175,11 @@ impl Pleg {
             }
         }
         let count = |o: Observed| current.values().filter(|r| r.state == o).count();
-        crate::metrics::global().set_running(count(Observed::SandboxReady), count(Observed::Running), count(Observed::Exited));
+        crate::metrics::global().set_running(
+            count(Observed::SandboxReady),
+            count(Observed::Running),
+            count(Observed::Exited),
+        );
         self.records = current;
         self.engine.set_runtime_pods(pods);
         Ok(events)
@@ -199,7 +203,9 @@ impl Pleg {
                 .store(now_unix_nanos(), Ordering::Relaxed);
             let relist_started = std::time::Instant::now();
             let relisted = self.relist().await;
-            crate::metrics::global().pleg_relist_duration.observe(relist_started.elapsed());
+            crate::metrics::global()
+                .pleg_relist_duration
+                .observe(relist_started.elapsed());
             match relisted {
                 Ok(evs) => {
                     health

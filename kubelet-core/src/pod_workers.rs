@@ -313,8 +313,12 @@ impl PodWorkers {
                                 span,
                             ))
                             .await;
-                            crate::metrics::global().pod_worker_duration.with("sync").observe(sync_started.elapsed());
-                            crate::metrics::global().pod_synced(&p, engine.status.get(&uid).as_ref());
+                            crate::metrics::global()
+                                .pod_worker_duration
+                                .with("sync")
+                                .observe(sync_started.elapsed());
+                            crate::metrics::global()
+                                .pod_synced(&p, engine.status.get(&uid).as_ref());
                             match outcome {
                                 SyncOutcome::Terminal => {
                                     let mut slot = worker.lock();

@@ -210,7 +210,8 @@ pub struct Record {
 
 /// Parses one line (without its newline) of a CRI log file.
 pub fn parse_cri_line(line: &[u8]) -> Result<Record, LogError> {
-    let bad = || LogError::Malformed(String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned());
+    let bad =
+        || LogError::Malformed(String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned());
     let mut parts = line.splitn(4, |b| *b == b' ');
     let time = parts.next().ok_or_else(bad)?;
     let stream = parts.next().ok_or_else(bad)?;
@@ -515,11 +516,24 @@ mod tests {
 
     #[test]
     fn parse_lines_table() {
-        let cases: [(&[u8], Option<(Stream, bool, &[u8])>); 7] = [
-            (b"2024-05-01T10:00:00.000000001Z stdout F hello world", Some((Stream::Stdout, false, b"hello world"))),
-            (b"2024-05-01T10:00:00.000000001Z stderr P part", Some((Stream::Stderr, true, b"part"))),
-            (b"2024-05-01T10:00:00.000000001Z stdout F", Some((Stream::Stdout, false, b""))),
-            (b"2024-05-01T10:00:00.000000001Z stdout F:x y", Some((Stream::Stdout, false, b"y"))),
+        type Want<'a> = Option<(Stream, bool, &'a [u8])>;
+        let cases: [(&[u8], Want); 7] = [
+            (
+                b"2024-05-01T10:00:00.000000001Z stdout F hello world",
+                Some((Stream::Stdout, false, b"hello world")),
+            ),
+            (
+                b"2024-05-01T10:00:00.000000001Z stderr P part",
+                Some((Stream::Stderr, true, b"part")),
+            ),
+            (
+                b"2024-05-01T10:00:00.000000001Z stdout F",
+                Some((Stream::Stdout, false, b"")),
+            ),
+            (
+                b"2024-05-01T10:00:00.000000001Z stdout F:x y",
+                Some((Stream::Stdout, false, b"y")),
+            ),
             (b"garbage", None),
             (b"2024-05-01T10:00:00Z stdin F x", None),
             (b"2024-05-01T10:00:00Z stdout Q x", None),
@@ -581,7 +595,11 @@ mod tests {
         std::fs::write(&gz, "not read").unwrap();
         std::fs::write(
             &old,
-            [line(&t(1), "stdout", "F", "one"), line(&t(2), "stdout", "P", "tw")].concat(),
+            [
+                line(&t(1), "stdout", "F", "one"),
+                line(&t(2), "stdout", "P", "tw"),
+            ]
+            .concat(),
         )
         .unwrap();
         std::fs::write(
@@ -658,14 +676,17 @@ mod tests {
         {
             use std::io::Write;
             let mut f = std::fs::OpenOptions::new().append(true).open(&cur).unwrap();
-            f.write_all(line(T0, "stdout", "P", "sec").as_bytes()).unwrap();
-            f.write_all(line(T0, "stdout", "F", "ond").as_bytes()).unwrap();
+            f.write_all(line(T0, "stdout", "P", "sec").as_bytes())
+                .unwrap();
+            f.write_all(line(T0, "stdout", "F", "ond").as_bytes())
+                .unwrap();
         }
         assert_eq!(rx.recv().await.unwrap().unwrap(), Bytes::from("second\n"));
         {
             use std::io::Write;
             let mut f = std::fs::OpenOptions::new().append(true).open(&cur).unwrap();
-            f.write_all(line(T0, "stdout", "F", "last").as_bytes()).unwrap();
+            f.write_all(line(T0, "stdout", "F", "last").as_bytes())
+                .unwrap();
         }
         stopped.store(true, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(rx.recv().await.unwrap().unwrap(), Bytes::from("last\n"));

@@ -88,7 +88,11 @@ pub async fn serve(root: &Path, rel: &str, list_directories: bool) -> Response<B
                 html.push_str(&format!("<a href=\"{e}\">{e}</a>\n"));
             }
             html.push_str("</pre>\n");
-            with_type(StatusCode::OK, "text/html; charset=utf-8", crate::reply::full(html))
+            with_type(
+                StatusCode::OK,
+                "text/html; charset=utf-8",
+                crate::reply::full(html),
+            )
         }
         Resolved::File(path) => match tokio::fs::File::open(&path).await {
             Err(e) => status_error(StatusCode::NOT_FOUND, &format!("{}: {e}", path.display())),
@@ -100,7 +104,11 @@ pub async fn serve(root: &Path, rel: &str, list_directories: bool) -> Response<B
                         match f.read(&mut buf).await {
                             Ok(0) => return,
                             Ok(n) => {
-                                if tx.send(Ok(Bytes::copy_from_slice(&buf[..n]))).await.is_err() {
+                                if tx
+                                    .send(Ok(Bytes::copy_from_slice(&buf[..n])))
+                                    .await
+                                    .is_err()
+                                {
                                     return;
                                 }
                             }

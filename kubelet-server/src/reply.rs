@@ -12,7 +12,9 @@ pub type Body = BoxBody<Bytes, std::io::Error>;
 
 /// A whole body.
 pub fn full(data: impl Into<Bytes>) -> Body {
-    Full::new(data.into()).map_err(|never| match never {}).boxed()
+    Full::new(data.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// A body streamed from a bounded channel; the sender side ends it by dropping.

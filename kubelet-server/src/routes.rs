@@ -234,13 +234,16 @@ fn pod_list(host: &dyn Host) -> Response<Body> {
 async fn running_pods(host: &dyn Host) -> Response<Body> {
     let rt = host.runtime();
     let filter = ListFilter::all();
-    let (sandboxes, containers) = match tokio::try_join!(
-        rt.list_pod_sandboxes(&filter),
-        rt.list_containers(&filter)
-    ) {
-        Ok(x) => x,
-        Err(e) => return status_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("listing the runtime's pods: {e}")),
-    };
+    let (sandboxes, containers) =
+        match tokio::try_join!(rt.list_pod_sandboxes(&filter), rt.list_containers(&filter)) {
+            Ok(x) => x,
+            Err(e) => {
+                return status_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("listing the runtime's pods: {e}"),
+                )
+            }
+        };
     let mut pods: std::collections::BTreeMap<String, Pod> = Default::default();
     for s in sandboxes.iter().filter(|s| s.state == SandboxState::Ready) {
         pods.entry(s.pod.uid.clone()).or_insert_with(|| Pod {
@@ -254,7 +257,10 @@ async fn running_pods(host: &dyn Host) -> Response<Body> {
             ..Default::default()
         });
     }
-    for c in containers.iter().filter(|c| c.state == ContainerState::Running) {
+    for c in containers
+        .iter()
+        .filter(|c| c.state == ContainerState::Running)
+    {
         if let Some(spec) = pods.get_mut(&c.pod.uid).and_then(|p| p.spec.as_mut()) {
             spec.containers.push(Container {
                 name: c.name.clone(),
@@ -273,7 +279,12 @@ async fn running_pods(host: &dyn Host) -> Response<Body> {
 
 /// The pod `ns/name` (and uid, when given), or a 404.
 #[allow(clippy::result_large_err)]
-fn find_pod(host: &dyn Host, ns: &str, name: &str, uid: Option<&str>) -> Result<Arc<Pod>, Response<Body>> {
+fn find_pod(
+    host: &dyn Host,
+    ns: &str,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<Arc<Pod>, Response<Body>> {
     match host.pod_by_name(ns, name) {
         Some(p) if uid.is_none_or(|u| kubelet_core::pod::uid(&p) == u) => Ok(p),
         _ => Err(status_error(
@@ -298,19 +309,34 @@ fn in_spec(pod: &Pod, container: &str) -> bool {
 
 /// The pod's instances of `container`, newest first.
 #[allow(clippy::result_large_err)]
-async fn instances(host: &dyn Host, pod: &Pod, container: &str) -> Result<Vec<ContainerSummary>, Response<Body>> {
+async fn instances(
+    host: &dyn Host,
+    pod: &Pod,
+    container: &str,
+) -> Result<Vec<ContainerSummary>, Response<Body>> {
     let uid = kubelet_core::pod::uid(pod);
     let mut list = host
         .runtime()
         .list_containers(&ListFilter::pod(uid))
         .await
-        .map_err(|e| status_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("listing containers: {e}")))?;
+        .map_err(|e| {
+            status_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("listing containers: {e}"),
+            )
+        })?;
     list.retain(|c| c.name == container && c.pod.uid == uid);
-    list.sort_by(|a, b| (b.attempt, b.created_at).cmp(&(a.attempt, a.created_at)));
+    list.sort_by_key(|c| std::cmp::Reverse((c.attempt, c.created_at)));
     Ok(list)
 }
 
-async fn container_logs(ctx: &Ctx, ns: &str, name: &str, container: &str, query: &str) -> Response<Body> {
+async fn container_logs(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    container: &str,
+    query: &str,
+) -> Response<Body> {
     let host = ctx.host.as_ref();
     let opts = match LogOptions::from_query(query, kubelet_core::clock::now_unix_nanos()) {
         Ok(o) => o,
@@ -330,7 +356,11 @@ async fn container_logs(ctx: &Ctx, ns: &str, name: &str, container: &str, query:
         Ok(l) => l,
         Err(r) => return r,
     };
-    let chosen = if opts.previous { list.get(1) } else { list.first() };
+    let chosen = if opts.previous {
+        list.get(1)
+    } else {
+        list.first()
+    };
     let Some(chosen) = chosen else {
         let msg = if opts.previous {
             format!("previous terminated container {container:?} in pod {name:?} not found")
@@ -342,7 +372,12 @@ async fn container_logs(ctx: &Ctx, ns: &str, name: &str, container: &str, query:
     let rt = host.runtime();
     let path = match rt.container_status(&chosen.id).await {
         Ok(s) => s.log_path,
-        Err(e) => return status_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("container status: {e}")),
+        Err(e) => {
+            return status_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("container status: {e}"),
+            )
+        }
     };
     let path = path.unwrap_or_else(|| {
         host.pod_logs_dir()
@@ -381,7 +416,13 @@ async fn container_logs(ctx: &Ctx, ns: &str, name: &str, container: &str, query:
 
 /// The running instance of `container` (its runtime id), or an error reply.
 #[allow(clippy::result_large_err)]
-async fn running_container(host: &dyn Host, ns: &str, name: &str, uid: Option<&str>, container: &str) -> Result<(Arc<Pod>, String), Response<Body>> {
+async fn running_container(
+    host: &dyn Host,
+    ns: &str,
+    name: &str,
+    uid: Option<&str>,
+    container: &str,
+) -> Result<(Arc<Pod>, String), Response<Body>> {
     let pod = find_pod(host, ns, name, uid)?;
     if !in_spec(&pod, container) {
         return Err(status_error(
@@ -390,7 +431,10 @@ async fn running_container(host: &dyn Host, ns: &str, name: &str, uid: Option<&s
         ));
     }
     let list = instances(host, &pod, container).await?;
-    match list.into_iter().find(|c| c.state == ContainerState::Running) {
+    match list
+        .into_iter()
+        .find(|c| c.state == ContainerState::Running)
+    {
         Some(c) => Ok((pod, c.id)),
         None => Err(status_error(
             StatusCode::BAD_REQUEST,
@@ -400,9 +444,9 @@ async fn running_container(host: &dyn Host, ns: &str, name: &str, uid: Option<&s
 }
 
 fn flag(pairs: &[(String, String)], names: &[&str]) -> bool {
-    pairs
-        .iter()
-        .any(|(k, v)| names.contains(&k.as_str()) && matches!(v.as_str(), "1" | "true" | "True" | ""))
+    pairs.iter().any(|(k, v)| {
+        names.contains(&k.as_str()) && matches!(v.as_str(), "1" | "true" | "True" | "")
+    })
 }
 
 async fn exec_or_attach(
@@ -437,7 +481,10 @@ async fn exec_or_attach(
             .map(|(_, v)| v.clone())
             .collect();
         if cmd.is_empty() {
-            return status_error(StatusCode::BAD_REQUEST, "you must specify at least one command for the container");
+            return status_error(
+                StatusCode::BAD_REQUEST,
+                "you must specify at least one command for the container",
+            );
         }
         rt.exec_url(&ExecRequest {
             container_id: id,
@@ -459,12 +506,29 @@ async fn exec_or_attach(
         .await
     };
     match url {
-        Ok(url) => streaming::proxy(req, &url, ctx.options.streaming_idle_timeout, ctx.shutdown.clone()).await,
-        Err(e) => status_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("getting the streaming URL: {e}")),
+        Ok(url) => {
+            streaming::proxy(
+                req,
+                &url,
+                ctx.options.streaming_idle_timeout,
+                ctx.shutdown.clone(),
+            )
+            .await
+        }
+        Err(e) => status_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("getting the streaming URL: {e}"),
+        ),
     }
 }
 
-async fn port_forward(ctx: &Ctx, req: Request<Incoming>, ns: &str, name: &str, uid: Option<&str>) -> Response<Body> {
+async fn port_forward(
+    ctx: &Ctx,
+    req: Request<Incoming>,
+    ns: &str,
+    name: &str,
+    uid: Option<&str>,
+) -> Response<Body> {
     if !streaming::is_upgrade(&req) {
         return status_error(StatusCode::BAD_REQUEST, "Upgrade request required");
     }
@@ -477,14 +541,22 @@ async fn port_forward(ctx: &Ctx, req: Request<Incoming>, ns: &str, name: &str, u
     let rt = host.runtime();
     let sandboxes = match rt.list_pod_sandboxes(&ListFilter::pod(pod_uid)).await {
         Ok(s) => s,
-        Err(e) => return status_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("listing sandboxes: {e}")),
+        Err(e) => {
+            return status_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("listing sandboxes: {e}"),
+            )
+        }
     };
     let Some(sandbox) = sandboxes
         .iter()
         .filter(|s| s.state == SandboxState::Ready && s.pod.uid == pod_uid)
         .max_by_key(|s| s.created_at)
     else {
-        return status_error(StatusCode::BAD_REQUEST, &format!("pod {ns}/{name} has no running sandbox"));
+        return status_error(
+            StatusCode::BAD_REQUEST,
+            &format!("pod {ns}/{name} has no running sandbox"),
+        );
     };
     let mut ports = Vec::new();
     for (k, v) in query_pairs(req.uri().query().unwrap_or_default()) {
@@ -492,18 +564,41 @@ async fn port_forward(ctx: &Ctx, req: Request<Incoming>, ns: &str, name: &str, u
             for p in v.split(',') {
                 match p.trim().parse::<u16>() {
                     Ok(n) if n > 0 => ports.push(i32::from(n)),
-                    _ => return status_error(StatusCode::BAD_REQUEST, &format!("invalid port {p:?}")),
+                    _ => {
+                        return status_error(
+                            StatusCode::BAD_REQUEST,
+                            &format!("invalid port {p:?}"),
+                        )
+                    }
                 }
             }
         }
     }
     match rt.port_forward_url(&sandbox.id, &ports).await {
-        Ok(url) => streaming::proxy(req, &url, ctx.options.streaming_idle_timeout, ctx.shutdown.clone()).await,
-        Err(e) => status_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("getting the port-forward URL: {e}")),
+        Ok(url) => {
+            streaming::proxy(
+                req,
+                &url,
+                ctx.options.streaming_idle_timeout,
+                ctx.shutdown.clone(),
+            )
+            .await
+        }
+        Err(e) => status_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("getting the port-forward URL: {e}"),
+        ),
     }
 }
 
-async fn run_in_container(ctx: &Ctx, ns: &str, name: &str, uid: Option<&str>, container: &str, query: &str) -> Response<Body> {
+async fn run_in_container(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    uid: Option<&str>,
+    container: &str,
+    query: &str,
+) -> Response<Body> {
     let host = ctx.host.as_ref();
     let cmd: Vec<String> = query_pairs(query)
         .into_iter()
@@ -517,7 +612,11 @@ async fn run_in_container(ctx: &Ctx, ns: &str, name: &str, uid: Option<&str>, co
         Ok(x) => x,
         Err(r) => return r,
     };
-    match host.runtime().exec_sync(&id, &cmd, ctx.options.run_timeout).await {
+    match host
+        .runtime()
+        .exec_sync(&id, &cmd, ctx.options.run_timeout)
+        .await
+    {
         Ok(out) => {
             let mut body = out.stdout;
             body.extend_from_slice(&out.stderr);
@@ -527,6 +626,9 @@ async fn run_in_container(ctx: &Ctx, ns: &str, name: &str, uid: Option<&str>, co
             }
             r
         }
-        Err(e) => status_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("running the command: {e}")),
+        Err(e) => status_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("running the command: {e}"),
+        ),
     }
 }

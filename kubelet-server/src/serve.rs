@@ -123,8 +123,12 @@ pub async fn serve_with(
                 }
             },
         };
-        let (ctx, config, acceptor, token) =
-            (ctx.clone(), config.clone(), acceptor.clone(), shutdown.clone());
+        let (ctx, config, acceptor, token) = (
+            ctx.clone(),
+            config.clone(),
+            acceptor.clone(),
+            shutdown.clone(),
+        );
         tokio::spawn(async move {
             let _permit = permit;
             match acceptor {
@@ -147,7 +151,13 @@ pub async fn serve_with(
                         }
                     };
                     let peer = match (&config.tls, tls.get_ref().1.peer_certificates()) {
-                        (Some(ServerTls { client_ca: Some(ca), .. }), Some(chain)) => ca.check(chain),
+                        (
+                            Some(ServerTls {
+                                client_ca: Some(ca),
+                                ..
+                            }),
+                            Some(chain),
+                        ) => ca.check(chain),
                         _ => PeerCert::None,
                     };
                     serve_conn(tls, peer, ctx, config, token).await
@@ -184,7 +194,12 @@ async fn serve_conn<S>(
 }
 
 /// Authentication, authorization, limits, then the route.
-async fn handle(ctx: &Ctx, config: &ServerConfig, peer: &PeerCert, req: Request<Incoming>) -> Response<Body> {
+async fn handle(
+    ctx: &Ctx,
+    config: &ServerConfig,
+    peer: &PeerCert,
+    req: Request<Incoming>,
+) -> Response<Body> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)

@@ -242,7 +242,10 @@ pub fn parse_net_dev(text: &str) -> Vec<InterfaceStats> {
         .filter_map(|l| {
             let (name, rest) = l.split_once(':')?;
             let name = name.trim();
-            if IGNORED.iter().any(|p| name == *p || (*p != "lo" && name.starts_with(p))) {
+            if IGNORED
+                .iter()
+                .any(|p| name == *p || (*p != "lo" && name.starts_with(p)))
+            {
                 return None;
             }
             let f: Vec<u64> = rest
@@ -367,7 +370,11 @@ struct PodTarget {
 impl StatsCollector {
     /// Stats from `cm`'s cgroups, the filesystem of `root_dir` (nodefs) and of
     /// `image_fs_dir` (the runtime's image store, e.g. containerd's root).
-    pub fn new(cm: LinuxContainerManager, root_dir: PathBuf, image_fs_dir: Option<PathBuf>) -> Self {
+    pub fn new(
+        cm: LinuxContainerManager,
+        root_dir: PathBuf,
+        image_fs_dir: Option<PathBuf>,
+    ) -> Self {
         StatsCollector {
             cm,
             root_dir,
@@ -380,19 +387,18 @@ impl StatsCollector {
         let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
         let rate = match samples.get(key) {
             Some(prev)
-                if u
-                    .timestamp
+                if u.timestamp
                     .checked_duration_since(prev.timestamp)
                     .is_some_and(|d| d >= MIN_RATE_WINDOW) =>
             {
                 let r = u.nanocores_since(prev);
-                samples.insert(key.to_string(), u.clone());
+                samples.insert(key.to_string(), *u);
                 r
             }
             // Too close to the kept sample for a meaningful rate.
             Some(_) => None,
             None => {
-                samples.insert(key.to_string(), u.clone());
+                samples.insert(key.to_string(), *u);
                 None
             }
         };
@@ -426,13 +432,19 @@ impl StatsCollector {
                 runtime
                     .list_pod_sandboxes(&filter)
                     .await
-                    .map_err(|source| StatsError::Runtime { what: "sandboxes", source })
+                    .map_err(|source| StatsError::Runtime {
+                        what: "sandboxes",
+                        source,
+                    })
             },
             async {
                 runtime
                     .list_containers(&filter)
                     .await
-                    .map_err(|source| StatsError::Runtime { what: "containers", source })
+                    .map_err(|source| StatsError::Runtime {
+                        what: "containers",
+                        source,
+                    })
             },
         )?;
         let logs_root = handle.config().pod_logs_dir.clone();
@@ -550,7 +562,9 @@ impl StatsCollector {
                         .as_ref()
                         .and_then(|c| cgroups.pids(c).ok())
                         .and_then(|pids| pids.first().copied())
-                        .and_then(|pid| network(&PathBuf::from(format!("/proc/{pid}/net/dev")), &time))
+                        .and_then(|pid| {
+                            network(&PathBuf::from(format!("/proc/{pid}/net/dev")), &time)
+                        })
                 };
                 PodStats {
                     pod_ref: PodReference {
@@ -560,7 +574,9 @@ impl StatsCollector {
                     },
                     start_time: t.start_time,
                     containers,
-                    cpu: pod_usage.as_ref().map(|u| self.cpu(&format!("pod{uid}"), u, &time)),
+                    cpu: pod_usage
+                        .as_ref()
+                        .map(|u| self.cpu(&format!("pod{uid}"), u, &time)),
                     memory: pod_usage.as_ref().map(|u| Self::memory(u, &time, None)),
                     network,
                 }
@@ -583,7 +599,12 @@ pub fn resource_metrics(s: &Summary) -> String {
     let head = |out: &mut String, name: &str, kind: &str, help: &str| {
         let _ = writeln!(out, "# HELP {name} [STABLE] {help}\n# TYPE {name} {kind}");
     };
-    head(&mut out, "container_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed by the container in core-seconds");
+    head(
+        &mut out,
+        "container_cpu_usage_seconds_total",
+        "counter",
+        "Cumulative cpu time consumed by the container in core-seconds",
+    );
     for p in &s.pods {
         for c in &p.containers {
             if let Some(cpu) = &c.cpu {
@@ -591,7 +612,12 @@ pub fn resource_metrics(s: &Summary) -> String {
             }
         }
     }
-    head(&mut out, "container_memory_working_set_bytes", "gauge", "Current working set of the container in bytes");
+    head(
+        &mut out,
+        "container_memory_working_set_bytes",
+        "gauge",
+        "Current working set of the container in bytes",
+    );
     for p in &s.pods {
         for c in &p.containers {
             if let Some(m) = &c.memory {
@@ -599,34 +625,95 @@ pub fn resource_metrics(s: &Summary) -> String {
             }
         }
     }
-    head(&mut out, "container_start_time_seconds", "gauge", "Start time of the container since unix epoch in seconds");
+    head(
+        &mut out,
+        "container_start_time_seconds",
+        "gauge",
+        "Start time of the container since unix epoch in seconds",
+    );
     for p in &s.pods {
         for c in &p.containers {
             let t = ms(&c.start_time);
-            let _ = writeln!(out, "container_start_time_seconds{{container=\"{}\",namespace=\"{}\",pod=\"{}\"}} {}", c.name, p.pod_ref.namespace, p.pod_ref.name, t as f64 / 1e3);
+            let _ = writeln!(
+                out,
+                "container_start_time_seconds{{container=\"{}\",namespace=\"{}\",pod=\"{}\"}} {}",
+                c.name,
+                p.pod_ref.namespace,
+                p.pod_ref.name,
+                t as f64 / 1e3
+            );
         }
     }
-    head(&mut out, "node_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed by the node in core-seconds");
+    head(
+        &mut out,
+        "node_cpu_usage_seconds_total",
+        "counter",
+        "Cumulative cpu time consumed by the node in core-seconds",
+    );
     if let Some(cpu) = &s.node.cpu {
-        let _ = writeln!(out, "node_cpu_usage_seconds_total {} {}", secs(cpu.usage_core_nano_seconds), ms(&cpu.time));
+        let _ = writeln!(
+            out,
+            "node_cpu_usage_seconds_total {} {}",
+            secs(cpu.usage_core_nano_seconds),
+            ms(&cpu.time)
+        );
     }
-    head(&mut out, "node_memory_working_set_bytes", "gauge", "Current working set of the node in bytes");
+    head(
+        &mut out,
+        "node_memory_working_set_bytes",
+        "gauge",
+        "Current working set of the node in bytes",
+    );
     if let Some(m) = &s.node.memory {
-        let _ = writeln!(out, "node_memory_working_set_bytes {} {}", m.working_set_bytes, ms(&m.time));
+        let _ = writeln!(
+            out,
+            "node_memory_working_set_bytes {} {}",
+            m.working_set_bytes,
+            ms(&m.time)
+        );
     }
-    head(&mut out, "pod_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed by the pod in core-seconds");
+    head(
+        &mut out,
+        "pod_cpu_usage_seconds_total",
+        "counter",
+        "Cumulative cpu time consumed by the pod in core-seconds",
+    );
     for p in &s.pods {
         if let Some(cpu) = &p.cpu {
-            let _ = writeln!(out, "pod_cpu_usage_seconds_total{{namespace=\"{}\",pod=\"{}\"}} {} {}", p.pod_ref.namespace, p.pod_ref.name, secs(cpu.usage_core_nano_seconds), ms(&cpu.time));
+            let _ = writeln!(
+                out,
+                "pod_cpu_usage_seconds_total{{namespace=\"{}\",pod=\"{}\"}} {} {}",
+                p.pod_ref.namespace,
+                p.pod_ref.name,
+                secs(cpu.usage_core_nano_seconds),
+                ms(&cpu.time)
+            );
         }
     }
-    head(&mut out, "pod_memory_working_set_bytes", "gauge", "Current working set of the pod in bytes");
+    head(
+        &mut out,
+        "pod_memory_working_set_bytes",
+        "gauge",
+        "Current working set of the pod in bytes",
+    );
     for p in &s.pods {
         if let Some(m) = &p.memory {
-            let _ = writeln!(out, "pod_memory_working_set_bytes{{namespace=\"{}\",pod=\"{}\"}} {} {}", p.pod_ref.namespace, p.pod_ref.name, m.working_set_bytes, ms(&m.time));
+            let _ = writeln!(
+                out,
+                "pod_memory_working_set_bytes{{namespace=\"{}\",pod=\"{}\"}} {} {}",
+                p.pod_ref.namespace,
+                p.pod_ref.name,
+                m.working_set_bytes,
+                ms(&m.time)
+            );
         }
     }
-    head(&mut out, "scrape_error", "gauge", "1 if there was an error while getting container metrics, 0 otherwise");
+    head(
+        &mut out,
+        "scrape_error",
+        "gauge",
+        "1 if there was an error while getting container metrics, 0 otherwise",
+    );
     let _ = writeln!(out, "scrape_error 0");
     out
 }
@@ -690,9 +777,15 @@ mod tests {
         assert_eq!(v["node"]["cpu"]["usageNanoCores"], 5);
         assert_eq!(v["node"]["cpu"]["usageCoreNanoSeconds"], 2_500_000_000u64);
         assert_eq!(v["pods"][0]["podRef"]["namespace"], "ns");
-        assert_eq!(v["pods"][0]["containers"][0]["memory"]["workingSetBytes"], 42);
+        assert_eq!(
+            v["pods"][0]["containers"][0]["memory"]["workingSetBytes"],
+            42
+        );
         let m = resource_metrics(&s);
-        assert!(m.contains("node_cpu_usage_seconds_total 2.5 1714557600000\n"), "{m}");
+        assert!(
+            m.contains("node_cpu_usage_seconds_total 2.5 1714557600000\n"),
+            "{m}"
+        );
         assert!(m.contains("container_memory_working_set_bytes{container=\"c\",namespace=\"ns\",pod=\"p\"} 42 1714557600000\n"), "{m}");
         assert!(m.contains("scrape_error 0\n"));
     }

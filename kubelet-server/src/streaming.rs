@@ -66,18 +66,37 @@ pub async fn proxy(
         );
     }
     let Some(authority) = target.authority().cloned() else {
-        return status_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("streaming URL {url:?} has no host"));
+        return status_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("streaming URL {url:?} has no host"),
+        );
     };
     let port = authority.port_u16().unwrap_or(80);
     let connect = tokio::net::TcpStream::connect((authority.host().trim_matches(['[', ']']), port));
     let stream = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return status_error(StatusCode::BAD_GATEWAY, &format!("connecting to the streaming server {authority}: {e}")),
-        Err(_) => return status_error(StatusCode::GATEWAY_TIMEOUT, &format!("connecting to the streaming server {authority} timed out")),
+        Ok(Err(e)) => {
+            return status_error(
+                StatusCode::BAD_GATEWAY,
+                &format!("connecting to the streaming server {authority}: {e}"),
+            )
+        }
+        Err(_) => {
+            return status_error(
+                StatusCode::GATEWAY_TIMEOUT,
+                &format!("connecting to the streaming server {authority} timed out"),
+            )
+        }
     };
-    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
+    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
+    {
         Ok(x) => x,
-        Err(e) => return status_error(StatusCode::BAD_GATEWAY, &format!("streaming server handshake: {e}")),
+        Err(e) => {
+            return status_error(
+                StatusCode::BAD_GATEWAY,
+                &format!("streaming server handshake: {e}"),
+            )
+        }
     };
     tokio::spawn(async move {
         if let Err(e) = conn.with_upgrades().await {
@@ -104,12 +123,22 @@ pub async fn proxy(
     out = out.header(header::HOST, authority.as_str());
     let out = match out.body(http_body_util::Empty::<bytes::Bytes>::new()) {
         Ok(r) => r,
-        Err(e) => return status_error(StatusCode::BAD_REQUEST, &format!("building the streaming request: {e}")),
+        Err(e) => {
+            return status_error(
+                StatusCode::BAD_REQUEST,
+                &format!("building the streaming request: {e}"),
+            )
+        }
     };
     let client_upgrade = hyper::upgrade::on(&mut req);
     let mut resp = match sender.send_request(out).await {
         Ok(r) => r,
-        Err(e) => return status_error(StatusCode::BAD_GATEWAY, &format!("streaming server request: {e}")),
+        Err(e) => {
+            return status_error(
+                StatusCode::BAD_GATEWAY,
+                &format!("streaming server request: {e}"),
+            )
+        }
     };
 
     let status = resp.status();

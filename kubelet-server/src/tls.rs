@@ -36,7 +36,9 @@ pub enum TlsError {
     #[error("tlsCertFile and tlsPrivateKeyFile must be set together")]
     HalfPair,
     /// `tlsMinVersion` names no known version.
-    #[error("tlsMinVersion {0:?} is not one of VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13")]
+    #[error(
+        "tlsMinVersion {0:?} is not one of VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13"
+    )]
     MinVersion(String),
     /// A `tlsCipherSuites` entry names no suite this server supports.
     #[error("tlsCipherSuites: unsupported cipher suite {0:?}")]
@@ -382,7 +384,10 @@ mod tests {
     fn versions_and_suites() {
         assert!(versions(Some("VersionTLS13")).unwrap().len() == 1);
         assert!(versions(None).unwrap().len() == 2);
-        assert!(matches!(versions(Some("TLS9")), Err(TlsError::MinVersion(_))));
+        assert!(matches!(
+            versions(Some("TLS9")),
+            Err(TlsError::MinVersion(_))
+        ));
         let p = provider(&TlsOptions {
             cipher_suites: vec!["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".into()],
             ..Default::default()

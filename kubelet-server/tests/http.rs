@@ -327,14 +327,22 @@ async fn authorization_matrix_and_tokens() {
     let alice_pods = seen.iter().find(|a| a.user.name == "alice").unwrap();
     assert_eq!(alice_pods.user.groups, vec!["admins".to_string()]);
     assert_eq!(
-        (alice_pods.verb.as_str(), alice_pods.resource.as_str(), alice_pods.subresource.as_str(), alice_pods.name.as_str()),
+        (
+            alice_pods.verb.as_str(),
+            alice_pods.resource.as_str(),
+            alice_pods.subresource.as_str(),
+            alice_pods.name.as_str()
+        ),
         ("get", "nodes", "proxy", "node-1")
     );
     assert!(seen.iter().all(|a| a.user.name != "wrong"));
 
     // An upgrade request to exec is a `create`: carol may, bob may not.
     let exec = |token: &'static str| {
-        let (c, u) = (plain.clone(), url(&s, "/exec/default/web/app?command=ls&stdout=1"));
+        let (c, u) = (
+            plain.clone(),
+            url(&s, "/exec/default/web/app?command=ls&stdout=1"),
+        );
         async move {
             c.get(u)
                 .bearer_auth(token)
@@ -402,17 +410,41 @@ async fn endpoints_over_tls() {
     write(&n.node_logs.path().join("syslog"), "node log\n");
     let outside = tempfile::tempdir().unwrap();
     write(&outside.path().join("secret"), "secret\n");
-    std::os::unix::fs::symlink(outside.path().join("secret"), n.node_logs.path().join("link")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret"),
+        n.node_logs.path().join("link"),
+    )
+    .unwrap();
 
     let cases: Vec<(&str, u16, Option<&str>)> = vec![
         ("/healthz", 200, Some("ok")),
         ("/healthz/ping", 200, Some("ok")),
         ("/healthz/syncloop", 200, Some("ok")),
-        ("/containerLogs/default/web/app", 200, Some("rotated\noops\nhello\nend\n")),
-        ("/containerLogs/default/web/app?tailLines=2", 200, Some("hello\nend\n")),
-        ("/containerLogs/default/web/app?limitBytes=4", 200, Some("rota")),
-        ("/containerLogs/default/web/app?sinceTime=2024-05-01T10:00:03Z", 200, Some("oops\nend\n")),
-        ("/containerLogs/default/web/app?timestamps=true&tailLines=1", 200, Some("2024-05-01T10:00:05.000000000Z end\n")),
+        (
+            "/containerLogs/default/web/app",
+            200,
+            Some("rotated\noops\nhello\nend\n"),
+        ),
+        (
+            "/containerLogs/default/web/app?tailLines=2",
+            200,
+            Some("hello\nend\n"),
+        ),
+        (
+            "/containerLogs/default/web/app?limitBytes=4",
+            200,
+            Some("rota"),
+        ),
+        (
+            "/containerLogs/default/web/app?sinceTime=2024-05-01T10:00:03Z",
+            200,
+            Some("oops\nend\n"),
+        ),
+        (
+            "/containerLogs/default/web/app?timestamps=true&tailLines=1",
+            200,
+            Some("2024-05-01T10:00:05.000000000Z end\n"),
+        ),
         ("/containerLogs/default/web/side", 200, Some("")),
         ("/containerLogs/default/web/app?previous=true", 400, None),
         ("/containerLogs/default/web/app?tailLines=-3", 400, None),
@@ -421,7 +453,11 @@ async fn endpoints_over_tls() {
         ("/logs/syslog", 200, Some("node log\n")),
         ("/logs/link", 404, None),
         ("/logs/..%2F..%2Fetc%2Fpasswd", 404, None),
-        ("/configz", 200, Some("{\"kubeletconfig\":{\"port\":10250}}")),
+        (
+            "/configz",
+            200,
+            Some("{\"kubeletconfig\":{\"port\":10250}}"),
+        ),
         ("/nope", 404, None),
     ];
     for (path, want, body) in cases {
@@ -436,7 +472,10 @@ async fn endpoints_over_tls() {
         }
     }
     let (_, listing) = get(&c, &url(&s, "/logs/"), None).await;
-    assert!(listing.contains("<a href=\"syslog\">syslog</a>"), "{listing}");
+    assert!(
+        listing.contains("<a href=\"syslog\">syslog</a>"),
+        "{listing}"
+    );
 
     let (code, rp) = get(&c, &url(&s, "/runningpods/"), None).await;
     assert_eq!(code, 200);
@@ -493,8 +532,12 @@ async fn follow_streams_new_lines() {
     assert_eq!(&first[..], b"one\n");
     {
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().append(true).open(&app_log).unwrap();
-        f.write_all(cri(2, "stdout", "F", "two").as_bytes()).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&app_log)
+            .unwrap();
+        f.write_all(cri(2, "stdout", "F", "two").as_bytes())
+            .unwrap();
     }
     let second = resp.chunk().await.unwrap().unwrap();
     assert_eq!(&second[..], b"two\n");

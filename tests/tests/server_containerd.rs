@@ -16,7 +16,11 @@ use kubelet_tests::cri::eventually;
 use kubelet_tests::engine::{busybox, container_status, wait_running, EngineTest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-async fn serve(t: &EngineTest, handle: &kubelet_core::KubeletHandle, shutdown: &tokio_util::sync::CancellationToken) -> SocketAddr {
+async fn serve(
+    t: &EngineTest,
+    handle: &kubelet_core::KubeletHandle,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> SocketAddr {
     let host = KubeletHost::new(handle.clone()).with_stats(Arc::new(StatsCollector::new(
         (*t.cm).clone(),
         t.dir.path().join("root"),
@@ -145,7 +149,9 @@ async fn logs_exec_run_and_stats_on_containerd() {
     assert!(!recent.contains("hello"), "{recent}");
 
     // Follow: new ticks keep arriving on one response.
-    let mut resp = reqwest::get(format!("http://{addr}{base}?follow=true&tailLines=0")).await.unwrap();
+    let mut resp = reqwest::get(format!("http://{addr}{base}?follow=true&tailLines=0"))
+        .await
+        .unwrap();
     let mut followed = String::new();
     while followed.matches("tick").count() < 2 {
         let chunk = tokio::time::timeout(Duration::from_secs(10), resp.chunk())
@@ -165,7 +171,11 @@ async fn logs_exec_run_and_stats_on_containerd() {
         if c.restart_count < 1 {
             return None;
         }
-        let (code, text) = get(addr, &format!("/containerLogs/{ns}/srv/crash?previous=true")).await;
+        let (code, text) = get(
+            addr,
+            &format!("/containerLogs/{ns}/srv/crash?previous=true"),
+        )
+        .await;
         (code == 200 && text.starts_with("run ")).then_some(text)
     })
     .await
@@ -182,16 +192,24 @@ async fn logs_exec_run_and_stats_on_containerd() {
     )
     .await;
     assert!(status.starts_with("HTTP/1.1 101"), "{status}");
-    let frames = tokio::time::timeout(Duration::from_secs(30), ws_frames(&mut ws)).await.expect("exec finishes");
+    let frames = tokio::time::timeout(Duration::from_secs(30), ws_frames(&mut ws))
+        .await
+        .expect("exec finishes");
     assert_eq!(channel(&frames, 1), "out\n", "{frames:?}");
     assert_eq!(channel(&frames, 2), "err\n", "{frames:?}");
     let status_json: serde_json::Value = serde_json::from_str(&channel(&frames, 3)).unwrap();
     assert_eq!(status_json["reason"], "NonZeroExitCode", "{status_json}");
-    assert_eq!(status_json["details"]["causes"][0]["message"], "7", "{status_json}");
+    assert_eq!(
+        status_json["details"]["causes"][0]["message"], "7",
+        "{status_json}"
+    );
 
-    let (status, mut ws) = ws_upgrade(addr, &format!("/exec/{ns}/srv/app?command=true&stdout=1")).await;
+    let (status, mut ws) =
+        ws_upgrade(addr, &format!("/exec/{ns}/srv/app?command=true&stdout=1")).await;
     assert!(status.starts_with("HTTP/1.1 101"), "{status}");
-    let frames = tokio::time::timeout(Duration::from_secs(30), ws_frames(&mut ws)).await.unwrap();
+    let frames = tokio::time::timeout(Duration::from_secs(30), ws_frames(&mut ws))
+        .await
+        .unwrap();
     let ok: serde_json::Value = serde_json::from_str(&channel(&frames, 3)).unwrap();
     assert_eq!(ok["status"], "Success", "{ok}");
 
@@ -205,7 +223,11 @@ async fn logs_exec_run_and_stats_on_containerd() {
             .await
             .expect("attached output arrives")
             .unwrap();
-        assert!(n > 0, "attach stream closed: {:?}", String::from_utf8_lossy(&seen));
+        assert!(
+            n > 0,
+            "attach stream closed: {:?}",
+            String::from_utf8_lossy(&seen)
+        );
         seen.extend_from_slice(&buf[..n]);
     }
     drop(ws);
@@ -256,14 +278,23 @@ async fn logs_exec_run_and_stats_on_containerd() {
         .iter()
         .find(|c| c["name"] == "app")
         .expect("app container stats");
-    assert!(app["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0, "{app}");
-    assert!(app["memory"]["workingSetBytes"].as_u64().unwrap() > 0, "{app}");
+    assert!(
+        app["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0,
+        "{app}"
+    );
+    assert!(
+        app["memory"]["workingSetBytes"].as_u64().unwrap() > 0,
+        "{app}"
+    );
     assert!(app["logs"]["usedBytes"].as_u64().unwrap() > 0, "{app}");
 
     let (code, metrics) = get(addr, "/metrics/resource").await;
     assert_eq!(code, 200);
     assert!(metrics.contains(&format!("container_memory_working_set_bytes{{container=\"app\",namespace=\"{ns}\",pod=\"srv\"}}")), "{metrics}");
-    assert!(metrics.contains("node_cpu_usage_seconds_total "), "{metrics}");
+    assert!(
+        metrics.contains("node_cpu_usage_seconds_total "),
+        "{metrics}"
+    );
 
     k.stop().await;
 }

@@ -118,7 +118,11 @@ mod tests {
         ];
         for (method, path, upgrade, verb, sub) in cases {
             let a = request_attributes(UserInfo::anonymous(), "n1", method, path, upgrade);
-            assert_eq!((a.verb.as_str(), a.subresource.as_str()), (verb, sub), "{method} {path} upgrade={upgrade}");
+            assert_eq!(
+                (a.verb.as_str(), a.subresource.as_str()),
+                (verb, sub),
+                "{method} {path} upgrade={upgrade}"
+            );
             assert_eq!(a.resource, "nodes");
             assert_eq!(a.name, "n1");
         }

@@ -166,7 +166,11 @@ pub enum Authn {
 
 /// Go's union authenticator with anonymous as fail-on-error fallback: x509, then the bearer
 /// token, then anonymous when enabled and nothing failed.
-pub async fn authenticate(config: &AuthConfig, peer: &PeerCert, authorization: Option<&str>) -> Authn {
+pub async fn authenticate(
+    config: &AuthConfig,
+    peer: &PeerCert,
+    authorization: Option<&str>,
+) -> Authn {
     let mut failure = None;
     match peer {
         PeerCert::Verified(user) => return Authn::User(user.clone()),
@@ -175,14 +179,13 @@ pub async fn authenticate(config: &AuthConfig, peer: &PeerCert, authorization: O
     }
     let token = authorization.and_then(bearer_token);
     if let (Some(token), None) = (token, &failure) {
-        match &config.tokens {
-            Some(t) => match t.authenticate_token(token).await {
+        // Go: without a token authenticator a bearer token is simply not looked at.
+        if let Some(t) = &config.tokens {
+            match t.authenticate_token(token).await {
                 Ok(Some(user)) => return Authn::User(user),
                 Ok(None) => failure = Some("invalid bearer token".into()),
                 Err(e) => failure = Some(e.to_string()),
-            },
-            // Go: without a token authenticator a bearer token is simply not looked at.
-            None => {}
+            }
         }
     }
     match failure {
@@ -242,16 +245,40 @@ mod tests {
         let cases: Vec<(bool, bool, PeerCert, Option<&str>, &str)> = vec![
             (false, true, PeerCert::None, None, "401"),
             (true, true, PeerCert::None, None, "system:anonymous"),
-            (false, true, PeerCert::Verified(cert_user.clone()), None, "cert-user"),
+            (
+                false,
+                true,
+                PeerCert::Verified(cert_user.clone()),
+                None,
+                "cert-user",
+            ),
             (true, true, PeerCert::Invalid("bad ca".into()), None, "401"),
             (false, true, PeerCert::None, Some("Bearer good"), "alice"),
             (false, true, PeerCert::None, Some("bearer good"), "alice"),
             (true, true, PeerCert::None, Some("Bearer bad"), "401"),
             (true, true, PeerCert::None, Some("Bearer broken"), "401"),
-            (true, false, PeerCert::None, Some("Bearer good"), "system:anonymous"),
+            (
+                true,
+                false,
+                PeerCert::None,
+                Some("Bearer good"),
+                "system:anonymous",
+            ),
             (false, false, PeerCert::None, Some("Bearer good"), "401"),
-            (true, true, PeerCert::None, Some("Basic abc"), "system:anonymous"),
-            (false, true, PeerCert::Verified(cert_user), Some("Bearer bad"), "cert-user"),
+            (
+                true,
+                true,
+                PeerCert::None,
+                Some("Basic abc"),
+                "system:anonymous",
+            ),
+            (
+                false,
+                true,
+                PeerCert::Verified(cert_user),
+                Some("Bearer bad"),
+                "cert-user",
+            ),
         ];
         for (i, (anonymous, with_tokens, peer, header, want)) in cases.into_iter().enumerate() {
             let config = AuthConfig {
@@ -259,7 +286,11 @@ mod tests {
                 tokens: with_tokens.then(|| tokens.clone()),
                 authorizer: Arc::new(AlwaysAllow),
             };
-            assert_eq!(name(authenticate(&config, &peer, header).await), want, "case {i}");
+            assert_eq!(
+                name(authenticate(&config, &peer, header).await),
+                want,
+                "case {i}"
+            );
         }
     }
 }

@@ -61,7 +61,12 @@ impl ApiServerClient {
         })
     }
 
-    async fn create(&self, review: &'static str, path: &str, body: &Value) -> Result<Value, AuthError> {
+    async fn create(
+        &self,
+        review: &'static str,
+        path: &str,
+        body: &Value,
+    ) -> Result<Value, AuthError> {
         let url = format!("{}{path}", self.base);
         let fail = |message: String| AuthError::Webhook {
             review,
@@ -78,7 +83,10 @@ impl ApiServerClient {
         if !status.is_success() {
             return Err(fail(format!(
                 "HTTP {status}: {}",
-                String::from_utf8_lossy(&bytes).chars().take(300).collect::<String>()
+                String::from_utf8_lossy(&bytes)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
             )));
         }
         serde_json::from_slice(&bytes).map_err(|e| fail(format!("decoding the answer: {e}")))
@@ -139,7 +147,11 @@ impl WebhookTokenAuthenticator {
 
 fn strings(v: &Value) -> Vec<String> {
     v.as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -157,12 +169,22 @@ impl TokenAuthenticator for WebhookTokenAuthenticator {
         });
         let review = self
             .client
-            .create("TokenReview", "/apis/authentication.k8s.io/v1/tokenreviews", &body)
+            .create(
+                "TokenReview",
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                &body,
+            )
             .await?;
         let status = &review["status"];
         let answer = (status["authenticated"].as_bool() == Some(true)).then(|| UserInfo {
-            name: status["user"]["username"].as_str().unwrap_or_default().to_string(),
-            uid: status["user"]["uid"].as_str().unwrap_or_default().to_string(),
+            name: status["user"]["username"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            uid: status["user"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
             groups: strings(&status["user"]["groups"]),
         });
         self.cache.put(key, answer.clone(), self.ttl);
@@ -264,7 +286,12 @@ mod tests {
         assert_eq!(v["spec"]["groups"][0], "devs");
         let ra = &v["spec"]["resourceAttributes"];
         assert_eq!(
-            (ra["verb"].as_str(), ra["resource"].as_str(), ra["subresource"].as_str(), ra["name"].as_str()),
+            (
+                ra["verb"].as_str(),
+                ra["resource"].as_str(),
+                ra["subresource"].as_str(),
+                ra["name"].as_str()
+            ),
             (Some("get"), Some("nodes"), Some("stats"), Some("node-a"))
         );
     }
