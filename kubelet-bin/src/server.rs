@@ -114,7 +114,8 @@ async fn bind(address: &str, port: i32, what: &str) -> Result<tokio::net::TcpLis
 /// when `enableServer`), the read-only port (`readOnlyPort` > 0) and healthz
 /// (`healthzPort` > 0). Binding happens here, so a port conflict fails start-up; serving
 /// runs in background tasks until `shutdown`. `stats_cm` enables `/stats/summary`; `api`
-/// is the API server client for webhook authentication and authorization.
+/// is the API server client for webhook authentication and authorization (default: one
+/// from `--kubeconfig`, when given).
 pub async fn start_servers(
     loaded: &LoadedConfig,
     handle: &KubeletHandle,
@@ -162,6 +163,16 @@ pub async fn start_servers(
         ));
     }
     if c.enable_server && c.port > 0 {
+        // Cluster mode: the webhooks ask the API server of --kubeconfig.
+        let api = match (api, &loaded.kubeconfig) {
+            (Some(api), _) => Some(api),
+            (None, Some(kc)) => Some(
+                ApiServerClient::from_kubeconfig(kc)
+                    .await
+                    .with_context(|| format!("API server client from {}", kc.display()))?,
+            ),
+            (None, None) => None,
+        };
         let auth = auth_config(loaded, api.as_ref())?;
         let ips = loaded.node_ips.clone();
         let options = tls_options(loaded, &ips);

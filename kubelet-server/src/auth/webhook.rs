@@ -61,6 +61,81 @@ impl ApiServerClient {
         })
     }
 
+    /// A client from a kubeconfig file's current context: the server URL, the CA
+    /// (`certificate-authority[-data]`), the client certificate and key
+    /// (`client-certificate[-data]`, `client-key[-data]`) and/or `token`/`tokenFile`. Relative
+    /// paths are resolved against the kubeconfig's directory.
+    pub async fn from_kubeconfig(path: &std::path::Path) -> Result<ApiServerClient, AuthError> {
+        let fail = |message: String| AuthError::File {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = tokio::fs::read_to_string(path)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let kc: Kubeconfig = serde_yaml_ng::from_str(&text).map_err(|e| fail(e.to_string()))?;
+        let ctx_name = kc.current_context.clone().unwrap_or_default();
+        let ctx = kc
+            .contexts
+            .iter()
+            .find(|c| c.name == ctx_name)
+            .or_else(|| kc.contexts.first())
+            .ok_or_else(|| fail("no context".into()))?;
+        let cluster = kc
+            .clusters
+            .iter()
+            .find(|c| c.name == ctx.context.cluster)
+            .ok_or_else(|| fail(format!("no cluster {:?}", ctx.context.cluster)))?;
+        let user = kc.users.iter().find(|u| u.name == ctx.context.user);
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        let load =
+            |data: &Option<String>, file: &Option<String>| -> Result<Option<Vec<u8>>, AuthError> {
+                use base64::Engine as _;
+                if let Some(d) = data {
+                    return base64::engine::general_purpose::STANDARD
+                        .decode(d.trim())
+                        .map(Some)
+                        .map_err(|e| fail(format!("base64: {e}")));
+                }
+                match file {
+                    Some(f) => std::fs::read(dir.join(f))
+                        .map(Some)
+                        .map_err(|e| fail(format!("{f}: {e}"))),
+                    None => Ok(None),
+                }
+            };
+        let ca = load(
+            &cluster.cluster.certificate_authority_data,
+            &cluster.cluster.certificate_authority,
+        )?;
+        let (mut identity, mut token) = (None, None);
+        if let Some(u) = user {
+            let cert = load(&u.user.client_certificate_data, &u.user.client_certificate)?;
+            let key = load(&u.user.client_key_data, &u.user.client_key)?;
+            if let (Some(mut c), Some(k)) = (cert, key) {
+                c.push(b'\n');
+                c.extend(k);
+                identity = Some(c);
+            }
+            token = match (&u.user.token, &u.user.token_file) {
+                (Some(t), _) => Some(t.clone()),
+                (None, Some(f)) => Some(
+                    std::fs::read_to_string(dir.join(f))
+                        .map_err(|e| fail(format!("{f}: {e}")))?
+                        .trim()
+                        .to_string(),
+                ),
+                _ => None,
+            };
+        }
+        ApiServerClient::new(
+            &cluster.cluster.server,
+            ca.as_deref(),
+            identity.as_deref(),
+            token,
+        )
+    }
+
     async fn create(
         &self,
         review: &'static str,
@@ -91,6 +166,68 @@ impl ApiServerClient {
         }
         serde_json::from_slice(&bytes).map_err(|e| fail(format!("decoding the answer: {e}")))
     }
+}
+
+#[derive(serde::Deserialize)]
+struct Kubeconfig {
+    #[serde(rename = "current-context")]
+    current_context: Option<String>,
+    #[serde(default)]
+    clusters: Vec<Named<KcCluster>>,
+    #[serde(default)]
+    users: Vec<NamedUser>,
+    #[serde(default)]
+    contexts: Vec<NamedContext>,
+}
+
+#[derive(serde::Deserialize)]
+struct Named<T> {
+    name: String,
+    cluster: T,
+}
+
+#[derive(serde::Deserialize)]
+struct NamedUser {
+    name: String,
+    #[serde(default)]
+    user: KcUser,
+}
+
+#[derive(serde::Deserialize)]
+struct NamedContext {
+    name: String,
+    context: KcContext,
+}
+
+#[derive(serde::Deserialize)]
+struct KcCluster {
+    server: String,
+    #[serde(rename = "certificate-authority")]
+    certificate_authority: Option<String>,
+    #[serde(rename = "certificate-authority-data")]
+    certificate_authority_data: Option<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct KcUser {
+    #[serde(rename = "client-certificate")]
+    client_certificate: Option<String>,
+    #[serde(rename = "client-certificate-data")]
+    client_certificate_data: Option<String>,
+    #[serde(rename = "client-key")]
+    client_key: Option<String>,
+    #[serde(rename = "client-key-data")]
+    client_key_data: Option<String>,
+    token: Option<String>,
+    #[serde(rename = "tokenFile")]
+    token_file: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct KcContext {
+    cluster: String,
+    #[serde(default)]
+    user: String,
 }
 
 struct TtlCache<K, V> {
