@@ -247,4 +247,69 @@ mod tests {
         assert_eq!(t.cert_dir, ok.root_dir.join("pki"));
         assert!(t.cert_file.is_none());
     }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port")
+    }
+
+    #[tokio::test]
+    async fn listeners_start_per_configuration() {
+        use kubelet_core::testing::{FakeContainerManager, SimRuntime};
+        let root = tempfile::tempdir().expect("tempdir");
+        let (healthz, read_only, secure) = (free_port(), free_port(), free_port());
+        let loaded = load(&[
+            "--address=127.0.0.1",
+            &format!("--healthz-port={healthz}"),
+            &format!("--read-only-port={read_only}"),
+            &format!("--port={secure}"),
+            &format!("--root-dir={}", root.path().display()),
+        ]);
+        let kubelet = kubelet_core::Kubelet::builder()
+            .config(loaded.engine_config())
+            .runtime(Arc::new(SimRuntime::new()))
+            .container_manager(Arc::new(FakeContainerManager::default()))
+            .build()
+            .expect("kubelet");
+        let shutdown = CancellationToken::new();
+        start_servers(&loaded, &kubelet.handle(), None, None, &shutdown)
+            .await
+            .expect("listeners start");
+        // The self-signed serving pair went to <root-dir>/pki.
+        assert!(root.path().join("pki/kubelet.crt").exists());
+        let client = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .build()
+            .expect("client");
+        let status = |url: String| {
+            let client = client.clone();
+            async move {
+                client
+                    .get(url)
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+                    .unwrap_or(0)
+            }
+        };
+        let cases = [
+            (format!("http://127.0.0.1:{healthz}/healthz"), 200),
+            (format!("http://127.0.0.1:{healthz}/pods"), 404),
+            (format!("http://127.0.0.1:{read_only}/pods"), 200),
+            (format!("http://127.0.0.1:{read_only}/configz"), 404),
+            // Legacy defaults (no config file): anonymous and AlwaysAllow.
+            (format!("https://127.0.0.1:{secure}/configz"), 200),
+            (format!("https://127.0.0.1:{secure}/pods"), 200),
+            (format!("http://127.0.0.1:{secure}/pods"), 0),
+        ];
+        for (url, want) in cases {
+            assert_eq!(status(url.clone()).await, want, "{url}");
+        }
+        // A port in use fails start-up.
+        let again = start_servers(&loaded, &kubelet.handle(), None, None, &shutdown).await;
+        assert!(again.is_err());
+        shutdown.cancel();
+    }
 }
