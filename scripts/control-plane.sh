@@ -20,6 +20,10 @@
 #   scripts/control-plane.sh apiserver-stop | apiserver-start
 #                                    stop / start only the apiserver (outage tests)
 #
+# Environment: KUBELET_RS_NODE_NAME (default node identity, kubelet-rs-node), KUBELET_RS_*_PORT
+# (ETCD, ETCD_PEER, APISERVER, CM, SCHED), KUBELET_RS_CP_DIR (state), KUBELET_RS_CP_CACHE
+# (binaries, downloads), KUBELET_RS_DEBIAN_MIRROR (default: the system's Debian mirror).
+#
 # Where things come from (registry packages only): etcd from Debian's `etcd-server`; kubectl from
 # Debian's `kubernetes-client` when no kubectl is installed; the three control-plane binaries
 # built from Debian bookworm's `kubernetes` SOURCE package (pristine upstream v1.20.2 with
@@ -81,7 +85,11 @@ install_packages() {
 
 # The Debian mirror the system uses (bullseye and bookworm are fetched from the same one).
 debian_mirror() {
-  local m
+  local m=${KUBELET_RS_DEBIAN_MIRROR:-}
+  if [ -n "$m" ]; then
+    echo "$m"
+    return 0
+  fi
   m=$(grep -h -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
     /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -o -E 'https?://[^ ]+/debian/?' |
     grep -v -- '-security' | head -n 1 || true)
@@ -124,7 +132,12 @@ install_go() {
   apt_private_update
   log "fetching Go 1.15 from bullseye"
   rm -rf "$APT_DIR/dl/go" && mkdir -p "$APT_DIR/dl/go"
-  (cd "$APT_DIR/dl/go" && apt_private download golang-1.15-go golang-1.15-src >/dev/null)
+  # A stale private list (an old cache) points at removed files: refresh once and retry.
+  (cd "$APT_DIR/dl/go" && apt_private download golang-1.15-go golang-1.15-src >/dev/null) ||
+    {
+      FORCE_APT_UPDATE=1 apt_private_update
+      (cd "$APT_DIR/dl/go" && apt_private download golang-1.15-go golang-1.15-src >/dev/null)
+    }
   rm -rf "$GO_DIR" && mkdir -p "$GO_DIR"
   local deb
   for deb in "$APT_DIR"/dl/go/*.deb; do dpkg -x "$deb" "$GO_DIR"; done
@@ -146,7 +159,11 @@ fetch_kubernetes_source() {
   apt_private_update
   log "fetching the bookworm kubernetes source package"
   rm -rf "$APT_DIR/dl/src" && mkdir -p "$APT_DIR/dl/src"
-  (cd "$APT_DIR/dl/src" && apt_private source --download-only kubernetes >/dev/null)
+  (cd "$APT_DIR/dl/src" && apt_private source --download-only kubernetes >/dev/null) ||
+    {
+      FORCE_APT_UPDATE=1 apt_private_update
+      (cd "$APT_DIR/dl/src" && apt_private source --download-only kubernetes >/dev/null)
+    }
   local orig
   orig=$(ls "$APT_DIR"/dl/src/kubernetes_*.orig.tar.* 2>/dev/null | head -n 1)
   [ -n "$orig" ] || die "no kubernetes orig tarball downloaded"
@@ -221,9 +238,14 @@ take_lock() {
   flock 9
 }
 
-# new_key PATH: an RSA 2048 key in PKCS#8 PEM (read by Go, openssl and rustls alike).
+# new_key PATH [rsa]: an ECDSA P-256 key (fast to make: tests issue one identity per node) or
+# an RSA 2048 key, in PKCS#8 PEM (read by Go, openssl and rustls alike).
 new_key() {
-  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1" 2>/dev/null
+  if [ "${2:-}" = rsa ]; then
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1" 2>/dev/null
+  else
+    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null
+  fi
   chmod 0600 "$1"
 }
 
@@ -249,7 +271,7 @@ issue() {
   {
     echo "[v3]"
     echo "basicConstraints=critical,CA:FALSE"
-    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "keyUsage=critical,digitalSignature"
     echo "extendedKeyUsage=$usage"
     [ -z "$sans" ] || echo "subjectAltName=$sans"
   } >"$ext"
@@ -323,7 +345,7 @@ make_pki() {
   issue ca "$PKI/controller-manager" "/CN=system:kube-controller-manager" clientAuth
   issue ca "$PKI/scheduler" "/CN=system:kube-scheduler" clientAuth
   if [ ! -f "$PKI/sa.pub" ]; then
-    new_key "$PKI/sa.key"
+    new_key "$PKI/sa.key" rsa
     openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
   fi
   # The default node's kubelet serving cert also covers this machine's hostname.
