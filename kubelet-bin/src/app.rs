@@ -199,6 +199,13 @@ pub async fn create_and_init_kubelet_with(
 ) -> Result<Kubelet> {
     let mut config = loaded.engine_config();
     config.node_ips = node_ips(loaded).await;
+    // Admission (node selectors and affinity) sees the labels the node registers with, as
+    // Go's kubelet sees its Node object: the kubelet's own labels plus --node-labels.
+    let mut labels = kubelet_sources::apiserver::node::default_labels(
+        &kubelet_sources::apiserver::node::NodeConfig::new(loaded.node_name.clone()),
+    );
+    labels.append(&mut config.node_labels);
+    config.node_labels = labels;
     let mut builder = Kubelet::builder()
         .config(config)
         .runtime(runtime)

@@ -91,9 +91,13 @@ pub async fn launch(
     let mut cfg = ClusterMemberConfig::new(node_name);
     cfg.node.node_ips = vec!["127.0.0.1".into()];
     edit(&mut cfg);
-    let member = ClusterMember::new(clients, cfg);
+    let member = ClusterMember::new(clients, cfg.clone());
+    // Admission sees the node's labels, as Go's kubelet sees its Node object.
+    let mut node_labels = kubelet_sources::apiserver::node::default_labels(&cfg.node);
+    node_labels.extend(cfg.node.labels.clone());
     let config = Config {
         node_name: node_name.to_string(),
+        node_labels,
         ..et.config()
     };
     let mut builder = Kubelet::builder()
@@ -179,6 +183,20 @@ impl Drop for ClusterNode {
     fn drop(&mut self) {
         // Never let an engine re-create what EngineTest's cleanup removes.
         self.shutdown.cancel();
+        if self.join.is_some() {
+            // A failed test: remove its node and namespace without waiting.
+            let kc = self.cp.admin_kubeconfig_path().to_path_buf();
+            for args in [
+                vec!["delete", "node", self.node_name.as_str(), "--wait=false"],
+                vec!["delete", "namespace", self.et.namespace.as_str(), "--wait=false"],
+            ] {
+                let _ = std::process::Command::new("kubectl")
+                    .arg("--kubeconfig")
+                    .arg(&kc)
+                    .args(&args)
+                    .output();
+            }
+        }
     }
 }
 
