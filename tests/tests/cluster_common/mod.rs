@@ -34,6 +34,14 @@ pub struct ClusterNode {
 /// Test environment or `None` (skipped, outside CI) when containerd or the control plane is
 /// not available.
 pub async fn start(test: &str, extra_sources: Vec<Arc<dyn PodSource>>) -> Option<ClusterNode> {
+    start_with(test, move |_| extra_sources).await
+}
+
+/// [`start`] with extra sources made for the test's node name.
+pub async fn start_with(
+    test: &str,
+    sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
+) -> Option<ClusterNode> {
     let et = EngineTest::new(test).await?;
     let cp = match ControlPlane::ensure().await {
         Ok(cp) => cp,
@@ -56,7 +64,7 @@ pub async fn start(test: &str, extra_sources: Vec<Arc<dyn PodSource>>) -> Option
         .create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
-    let node = launch(&et, &cp, &node_name, extra_sources, |_| {}).await;
+    let node = launch(&et, &cp, &node_name, sources(&node_name), |_| {}).await;
     Some(ClusterNode {
         et,
         cp,
