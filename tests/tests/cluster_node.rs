@@ -36,14 +36,29 @@ async fn registers_ready_node_with_capacity_and_renews_its_lease() {
     assert!(cap.contains_key("cpu") && cap.contains_key("memory"));
     assert!(st.allocatable.unwrap().contains_key("memory"));
     let info = st.node_info.unwrap();
-    assert!(info.container_runtime_version.starts_with("containerd://"), "{info:?}");
+    assert!(
+        info.container_runtime_version.starts_with("containerd://"),
+        "{info:?}"
+    );
     assert!(!info.boot_id.is_empty() && !info.kernel_version.is_empty());
-    assert_eq!(st.daemon_endpoints.unwrap().kubelet_endpoint.unwrap().port, 10250);
+    assert_eq!(
+        st.daemon_endpoints.unwrap().kubelet_endpoint.unwrap().port,
+        10250
+    );
     let addrs = st.addresses.unwrap();
-    assert!(addrs.iter().any(|a| a.type_ == "InternalIP" && a.address == "127.0.0.1"));
+    assert!(addrs
+        .iter()
+        .any(|a| a.type_ == "InternalIP" && a.address == "127.0.0.1"));
     let conds = st.conditions.unwrap();
-    for (t, s) in [("MemoryPressure", "False"), ("DiskPressure", "False"), ("PIDPressure", "False")] {
-        let c = conds.iter().find(|c| c.type_ == t).unwrap_or_else(|| panic!("{t} missing"));
+    for (t, s) in [
+        ("MemoryPressure", "False"),
+        ("DiskPressure", "False"),
+        ("PIDPressure", "False"),
+    ] {
+        let c = conds
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap_or_else(|| panic!("{t} missing"));
         assert_eq!(c.status, s, "{t}");
     }
     assert!(n.metadata.uid.is_some());
@@ -60,7 +75,10 @@ async fn registers_ready_node_with_capacity_and_renews_its_lease() {
     assert_eq!(spec.holder_identity.as_deref(), Some(name.as_str()));
     assert_eq!(spec.lease_duration_seconds, Some(40));
     let owner = &first.metadata.owner_references.clone().unwrap()[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Node", name.as_str()));
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", name.as_str())
+    );
     assert_eq!(Some(owner.uid.clone()), n.metadata.uid);
     let t0 = spec.renew_time.unwrap();
     eventually(Duration::from_secs(30), "lease renewal", || {
@@ -106,7 +124,10 @@ async fn adopts_an_existing_node_and_keeps_foreign_conditions() {
     eventually(Duration::from_secs(60), "node Ready", || {
         let nodes = nodes.clone();
         let name = name.clone();
-        async move { (node_ready(&nodes.get_opt(&name).await.ok()??).as_deref() == Some("True")).then_some(()) }
+        async move {
+            (node_ready(&nodes.get_opt(&name).await.ok()??).as_deref() == Some("True"))
+                .then_some(())
+        }
     })
     .await;
     node.stop_kubelet().await;
@@ -129,28 +150,39 @@ async fn adopts_an_existing_node_and_keeps_foreign_conditions() {
         .await
         .expect("foreign condition");
     let mut labels_patch = Node::default();
-    labels_patch.metadata.labels = Some([("example.com/team".to_string(), "a".to_string())].into_iter().collect());
-    nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&labels_patch)).await.unwrap();
+    labels_patch.metadata.labels = Some(
+        [("example.com/team".to_string(), "a".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    nodes
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&labels_patch))
+        .await
+        .unwrap();
     // A restarted kubelet adopts the Node instead of failing.
     let (handle, shutdown, join, tasks) =
         cluster_common::launch(&node.et, &node.cp, &name, vec![], |_| {}).await;
     let _ = handle;
-    eventually(Duration::from_secs(60), "status patched by the new kubelet", || {
-        let nodes = nodes.clone();
-        let name = name.clone();
-        async move {
-            let n = nodes.get(&name).await.ok()?;
-            let conds = n.status?.conditions?;
-            let ready = conds.iter().find(|c| c.type_ == "Ready")?;
-            let foreign = conds.iter().find(|c| c.type_ == "NetworkUnavailable")?;
-            let labels = n.metadata.labels?;
-            (ready.status == "True"
-                && foreign.reason.as_deref() == Some("RouteCreated")
-                && labels.get("example.com/team").map(String::as_str) == Some("a")
-                && labels.contains_key("kubernetes.io/hostname"))
-            .then_some(())
-        }
-    })
+    eventually(
+        Duration::from_secs(60),
+        "status patched by the new kubelet",
+        || {
+            let nodes = nodes.clone();
+            let name = name.clone();
+            async move {
+                let n = nodes.get(&name).await.ok()?;
+                let conds = n.status?.conditions?;
+                let ready = conds.iter().find(|c| c.type_ == "Ready")?;
+                let foreign = conds.iter().find(|c| c.type_ == "NetworkUnavailable")?;
+                let labels = n.metadata.labels?;
+                (ready.status == "True"
+                    && foreign.reason.as_deref() == Some("RouteCreated")
+                    && labels.get("example.com/team").map(String::as_str) == Some("a")
+                    && labels.contains_key("kubernetes.io/hostname"))
+                .then_some(())
+            }
+        },
+    )
     .await;
     shutdown.cancel();
     join.await.unwrap().unwrap();

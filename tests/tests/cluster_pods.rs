@@ -21,7 +21,9 @@ async fn api_pod_runs_succeeds_and_deleted_pod_goes_away() {
     let pods = node.pods();
     // A pod that runs a few seconds and exits 0: Pending → Running → Succeeded.
     let job = node.pod("job", "sleep 4; exit 0", "Never");
-    pods.create(&PostParams::default(), &job).await.expect("create job");
+    pods.create(&PostParams::default(), &job)
+        .await
+        .expect("create job");
     let running = eventually(Duration::from_secs(90), "job Running", || {
         let pods = pods.clone();
         async move {
@@ -36,7 +38,11 @@ async fn api_pod_runs_succeeds_and_deleted_pod_goes_away() {
     assert!(st.start_time.is_some());
     let cs = &st.container_statuses.unwrap()[0];
     assert!(cs.state.as_ref().unwrap().running.is_some());
-    assert!(cs.container_id.as_deref().unwrap_or("").starts_with("containerd://"));
+    assert!(cs
+        .container_id
+        .as_deref()
+        .unwrap_or("")
+        .starts_with("containerd://"));
     // The scheduler's condition is kept beside the kubelet's.
     let done = eventually(Duration::from_secs(60), "job Succeeded", || {
         let pods = pods.clone();
@@ -63,10 +69,23 @@ async fn api_pod_runs_succeeds_and_deleted_pod_goes_away() {
     })
     .await;
     let cs = &failed.status.unwrap().container_statuses.unwrap()[0];
-    assert_eq!(cs.state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 3);
+    assert_eq!(
+        cs.state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        3
+    );
 
     // A long-running pod, deleted gracefully: it stops and the object goes away.
-    let web = node.pod("web", "trap 'exit 0' TERM; while true; do sleep 1; done", "Always");
+    let web = node.pod(
+        "web",
+        "trap 'exit 0' TERM; while true; do sleep 1; done",
+        "Always",
+    );
     let created = pods.create(&PostParams::default(), &web).await.unwrap();
     let uid = created.metadata.uid.clone().unwrap();
     eventually(Duration::from_secs(90), "web Running", || {
@@ -119,7 +138,10 @@ async fn scheduler_binds_a_pod_to_the_node_and_kubectl_shows_it() {
     eventually(Duration::from_secs(60), "node Ready", || {
         let nodes = nodes.clone();
         let name = name.clone();
-        async move { (node_ready(&nodes.get_opt(&name).await.ok()??).as_deref() == Some("True")).then_some(()) }
+        async move {
+            (node_ready(&nodes.get_opt(&name).await.ok()??).as_deref() == Some("True"))
+                .then_some(())
+        }
     })
     .await;
     // No nodeName: the real scheduler binds it (pinned to this node by its hostname label).
@@ -141,7 +163,10 @@ async fn scheduler_binds_a_pod_to_the_node_and_kubectl_shows_it() {
         }
     })
     .await;
-    assert_eq!(running.spec.unwrap().node_name.as_deref(), Some(name.as_str()));
+    assert_eq!(
+        running.spec.unwrap().node_name.as_deref(),
+        Some(name.as_str())
+    );
     let conds = running.status.unwrap().conditions.unwrap();
     let scheduled = conds.iter().find(|c| c.type_ == "PodScheduled").unwrap();
     assert_eq!(scheduled.status, "True");
@@ -153,7 +178,10 @@ async fn scheduler_binds_a_pod_to_the_node_and_kubectl_shows_it() {
         .await
         .expect("kubectl get pods");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let line = text.lines().find(|l| l.starts_with("sched ")).unwrap_or_else(|| panic!("{text}"));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("sched "))
+        .unwrap_or_else(|| panic!("{text}"));
     let cols: Vec<&str> = line.split_whitespace().collect();
     // NAME READY STATUS RESTARTS AGE IP NODE ...
     assert_eq!(cols[1], "1/1", "{line}");
@@ -162,7 +190,11 @@ async fn scheduler_binds_a_pod_to_the_node_and_kubectl_shows_it() {
     assert!(cols[5].parse::<std::net::IpAddr>().is_ok(), "{line}");
     assert_eq!(cols[6], name, "{line}");
 
-    let out = node.cp.kubectl(&["get", "node", &name, "--no-headers"]).await.unwrap();
+    let out = node
+        .cp
+        .kubectl(&["get", "node", &name, "--no-headers"])
+        .await
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let cols: Vec<&str> = text.split_whitespace().collect();
     // NAME STATUS ROLES AGE VERSION

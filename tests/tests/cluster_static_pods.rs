@@ -23,7 +23,11 @@ fn manifest(namespace: &str, label: &str) -> String {
         metadata: ObjectMeta {
             name: Some("static-web".into()),
             namespace: Some(namespace.into()),
-            labels: Some([("version".to_string(), label.to_string())].into_iter().collect()),
+            labels: Some(
+                [("version".to_string(), label.to_string())]
+                    .into_iter()
+                    .collect(),
+            ),
             ..Default::default()
         },
         spec: Some(PodSpec {
@@ -31,7 +35,11 @@ fn manifest(namespace: &str, label: &str) -> String {
             containers: vec![Container {
                 name: "web".into(),
                 image: Some(kubelet_tests::cri::BUSYBOX_IMAGE.into()),
-                command: Some(vec!["sh".into(), "-c".into(), "trap 'exit 0' TERM; while true; do sleep 1; done".into()]),
+                command: Some(vec![
+                    "sh".into(),
+                    "-c".into(),
+                    "trap 'exit 0' TERM; while true; do sleep 1; done".into(),
+                ]),
                 ..Default::default()
             }],
             ..Default::default()
@@ -67,10 +75,15 @@ async fn static_pod_gets_a_mirror_pod_that_follows_the_manifest() {
         }
     })
     .await;
-    let hash = annotation(&first, CONFIG_MIRROR_ANNOTATION).unwrap().to_string();
+    let hash = annotation(&first, CONFIG_MIRROR_ANNOTATION)
+        .unwrap()
+        .to_string();
     assert!(!hash.is_empty());
     let owner = &first.metadata.owner_references.clone().unwrap()[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Node", node.node_name.as_str()));
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", node.node_name.as_str())
+    );
     let static_uid = node
         .handle
         .pod_by_full_name(&format!("{ns}/{mirror_name}"))
@@ -81,7 +94,9 @@ async fn static_pod_gets_a_mirror_pod_that_follows_the_manifest() {
     assert_eq!(containers_before.len(), 1);
 
     // Deleting the mirror pod does not stop the static pod; the mirror pod comes back.
-    pods.delete(&mirror_name, &DeleteParams::default()).await.unwrap();
+    pods.delete(&mirror_name, &DeleteParams::default())
+        .await
+        .unwrap();
     let again = eventually(Duration::from_secs(60), "mirror pod re-created", || {
         let pods = pods.clone();
         let name = mirror_name.clone();
@@ -92,29 +107,42 @@ async fn static_pod_gets_a_mirror_pod_that_follows_the_manifest() {
         }
     })
     .await;
-    assert_eq!(annotation(&again, CONFIG_MIRROR_ANNOTATION), Some(hash.as_str()));
+    assert_eq!(
+        annotation(&again, CONFIG_MIRROR_ANNOTATION),
+        Some(hash.as_str())
+    );
     let containers_after = node.et.containers(&static_uid).await;
     assert_eq!(
-        containers_after.iter().map(|c| c.id.clone()).collect::<Vec<_>>(),
-        containers_before.iter().map(|c| c.id.clone()).collect::<Vec<_>>(),
+        containers_after
+            .iter()
+            .map(|c| c.id.clone())
+            .collect::<Vec<_>>(),
+        containers_before
+            .iter()
+            .map(|c| c.id.clone())
+            .collect::<Vec<_>>(),
         "the static pod's container was not restarted"
     );
 
     // Editing the manifest: a new static pod (new hash) and a new mirror pod for it.
     std::fs::write(&path, manifest(&ns, "v2")).unwrap();
-    let edited = eventually(Duration::from_secs(90), "mirror pod of the edited manifest", || {
-        let pods = pods.clone();
-        let name = mirror_name.clone();
-        let hash = hash.clone();
-        async move {
-            let p = pods.get_opt(&name).await.ok()??;
-            let labels = p.metadata.labels.clone()?;
-            (annotation(&p, CONFIG_MIRROR_ANNOTATION)? != hash
-                && labels.get("version").map(String::as_str) == Some("v2")
-                && phase(&p) == "Running")
-                .then_some(p)
-        }
-    })
+    let edited = eventually(
+        Duration::from_secs(90),
+        "mirror pod of the edited manifest",
+        || {
+            let pods = pods.clone();
+            let name = mirror_name.clone();
+            let hash = hash.clone();
+            async move {
+                let p = pods.get_opt(&name).await.ok()??;
+                let labels = p.metadata.labels.clone()?;
+                (annotation(&p, CONFIG_MIRROR_ANNOTATION)? != hash
+                    && labels.get("version").map(String::as_str) == Some("v2")
+                    && phase(&p) == "Running")
+                    .then_some(p)
+            }
+        },
+    )
     .await;
     assert_ne!(mirror_uid(&edited), mirror_uid(&again));
 
@@ -130,7 +158,10 @@ async fn static_pod_gets_a_mirror_pod_that_follows_the_manifest() {
 }
 
 /// [`start`] with a file source on `dir` for the test's node.
-async fn start_with_file_source(test: &str, dir: &std::path::Path) -> Option<cluster_common::ClusterNode> {
+async fn start_with_file_source(
+    test: &str,
+    dir: &std::path::Path,
+) -> Option<cluster_common::ClusterNode> {
     let dir = dir.to_path_buf();
     cluster_common::start_with(test, move |node_name| {
         let mut cfg = FileConfig::new(dir, node_name);

@@ -863,6 +863,13 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+    type ReadyCase = (
+        &'static str,
+        Box<dyn Fn(&mut Observed)>,
+        &'static str,
+        &'static str,
+    );
+
     fn t(secs: i64) -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + secs).unwrap())
     }
@@ -973,7 +980,7 @@ mod tests {
 
     #[test]
     fn ready_condition_cases() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut Observed)>, &str, &str)> = vec![
+        let cases: Vec<ReadyCase> = vec![
             (
                 "healthy",
                 Box::new(|_| {}),

@@ -90,7 +90,7 @@ impl WatchState {
                 let listed = self.listing.take().unwrap_or_default();
                 self.known = listed;
                 let mut pods: Vec<Arc<Pod>> = self.known.values().cloned().collect();
-                pods.sort_by(|a, b| podutil::full_name(a).cmp(&podutil::full_name(b)));
+                pods.sort_by_key(|p| podutil::full_name(p));
                 Some(update(PodOperation::Set, pods))
             }
             Event::Apply(p) => {
@@ -204,6 +204,8 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+    type Summary = (PodOperation, Vec<String>);
+
     fn pod(name: &str, uid: &str, rv: &str) -> Pod {
         Pod {
             metadata: ObjectMeta {
@@ -241,7 +243,7 @@ mod tests {
         let stamped = &u.as_ref().map(|u| u.pods[0].clone()).unwrap();
         assert_eq!(podutil::source(stamped), "api");
         // Incremental events.
-        let cases: Vec<(Event<Pod>, (PodOperation, Vec<String>))> = vec![
+        let cases: Vec<(Event<Pod>, Summary)> = vec![
             (
                 Event::Apply(pod("c", "3", "2")),
                 (PodOperation::Add, vec!["3".into()]),

@@ -452,6 +452,13 @@ mod tests {
     use k8s_openapi::api::core::v1::PodCondition;
     use kubelet_core::pod::CONFIG_SOURCE_ANNOTATION;
 
+    type MirrorCase = (
+        &'static str,
+        Vec<Arc<Pod>>,
+        Vec<Arc<Pod>>,
+        Vec<&'static str>,
+    );
+
     fn cond(t: &str, s: &str) -> PodCondition {
         PodCondition {
             type_: t.into(),
@@ -553,7 +560,7 @@ mod tests {
 
     #[test]
     fn mirror_plan_cases() {
-        let cases: Vec<(&str, Vec<Arc<Pod>>, Vec<Arc<Pod>>, Vec<&str>)> = vec![
+        let cases: Vec<MirrorCase> = vec![
             (
                 "new static pod",
                 vec![static_pod("a", "h1")],

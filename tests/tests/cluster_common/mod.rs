@@ -92,7 +92,10 @@ pub async fn launch(
     extra_sources: Vec<Arc<dyn PodSource>>,
     edit: impl FnOnce(&mut ClusterMemberConfig),
 ) -> Launched {
-    let kubeconfig = cp.node_kubeconfig(node_name).await.expect("node kubeconfig");
+    let kubeconfig = cp
+        .node_kubeconfig(node_name)
+        .await
+        .expect("node kubeconfig");
     let clients = ApiClients::from_kubeconfig(&ClientConfig::new(kubeconfig))
         .await
         .expect("api clients");
@@ -196,7 +199,12 @@ impl Drop for ClusterNode {
             let kc = self.cp.admin_kubeconfig_path().to_path_buf();
             for args in [
                 vec!["delete", "node", self.node_name.as_str(), "--wait=false"],
-                vec!["delete", "namespace", self.et.namespace.as_str(), "--wait=false"],
+                vec![
+                    "delete",
+                    "namespace",
+                    self.et.namespace.as_str(),
+                    "--wait=false",
+                ],
             ] {
                 let _ = std::process::Command::new("kubectl")
                     .arg("--kubeconfig")
