@@ -378,4 +378,30 @@ mod tests {
         );
         assert_eq!(cm_config(&d).cgroup_root, "/");
     }
+
+    #[test]
+    fn cluster_flags_reach_the_cluster_member() {
+        let l = load(&[
+            "--kubeconfig=/etc/kubelet.kubeconfig",
+            "--node-labels=tier=edge",
+            "--register-with-taints=dedicated=infra:NoSchedule",
+            "--register-node=false",
+            "--node-status-update-frequency=20s",
+            "--port=10350",
+        ]);
+        let cfg = cluster_member_config(&l, vec!["10.0.0.7".into()]);
+        assert_eq!(cfg.node.node_name, "node-a");
+        assert_eq!(cfg.node.labels["tier"], "edge");
+        assert_eq!(cfg.node.taints.len(), 1);
+        assert_eq!(cfg.node.taints[0].key, "dedicated");
+        assert_eq!(cfg.node.taints[0].value.as_deref(), Some("infra"));
+        assert_eq!(cfg.node.taints[0].effect, "NoSchedule");
+        assert!(!cfg.node.register_node);
+        assert_eq!(cfg.node.status_update_frequency, Duration::from_secs(20));
+        assert_eq!(cfg.node.status_report_frequency, Duration::from_secs(300));
+        assert_eq!(cfg.node.kubelet_port, 10350);
+        assert_eq!(cfg.node.node_ips, ["10.0.0.7"]);
+        assert_eq!(cfg.lease.duration_seconds, 40);
+        assert_eq!(cfg.lease.renew_interval, Duration::from_secs(10));
+    }
 }
