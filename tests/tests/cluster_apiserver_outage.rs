@@ -24,7 +24,11 @@ fn control_plane(cmd: &str) {
         .arg(cmd)
         .output()
         .expect("control-plane script");
-    assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,20 +39,39 @@ async fn pods_survive_an_apiserver_outage_and_the_kubelet_catches_up() {
     };
     let pods = node.pods();
     let name = node.node_name.clone();
-    let web = node.pod("web", "trap 'exit 0' TERM; while true; do sleep 1; done", "Always");
-    let uid = pods.create(&PostParams::default(), &web).await.unwrap().metadata.uid.unwrap();
+    let web = node.pod(
+        "web",
+        "trap 'exit 0' TERM; while true; do sleep 1; done",
+        "Always",
+    );
+    let uid = pods
+        .create(&PostParams::default(), &web)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
     eventually(Duration::from_secs(90), "web Running", || {
         let pods = pods.clone();
         async move { (phase(&pods.get("web").await.ok()?) == "Running").then_some(()) }
     })
     .await;
-    let before: Vec<String> = node.et.containers(&uid).await.into_iter().map(|c| c.id).collect();
+    let before: Vec<String> = node
+        .et
+        .containers(&uid)
+        .await
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
 
     control_plane("apiserver-stop");
     let stopped_at = k8s_openapi::jiff::Timestamp::now();
     tokio::time::sleep(Duration::from_secs(30)).await;
     // Still desired and running: nothing was dropped while the server was away.
-    assert!(node.handle.pod(&uid).is_some(), "pod kept while the apiserver is down");
+    assert!(
+        node.handle.pod(&uid).is_some(),
+        "pod kept while the apiserver is down"
+    );
     let running: Vec<String> = node
         .et
         .containers(&uid)
@@ -57,31 +80,43 @@ async fn pods_survive_an_apiserver_outage_and_the_kubelet_catches_up() {
         .filter(|c| c.state == ContainerState::Running)
         .map(|c| c.id)
         .collect();
-    assert_eq!(running, before, "the pod's container kept running, unrestarted");
+    assert_eq!(
+        running, before,
+        "the pod's container kept running, unrestarted"
+    );
     control_plane("apiserver-start");
 
     // Heartbeats resume: the lease is renewed after the outage and the node is Ready.
     let leases: Api<Lease> = Api::namespaced(node.admin.clone(), "kube-node-lease");
-    eventually(Duration::from_secs(90), "lease renewed after the outage", || {
-        let leases = leases.clone();
-        let name = name.clone();
-        async move {
-            let t = leases.get(&name).await.ok()?.spec?.renew_time?;
-            (t.0 > stopped_at).then_some(())
-        }
-    })
+    eventually(
+        Duration::from_secs(90),
+        "lease renewed after the outage",
+        || {
+            let leases = leases.clone();
+            let name = name.clone();
+            async move {
+                let t = leases.get(&name).await.ok()?.spec?.renew_time?;
+                (t.0 > stopped_at).then_some(())
+            }
+        },
+    )
     .await;
     let nodes = node.nodes();
     eventually(Duration::from_secs(60), "node Ready", || {
         let nodes = nodes.clone();
         let name = name.clone();
-        async move { (node_ready(&nodes.get(&name).await.ok()?).as_deref() == Some("True")).then_some(()) }
+        async move {
+            (node_ready(&nodes.get(&name).await.ok()?).as_deref() == Some("True")).then_some(())
+        }
     })
     .await;
     // The watch resumed: a new pod runs, and deleting the old one stops it and removes it.
-    pods.create(&PostParams::default(), &node.pod("after", "while true; do sleep 1; done", "Always"))
-        .await
-        .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &node.pod("after", "while true; do sleep 1; done", "Always"),
+    )
+    .await
+    .unwrap();
     eventually(Duration::from_secs(120), "new pod Running", || {
         let pods = pods.clone();
         async move { (phase(&pods.get("after").await.ok()?) == "Running").then_some(()) }

@@ -33,17 +33,29 @@ const WINDOW: Duration = Duration::from_secs(330);
 async fn idle_request_rate_with_110_pods() {
     let cp = ControlPlane::ensure().await.expect("control plane");
     let admin = cp.admin_client().await.unwrap();
-    let tag = format!("{}-{}", std::process::id(), kubelet_core::clock::now_unix_nanos() & 0xffff);
+    let tag = format!(
+        "{}-{}",
+        std::process::id(),
+        kubelet_core::clock::now_unix_nanos() & 0xffff
+    );
     let ns = format!("it-idlerate-{tag}");
     let node_name = format!("n-idlerate-{tag}");
     let nsobj = Namespace {
-        metadata: ObjectMeta { name: Some(ns.clone()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(ns.clone()),
+            ..Default::default()
+        },
         ..Default::default()
     };
-    Api::<Namespace>::all(admin.clone()).create(&PostParams::default(), &nsobj).await.unwrap();
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &nsobj)
+        .await
+        .unwrap();
 
     let kubeconfig = cp.node_kubeconfig(&node_name).await.unwrap();
-    let clients = ApiClients::from_kubeconfig(&ClientConfig::new(kubeconfig)).await.unwrap();
+    let clients = ApiClients::from_kubeconfig(&ClientConfig::new(kubeconfig))
+        .await
+        .unwrap();
     let mut cfg = ClusterMemberConfig::new(node_name.clone());
     cfg.node.node_ips = vec!["127.0.0.1".into()];
     let member = ClusterMember::new(clients, cfg.clone());
@@ -74,7 +86,10 @@ async fn idle_request_rate_with_110_pods() {
         let image = "kubelet-rs.local/busybox:1.0";
         runtime.add_image(image);
         let p = Pod {
-            metadata: ObjectMeta { name: Some(format!("idle-{i}")), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(format!("idle-{i}")),
+                ..Default::default()
+            },
             spec: Some(PodSpec {
                 node_name: Some(node_name.clone()),
                 automount_service_account_token: Some(false),
@@ -93,7 +108,8 @@ async fn idle_request_rate_with_110_pods() {
         let pods = pods.clone();
         async move {
             let list = pods.list(&ListParams::default()).await.ok()?;
-            (list.items.len() == PODS && list.items.iter().all(|p| phase(p) == "Running")).then_some(())
+            (list.items.len() == PODS && list.items.iter().all(|p| phase(p) == "Running"))
+                .then_some(())
         }
     })
     .await;
@@ -106,15 +122,25 @@ async fn idle_request_rate_with_110_pods() {
     let text = std::fs::read_to_string(cp.audit_log_path()).unwrap();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         if v["stage"] != "ResponseComplete" || v["user"]["username"] != user.as_str() {
             continue;
         }
-        let Some(ts) = v["stageTimestamp"].as_str().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok()) else { continue };
+        let Some(ts) = v["stageTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        else {
+            continue;
+        };
         if ts < start || ts > end {
             continue;
         }
-        let mut res = v["objectRef"]["resource"].as_str().unwrap_or("?").to_string();
+        let mut res = v["objectRef"]["resource"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
         if let Some(sub) = v["objectRef"]["subresource"].as_str() {
             res = format!("{res}/{sub}");
         }
@@ -123,19 +149,27 @@ async fn idle_request_rate_with_110_pods() {
     }
     let minutes = WINDOW.as_secs_f64() / 60.0;
     let total: u64 = counts.values().sum();
-    println!("idle request rate of {node_name} with {PODS} pods over {minutes:.1} min: {:.1}/min", total as f64 / minutes);
+    println!(
+        "idle request rate of {node_name} with {PODS} pods over {minutes:.1} min: {:.1}/min",
+        total as f64 / minutes
+    );
     for (k, n) in &counts {
         println!("{:8.2}/min  {k}", *n as f64 / minutes);
     }
     // A watch is one long request; everything else is heartbeats. At idle no pod status is
     // written.
-    assert!(!counts.keys().any(|k| k.starts_with("patch pods/status")), "{counts:?}");
+    assert!(
+        !counts.keys().any(|k| k.starts_with("patch pods/status")),
+        "{counts:?}"
+    );
 
     shutdown.cancel();
     join.await.unwrap().unwrap();
     tasks.wait().await;
     let dp = DeleteParams::default();
-    let _ = Api::<k8s_openapi::api::core::v1::Node>::all(admin.clone()).delete(&node_name, &dp).await;
+    let _ = Api::<k8s_openapi::api::core::v1::Node>::all(admin.clone())
+        .delete(&node_name, &dp)
+        .await;
     let _ = Api::<Namespace>::all(admin).delete(&ns, &dp).await;
 }
 

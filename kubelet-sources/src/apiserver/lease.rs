@@ -141,12 +141,7 @@ pub fn renewed(
     spec.holder_identity = Some(cfg.node_name.clone());
     spec.lease_duration_seconds = Some(cfg.duration_seconds);
     spec.renew_time = Some(now);
-    let has_owner = lease
-        .metadata
-        .owner_references
-        .as_ref()
-        .is_some_and(|o| o.iter().any(|r| r.kind == "Node"));
-    if let (false, Some(uid)) = (has_owner, node_uid) {
+    if let (false, Some(uid)) = (has_node_owner(&lease), node_uid) {
         lease.metadata.owner_references = Some(vec![OwnerReference {
             api_version: "v1".into(),
             kind: "Node".into(),
@@ -156,6 +151,14 @@ pub fn renewed(
         }]);
     }
     lease
+}
+
+fn has_node_owner(lease: &Lease) -> bool {
+    lease
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|r| r.kind == "Node"))
 }
 
 fn micro_now() -> MicroTime {
@@ -185,11 +188,11 @@ impl<C: LeaseClient> LeaseController<C> {
     /// One renewal (ensure on the first round, update afterwards).
     pub async fn renew_once(&mut self) -> Result<(), ApiError> {
         let name = self.cfg.node_name.clone();
-        let node_uid = self.client.node_uid(&name).await;
         if self.latest.is_none() {
             match self.client.get(&name).await? {
                 Some(l) => self.latest = Some(l),
                 None => {
+                    let node_uid = self.client.node_uid(&name).await;
                     let l = renewed(None, &self.cfg, micro_now(), node_uid.as_deref());
                     let created = self.client.create(&l).await?;
                     tracing::info!(node = %name, "node lease created");
@@ -198,6 +201,12 @@ impl<C: LeaseClient> LeaseController<C> {
                 }
             }
         }
+        // The Node's uid is looked up only while the lease lacks its owner reference.
+        let node_uid = if self.latest.as_ref().is_some_and(has_node_owner) {
+            None
+        } else {
+            self.client.node_uid(&name).await
+        };
         let l = renewed(
             self.latest.as_ref(),
             &self.cfg,
@@ -299,6 +308,11 @@ mod tests {
             Ok(lease.clone())
         }
         async fn node_uid(&self, _node: &str) -> Option<String> {
+            self.0
+                .calls
+                .lock()
+                .unwrap()
+                .push(("node_uid", Instant::now()));
             Some("node-uid".into())
         }
     }
@@ -315,7 +329,11 @@ mod tests {
         task.await.unwrap();
         let calls = fake.0.calls.lock().unwrap().clone();
         let kinds: Vec<&str> = calls.iter().map(|c| c.0).collect();
-        assert_eq!(kinds, vec!["get", "create", "update", "update", "update"]);
+        // The node's uid is read once (for the owner reference), not at every renewal.
+        assert_eq!(
+            kinds,
+            vec!["get", "node_uid", "create", "update", "update", "update"]
+        );
         let update_offsets: Vec<u64> = calls
             .iter()
             .filter(|c| c.0 == "update")
@@ -347,7 +365,11 @@ mod tests {
         shutdown.cancel();
         task.await.unwrap();
         let calls = fake.0.calls.lock().unwrap().clone();
-        let offsets_ms: Vec<u128> = calls.iter().map(|c| (c.1 - start).as_millis()).collect();
+        let offsets_ms: Vec<u128> = calls
+            .iter()
+            .filter(|c| c.0 != "node_uid")
+            .map(|c| (c.1 - start).as_millis())
+            .collect();
         // Failing attempts at 0, .2, .6, 1.4, 3.0, 6.2, 12.6, 19.6, 26.6 (cap 7s), then success
         // at 33.6 (get+create) and the next renewal 10s later.
         let failing: Vec<u128> = offsets_ms.iter().copied().filter(|t| *t < 30_000).collect();
@@ -362,7 +384,12 @@ mod tests {
             .collect();
         assert_eq!(
             rest,
-            vec![("get", 33600), ("create", 33600), ("update", 43600)]
+            vec![
+                ("get", 33600),
+                ("node_uid", 33600),
+                ("create", 33600),
+                ("update", 43600)
+            ]
         );
     }
 }

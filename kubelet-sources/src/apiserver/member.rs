@@ -29,6 +29,8 @@ pub struct ClusterMemberConfig {
     pub lease: LeaseConfig,
     /// How often mirror pods are reconciled (Go does it at housekeeping, every 2s).
     pub mirror_period: Duration,
+    /// Length of one pod watch request in seconds (290).
+    pub pod_watch_timeout_seconds: u32,
 }
 
 impl ClusterMemberConfig {
@@ -39,6 +41,7 @@ impl ClusterMemberConfig {
             node: NodeConfig::new(node_name.clone()),
             lease: LeaseConfig::new(node_name),
             mirror_period: Duration::from_secs(2),
+            pod_watch_timeout_seconds: super::source::DEFAULT_WATCH_TIMEOUT_SECONDS,
         }
     }
 }
@@ -65,7 +68,10 @@ impl ClusterMember {
     /// A member over `clients`.
     pub fn new(clients: ApiClients, config: ClusterMemberConfig) -> Self {
         let name = config.node.node_name.clone();
-        let source = Arc::new(ApiSource::new(clients.api.clone(), name.clone()));
+        let source = Arc::new(
+            ApiSource::new(clients.api.clone(), name.clone())
+                .with_watch_timeout(config.pod_watch_timeout_seconds),
+        );
         let (recorder, events) = EventRecorder::new(clients.api.clone(), name);
         let sink = Arc::new(ApiStatusSink::new(
             clients.api.clone(),

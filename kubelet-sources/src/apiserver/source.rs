@@ -25,6 +25,9 @@ use kubelet_core::source::{PodOperation, PodSource, PodUpdate, SourceError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// Default length of one watch request, in seconds.
+pub const DEFAULT_WATCH_TIMEOUT_SECONDS: u32 = 290;
+
 /// The pods the source currently knows, by uid; shared read-only with others (the mirror
 /// pod manager reads the mirror pods from it).
 pub type PodCache = Arc<RwLock<HashMap<String, Arc<Pod>>>>;
@@ -34,6 +37,7 @@ pub struct ApiSource {
     client: kube::Client,
     node_name: String,
     cache: PodCache,
+    watch_timeout: u32,
 }
 
 impl std::fmt::Debug for ApiSource {
@@ -51,7 +55,15 @@ impl ApiSource {
             client,
             node_name: node_name.into(),
             cache: PodCache::default(),
+            watch_timeout: DEFAULT_WATCH_TIMEOUT_SECONDS,
         }
+    }
+
+    /// Sets how long one watch request lasts before it is renewed (seconds; default 290,
+    /// under the apiserver's limit).
+    pub fn with_watch_timeout(mut self, seconds: u32) -> Self {
+        self.watch_timeout = seconds.max(1);
+        self
     }
 
     /// The source's view of the API pods (kept up to date while it runs).
@@ -146,7 +158,9 @@ impl PodSource for ApiSource {
         shutdown: CancellationToken,
     ) -> Result<(), SourceError> {
         let api: Api<Pod> = Api::all(self.client.clone());
-        let cfg = watcher::Config::default().fields(&self.field_selector());
+        let cfg = watcher::Config::default()
+            .fields(&self.field_selector())
+            .timeout(self.watch_timeout);
         let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
         let mut state = WatchState::default();
         let mut failing = false;

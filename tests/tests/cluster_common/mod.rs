@@ -42,6 +42,15 @@ pub async fn start_with(
     test: &str,
     sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
 ) -> Option<ClusterNode> {
+    start_configured(test, sources, |_| {}).await
+}
+
+/// [`start_with`], editing the member's configuration first.
+pub async fn start_configured(
+    test: &str,
+    sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
+    edit: impl FnOnce(&mut ClusterMemberConfig),
+) -> Option<ClusterNode> {
     let et = EngineTest::new(test).await?;
     let cp = match ControlPlane::ensure().await {
         Ok(cp) => cp,
@@ -64,7 +73,7 @@ pub async fn start_with(
         .create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
-    let node = launch(&et, &cp, &node_name, sources(&node_name), |_| {}).await;
+    let node = launch(&et, &cp, &node_name, sources(&node_name), edit).await;
     Some(ClusterNode {
         et,
         cp,
