@@ -4,7 +4,7 @@
 //! `createAndInitKubelet`/`NewMainKubelet`: sources and the engine, through the same builder
 //! embedders use) → [`start_kubelet`] (Go's `startKubelet`: run until a signal).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,11 +12,11 @@ use anyhow::{bail, Context, Result};
 use kubelet_cm::{CmConfig, LinuxContainerManager};
 use kubelet_core::{ContainerManager, ContainerRuntime, Kubelet, KubeletHandle};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
+use kubelet_sources::apiserver::{ApiClients, ClientConfig, ClusterMember, ClusterMemberConfig};
 use kubelet_sources::{file::FileSource, http::HttpSource};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::LoadedConfig;
-use kubelet_server::Endpoints;
 
 /// How long runonce mode waits for its pods.
 const RUNONCE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -88,13 +88,10 @@ pub async fn run(loaded: LoadedConfig, shutdown: CancellationToken) -> Result<()
     if loaded.bootstrap_kubeconfig.is_some() {
         bail!("--bootstrap-kubeconfig: TLS bootstrapping is not implemented by kubelet-rs yet; provide a --kubeconfig with client credentials instead");
     }
-    if let Some(kc) = &loaded.kubeconfig {
-        bail!(
-            "--kubeconfig {}: cluster mode (API server pod source, node registration, status) is not implemented by kubelet-rs yet; omit it to run standalone",
-            kc.display()
-        );
+    let member = cluster_member(&loaded).await?;
+    if member.is_none() {
+        tracing::info!(node = %loaded.node_name, "standalone mode: no --kubeconfig, pods come from static sources only");
     }
-    tracing::info!(node = %loaded.node_name, "standalone mode: no --kubeconfig, pods come from static sources only");
 
     let cm_cfg = cm_config(&loaded);
     let cm = tokio::task::spawn_blocking(move || LinuxContainerManager::new(cm_cfg))
@@ -109,10 +106,81 @@ pub async fn run(loaded: LoadedConfig, shutdown: CancellationToken) -> Result<()
                 loaded.runtime_endpoint()
             )
         })?;
-    let runtime: Arc<dyn ContainerRuntime> = Arc::new(runtime);
+    let runtime: Arc<dyn ContainerRuntime> = Arc::new(
+        kubelet_core::metrics::InstrumentedRuntime::new(Arc::new(runtime)),
+    );
+    let stats_cm = cm.clone();
     let cm: Arc<dyn ContainerManager> = Arc::new(cm);
-    let kubelet = create_and_init_kubelet(&loaded, runtime, cm).await?;
-    start_kubelet(&loaded, kubelet, shutdown).await
+    let kubelet = create_and_init_kubelet_with(&loaded, runtime, cm, member.as_ref()).await?;
+    let member_tasks = match member {
+        Some(m) => Some(start_cluster_member(m, &kubelet, &shutdown).await),
+        None => None,
+    };
+    let result = start_kubelet_with(&loaded, kubelet, Some(stats_cm), shutdown.clone()).await;
+    if let Some(tasks) = member_tasks {
+        // The kubelet stopped (normally on shutdown; on an error, stop the member too).
+        shutdown.cancel();
+        tasks.wait().await;
+    }
+    result
+}
+
+/// Cluster mode (`--kubeconfig`): the API clients and the [`ClusterMember`] (API pod source,
+/// status sink, node registration and status, lease, events, mirror pods); `None` standalone.
+pub async fn cluster_member(loaded: &LoadedConfig) -> Result<Option<ClusterMember>> {
+    let Some(kubeconfig) = &loaded.kubeconfig else {
+        return Ok(None);
+    };
+    let c = &loaded.config;
+    let client_cfg = ClientConfig {
+        kubeconfig: kubeconfig.clone(),
+        qps: f64::from(c.kube_api_qps),
+        burst: u32::try_from(c.kube_api_burst).unwrap_or(0),
+        heartbeat_timeout: c.node_status_update_frequency.0,
+    };
+    let clients = ApiClients::from_kubeconfig(&client_cfg)
+        .await
+        .with_context(|| format!("--kubeconfig {}", kubeconfig.display()))?;
+    let config = cluster_member_config(loaded, node_ips(loaded).await);
+    tracing::info!(node = %loaded.node_name, kubeconfig = %kubeconfig.display(), register = config.node.register_node, "cluster mode: pods from the API server and static sources");
+    Ok(Some(ClusterMember::new(clients, config)))
+}
+
+/// The cluster member's configuration from the kubelet configuration and flags.
+pub fn cluster_member_config(loaded: &LoadedConfig, node_ips: Vec<String>) -> ClusterMemberConfig {
+    let c = &loaded.config;
+    let mut cfg = ClusterMemberConfig::new(loaded.node_name.clone());
+    cfg.node.labels = loaded.node_labels.clone();
+    cfg.node.taints = c
+        .register_with_taints
+        .iter()
+        .map(|t| k8s_openapi::api::core::v1::Taint {
+            key: t.key.clone(),
+            value: (!t.value.is_empty()).then(|| t.value.clone()),
+            effect: t.effect.clone(),
+            time_added: None,
+        })
+        .collect();
+    cfg.node.node_ips = node_ips;
+    cfg.node.register_node = c.register_node;
+    cfg.node.status_update_frequency = c.node_status_update_frequency.0;
+    cfg.node.status_report_frequency = c.node_status_report_frequency.0;
+    cfg.node.kubelet_port = c.port;
+    cfg.lease.duration_seconds = c.node_lease_duration_seconds;
+    // Go renews at a quarter of the lease duration.
+    cfg.lease.renew_interval =
+        Duration::from_secs(u64::try_from(c.node_lease_duration_seconds).unwrap_or(40)) / 4;
+    cfg.lease.request_timeout = c.node_status_update_frequency.0;
+    cfg
+}
+
+/// Starts the cluster member's tasks for a built kubelet (before it runs).
+pub async fn start_cluster_member(
+    member: ClusterMember,
+    kubelet: &Kubelet,
+    shutdown: &CancellationToken,
+) -> tokio_util::task::TaskTracker {
+    member.start(kubelet.handle(), shutdown.clone()).await
 }
 
 /// Go's `createAndInitKubelet`: pod sources and the engine, through the public builder.
@@ -121,8 +189,25 @@ pub async fn create_and_init_kubelet(
     runtime: Arc<dyn ContainerRuntime>,
     cm: Arc<dyn ContainerManager>,
 ) -> Result<Kubelet> {
+    create_and_init_kubelet_with(loaded, runtime, cm, None).await
+}
+
+/// [`create_and_init_kubelet`] in cluster mode: the member's API source and status sink too.
+pub async fn create_and_init_kubelet_with(
+    loaded: &LoadedConfig,
+    runtime: Arc<dyn ContainerRuntime>,
+    cm: Arc<dyn ContainerManager>,
+    member: Option<&ClusterMember>,
+) -> Result<Kubelet> {
     let mut config = loaded.engine_config();
     config.node_ips = node_ips(loaded).await;
+    // Admission (node selectors and affinity) sees the labels the node registers with, as
+    // Go's kubelet sees its Node object: the kubelet's own labels plus --node-labels.
+    let mut labels = kubelet_sources::apiserver::node::default_labels(
+        &kubelet_sources::apiserver::node::NodeConfig::new(loaded.node_name.clone()),
+    );
+    labels.append(&mut config.node_labels);
+    config.node_labels = labels;
     let mut builder = Kubelet::builder()
         .config(config)
         .runtime(runtime)
@@ -138,42 +223,34 @@ pub async fn create_and_init_kubelet(
         builder = builder.source(Arc::new(HttpSource::new(http)));
         sources += 1;
     }
+    if let Some(m) = member {
+        builder = builder.source(m.source()).status_sink(m.status_sink());
+        sources += 1;
+    }
     if sources == 0 {
         tracing::warn!("no pod source: set --pod-manifest-path (staticPodPath) or --manifest-url (staticPodURL)");
     }
     builder.build().context("building the kubelet")
 }
 
-/// Go's `startKubelet`: the healthz listener and the kubelet, until `shutdown`.
+/// Go's `startKubelet`: the HTTP listeners and the kubelet, until `shutdown`.
 pub async fn start_kubelet(
     loaded: &LoadedConfig,
     kubelet: Kubelet,
     shutdown: CancellationToken,
 ) -> Result<()> {
+    start_kubelet_with(loaded, kubelet, None, shutdown).await
+}
+
+/// [`start_kubelet`] with the container manager whose cgroups `/stats/summary` reads.
+pub async fn start_kubelet_with(
+    loaded: &LoadedConfig,
+    kubelet: Kubelet,
+    stats_cm: Option<LinuxContainerManager>,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let handle = kubelet.handle();
-    let c = &loaded.config;
-    if c.healthz_port > 0 {
-        listen(
-            &c.healthz_bind_address,
-            c.healthz_port,
-            "healthz",
-            Endpoints::Healthz,
-            &handle,
-            &shutdown,
-        )
-        .await?;
-    }
-    if c.read_only_port > 0 {
-        listen(
-            &c.address,
-            c.read_only_port,
-            "read-only",
-            Endpoints::ReadOnly,
-            &handle,
-            &shutdown,
-        )
-        .await?;
-    }
+    crate::server::start_servers(loaded, &handle, stats_cm, None, &shutdown).await?;
     let engine = tokio::spawn(kubelet.run(shutdown.clone()));
     if loaded.runonce {
         let ok = run_once(&handle).await;
@@ -185,34 +262,6 @@ pub async fn start_kubelet(
         return Ok(());
     }
     engine.await.context("kubelet task")??;
-    Ok(())
-}
-
-/// Binds a listener (so a port conflict fails start-up) and serves `endpoints` on it.
-async fn listen(
-    address: &str,
-    port: i32,
-    what: &str,
-    endpoints: Endpoints,
-    handle: &KubeletHandle,
-    shutdown: &CancellationToken,
-) -> Result<()> {
-    let ip: IpAddr = address
-        .parse()
-        .with_context(|| format!("{what} address {address:?} is not an IP address"))?;
-    let port =
-        u16::try_from(port).with_context(|| format!("{what} port {port} is out of range"))?;
-    let addr = SocketAddr::new(ip, port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("listening for {what} on {addr}"))?;
-    tracing::info!(%addr, "{what} server listening");
-    tokio::spawn(kubelet_server::serve(
-        listener,
-        Arc::new(handle.clone()),
-        endpoints,
-        shutdown.clone(),
-    ));
     Ok(())
 }
 
@@ -290,5 +339,31 @@ mod tests {
             Some("unix:///run/img.sock")
         );
         assert_eq!(cm_config(&d).cgroup_root, "/");
+    }
+
+    #[test]
+    fn cluster_flags_reach_the_cluster_member() {
+        let l = load(&[
+            "--kubeconfig=/etc/kubelet.kubeconfig",
+            "--node-labels=tier=edge",
+            "--register-with-taints=dedicated=infra:NoSchedule",
+            "--register-node=false",
+            "--node-status-update-frequency=20s",
+            "--port=10350",
+        ]);
+        let cfg = cluster_member_config(&l, vec!["10.0.0.7".into()]);
+        assert_eq!(cfg.node.node_name, "node-a");
+        assert_eq!(cfg.node.labels["tier"], "edge");
+        assert_eq!(cfg.node.taints.len(), 1);
+        assert_eq!(cfg.node.taints[0].key, "dedicated");
+        assert_eq!(cfg.node.taints[0].value.as_deref(), Some("infra"));
+        assert_eq!(cfg.node.taints[0].effect, "NoSchedule");
+        assert!(!cfg.node.register_node);
+        assert_eq!(cfg.node.status_update_frequency, Duration::from_secs(20));
+        assert_eq!(cfg.node.status_report_frequency, Duration::from_secs(300));
+        assert_eq!(cfg.node.kubelet_port, 10350);
+        assert_eq!(cfg.node.node_ips, ["10.0.0.7"]);
+        assert_eq!(cfg.lease.duration_seconds, 40);
+        assert_eq!(cfg.lease.renew_interval, Duration::from_secs(10));
     }
 }

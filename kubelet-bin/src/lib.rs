@@ -20,3 +20,4 @@
 pub mod app;
 pub mod config;
 pub mod flags;
+pub mod server;

@@ -712,6 +712,11 @@ impl KubeletHandle {
         }
         Ok(())
     }
+
+    /// The kubelet's Prometheus metrics ([`crate::metrics::global`]).
+    pub fn metrics(&self) -> &'static crate::metrics::Metrics {
+        crate::metrics::global()
+    }
 }
 
 fn nanos(d: Duration) -> i64 {

@@ -49,6 +49,7 @@ pub mod kubelet;
 pub mod lifecycle;
 #[cfg(test)]
 mod lifecycle_tests;
+pub mod metrics;
 pub mod pleg;
 pub mod pod;
 pub mod pod_manager;

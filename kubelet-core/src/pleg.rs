@@ -174,6 +174,12 @@ impl Pleg {
                 }
             }
         }
+        let count = |o: Observed| current.values().filter(|r| r.state == o).count();
+        crate::metrics::global().set_running(
+            count(Observed::SandboxReady),
+            count(Observed::Running),
+            count(Observed::Exited),
+        );
         self.records = current;
         self.engine.set_runtime_pods(pods);
         Ok(events)
@@ -195,7 +201,12 @@ impl Pleg {
             health
                 .pleg_relist_started
                 .store(now_unix_nanos(), Ordering::Relaxed);
-            match self.relist().await {
+            let relist_started = std::time::Instant::now();
+            let relisted = self.relist().await;
+            crate::metrics::global()
+                .pleg_relist_duration
+                .observe(relist_started.elapsed());
+            match relisted {
                 Ok(evs) => {
                     health
                         .pleg_relist_finished

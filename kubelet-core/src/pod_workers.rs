@@ -307,11 +307,18 @@ impl PodWorkers {
                                 tracing::debug_span!("sync", pod = %pod::full_name(&p), uid = %uid);
                             // Boxed: the sync's state lives on the heap only while it runs,
                             // keeping thousands of idle workers small.
+                            let sync_started = std::time::Instant::now();
                             let outcome = Box::pin(tracing::Instrument::instrument(
                                 engine.sync_pod(&p, &mut memory),
                                 span,
                             ))
                             .await;
+                            crate::metrics::global()
+                                .pod_worker_duration
+                                .with("sync")
+                                .observe(sync_started.elapsed());
+                            crate::metrics::global()
+                                .pod_synced(&p, engine.status.get(&uid).as_ref());
                             match outcome {
                                 SyncOutcome::Terminal => {
                                     let mut slot = worker.lock();

@@ -9,7 +9,8 @@
 //!   timestamp became set it is *deleted* (graceful termination).
 //! - A pod without a UID or name, a second pod with the same UID in one update, and a pod
 //!   whose `namespace/name` is already owned by a different UID (in any source) are rejected
-//!   with a warning; the first one keeps running.
+//!   with a warning; the first one keeps running. Mirror pods (config.mirror annotation) are
+//!   exempt: they carry their static pod's name and are never run.
 //! - A source counts as *seen* once it delivered its first `Set`. Until every registered
 //!   source is seen, the sync loop must not delete pods it does not know about
 //!   ([`PodConfigMerger::seen_all_sources`]).
@@ -172,7 +173,17 @@ impl PodConfigMerger {
                 tracing::warn!(source, pod = %full, "pod without uid or name rejected");
                 continue;
             }
-            if !uids.insert(uid.clone()) || !names.insert(full.clone()) {
+            if !uids.insert(uid.clone()) {
+                tracing::warn!(source, pod = %full, uid, "duplicate pod in one update rejected");
+                continue;
+            }
+            // A mirror pod shares its static pod's name by design; it is never run, so it
+            // neither owns a name nor conflicts with one.
+            if pod::is_mirror(&p) {
+                valid.push(p);
+                continue;
+            }
+            if !names.insert(full.clone()) {
                 tracing::warn!(source, pod = %full, uid, "duplicate pod in one update rejected");
                 continue;
             }
@@ -206,7 +217,9 @@ impl PodConfigMerger {
         let pods = &mut self.sources.entry(source.to_string()).or_default().pods;
         match pods.get_mut(&uid) {
             None => {
-                self.owners.insert(full, (source.to_string(), uid.clone()));
+                if !pod::is_mirror(&p) {
+                    self.owners.insert(full, (source.to_string(), uid.clone()));
+                }
                 pods.insert(uid, p.clone());
                 if pod::is_deleted(&p) {
                     changes.deletes.push(p);
@@ -340,6 +353,42 @@ mod tests {
         // A pod without uid is rejected.
         let out = m.merge(set("file", vec![pod("c", "3", "x"), pod("e", "", "x")]));
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn mirror_pods_do_not_conflict_with_their_static_pod() {
+        let mut m = PodConfigMerger::new(["api", "file"]);
+        m.merge(set("file", vec![pod("web-node", "static", "x")]));
+        let mut mirror = pod("web-node", "mirror", "x");
+        mirror.metadata.annotations = Some(
+            [(pod::CONFIG_MIRROR_ANNOTATION.to_string(), "h".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        let out = m.merge(set("api", vec![mirror.clone()]));
+        assert_eq!(
+            summary(&out),
+            vec![(PodOperation::Add, vec!["mirror".into()])]
+        );
+        // The mirror pod going away removes only the mirror pod; the static pod keeps its name.
+        let out = m.merge(set("api", vec![]));
+        assert_eq!(
+            summary(&out),
+            vec![(PodOperation::Remove, vec!["mirror".into()])]
+        );
+        let out = m.merge(set("file", vec![pod("web-node", "static", "y")]));
+        assert_eq!(
+            summary(&out),
+            vec![(PodOperation::Update, vec!["static".into()])]
+        );
+        // A mirror pod arriving before its static pod does not block the static pod either.
+        let mut m = PodConfigMerger::new(["api", "file"]);
+        m.merge(set("api", vec![mirror]));
+        let out = m.merge(set("file", vec![pod("web-node", "static", "x")]));
+        assert_eq!(
+            summary(&out),
+            vec![(PodOperation::Add, vec!["static".into()])]
+        );
     }
 
     #[test]

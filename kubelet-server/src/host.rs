@@ -1,33 +1,174 @@
-//! The narrow interface the server needs from the kubelet.
+//! The narrow interface the server needs from the kubelet (Go's `server.HostInterface`).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
-use kubelet_core::KubeletHandle;
+use kubelet_core::{ContainerRuntime, KubeletHandle};
+use serde_json::Value;
 
-/// What the HTTP server reads from the kubelet (Go's `server.HostInterface`, the part
-/// implemented so far).
+use crate::stats::{StatsCollector, StatsError, Summary};
+
+/// What the HTTP server reads from the kubelet. Everything the endpoints serve goes through
+/// it, so an embedder implementing it gets the whole API.
+#[async_trait]
 pub trait Host: Send + Sync + 'static {
+    /// The node name (authorization attributes name `nodes/<this>`).
+    fn node_name(&self) -> String;
     /// Ok when the sync loop and PLEG are alive; the error says what is not.
     fn health(&self) -> Result<(), String>;
-    /// The pods this kubelet runs, each with its latest status.
+    /// The pods this kubelet runs, each with its latest status, sorted by full name.
     fn pods(&self) -> Vec<(Arc<Pod>, Option<PodStatus>)>;
+    /// The pod named `namespace/name`.
+    fn pod_by_name(&self, namespace: &str, name: &str) -> Option<Arc<Pod>>;
+    /// The container runtime: containers of a pod, their log paths, streaming URLs,
+    /// exec.
+    fn runtime(&self) -> Arc<dyn ContainerRuntime>;
+    /// The CRI pod log directory root (`/var/log/pods`).
+    fn pod_logs_dir(&self) -> PathBuf;
+    /// The node log directory `/logs/` serves (`/var/log`); None disables `/logs/`.
+    fn node_logs_dir(&self) -> Option<PathBuf> {
+        Some(PathBuf::from("/var/log"))
+    }
+    /// The machine description `/spec/` serves (cAdvisor's `MachineInfo` fields).
+    fn machine_spec(&self) -> Option<Value> {
+        None
+    }
+    /// The effective `KubeletConfiguration` `/configz` serves.
+    fn configz(&self) -> Option<Value> {
+        None
+    }
+    /// `/stats/summary`.
+    async fn stats_summary(&self, only_cpu_and_memory: bool) -> Result<Summary, StatsError> {
+        let _ = only_cpu_and_memory;
+        Err(StatsError::Unavailable)
+    }
+    /// `/metrics` in the Prometheus text format.
+    fn metrics_text(&self) -> Option<String> {
+        None
+    }
 }
 
+fn handle_pods(handle: &KubeletHandle) -> Vec<(Arc<Pod>, Option<PodStatus>)> {
+    let mut pods: Vec<(Arc<Pod>, Option<PodStatus>)> = handle
+        .pods()
+        .into_iter()
+        .map(|p| {
+            let status = handle.pod_status(kubelet_core::pod::uid(&p));
+            (p, status)
+        })
+        .collect();
+    pods.sort_by_key(|(p, _)| kubelet_core::pod::full_name(p));
+    pods
+}
+
+/// The bare engine handle: pods, health, logs, streaming; no stats, spec or configz.
+#[async_trait]
 impl Host for KubeletHandle {
+    fn node_name(&self) -> String {
+        self.config().node_name.clone()
+    }
     fn health(&self) -> Result<(), String> {
         self.check_health()
     }
-
     fn pods(&self) -> Vec<(Arc<Pod>, Option<PodStatus>)> {
-        let mut pods: Vec<(Arc<Pod>, Option<PodStatus>)> = KubeletHandle::pods(self)
-            .into_iter()
-            .map(|p| {
-                let status = self.pod_status(kubelet_core::pod::uid(&p));
-                (p, status)
-            })
-            .collect();
-        pods.sort_by_key(|(p, _)| kubelet_core::pod::full_name(p));
-        pods
+        handle_pods(self)
+    }
+    fn pod_by_name(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.pod_by_full_name(&format!("{namespace}/{name}"))
+    }
+    fn runtime(&self) -> Arc<dyn ContainerRuntime> {
+        KubeletHandle::runtime(self)
+    }
+    fn pod_logs_dir(&self) -> PathBuf {
+        self.config().pod_logs_dir.clone()
+    }
+    fn metrics_text(&self) -> Option<String> {
+        Some(self.metrics().render())
+    }
+}
+
+/// The stock kubelet's host: the engine handle plus node stats (cgroups), the machine
+/// spec and the configuration, which the engine alone does not know.
+#[derive(Clone)]
+pub struct KubeletHost {
+    handle: KubeletHandle,
+    stats: Option<Arc<StatsCollector>>,
+    spec: Option<Value>,
+    configz: Option<Value>,
+    node_logs_dir: Option<PathBuf>,
+}
+
+impl KubeletHost {
+    /// A host over `handle`; add the parts with the `with_*` methods.
+    pub fn new(handle: KubeletHandle) -> KubeletHost {
+        KubeletHost {
+            handle,
+            stats: None,
+            spec: None,
+            configz: None,
+            node_logs_dir: Some(PathBuf::from("/var/log")),
+        }
+    }
+    /// Serve `/stats/summary` and `/metrics/resource` from `stats`.
+    pub fn with_stats(mut self, stats: Arc<StatsCollector>) -> Self {
+        self.stats = Some(stats);
+        self
+    }
+    /// Serve `/spec/` with this machine description.
+    pub fn with_spec(mut self, spec: Value) -> Self {
+        self.spec = Some(spec);
+        self
+    }
+    /// Serve `/configz` with this configuration (Go wraps it as `{"kubeletconfig": …}`).
+    pub fn with_configz(mut self, config: Value) -> Self {
+        self.configz = Some(config);
+        self
+    }
+    /// The directory `/logs/` serves (None: off).
+    pub fn with_node_logs_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.node_logs_dir = dir;
+        self
+    }
+}
+
+#[async_trait]
+impl Host for KubeletHost {
+    fn node_name(&self) -> String {
+        Host::node_name(&self.handle)
+    }
+    fn health(&self) -> Result<(), String> {
+        self.handle.check_health()
+    }
+    fn pods(&self) -> Vec<(Arc<Pod>, Option<PodStatus>)> {
+        handle_pods(&self.handle)
+    }
+    fn pod_by_name(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        Host::pod_by_name(&self.handle, namespace, name)
+    }
+    fn runtime(&self) -> Arc<dyn ContainerRuntime> {
+        self.handle.runtime()
+    }
+    fn pod_logs_dir(&self) -> PathBuf {
+        self.handle.config().pod_logs_dir.clone()
+    }
+    fn node_logs_dir(&self) -> Option<PathBuf> {
+        self.node_logs_dir.clone()
+    }
+    fn machine_spec(&self) -> Option<Value> {
+        self.spec.clone()
+    }
+    fn configz(&self) -> Option<Value> {
+        self.configz.clone()
+    }
+    async fn stats_summary(&self, only_cpu_and_memory: bool) -> Result<Summary, StatsError> {
+        match &self.stats {
+            Some(s) => s.summary(&self.handle, only_cpu_and_memory).await,
+            None => Err(StatsError::Unavailable),
+        }
+    }
+    fn metrics_text(&self) -> Option<String> {
+        Some(self.handle.metrics().render())
     }
 }

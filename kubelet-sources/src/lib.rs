@@ -5,7 +5,8 @@
 //! directory of manifests (`--pod-manifest-path`), watching it with inotify plus a periodic
 //! rescan; [`http::HttpSource`] polls a manifest URL (`--manifest-url`). Both decode, validate
 //! and default the pods through [`static_pod`] and send complete [`PodOperation::Set`]
-//! snapshots.
+//! snapshots. [`apiserver`] makes the kubelet a cluster member: the API server pod source,
+//! node registration and status, the node lease, pod status, events and mirror pods.
 //!
 //! [`PodOperation::Set`]: kubelet_core::source::PodOperation::Set
 //!
@@ -31,6 +32,7 @@
 //! # }
 //! ```
 
+pub mod apiserver;
 pub mod file;
 pub mod http;
 pub mod static_pod;

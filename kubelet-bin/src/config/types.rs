@@ -159,6 +159,12 @@ pub struct KubeletConfiguration {
     /// Serving key file.
     #[serde(rename = "tlsPrivateKeyFile")]
     pub tls_private_key_file: String,
+    /// Minimum TLS version of the server (Go names, e.g. `VersionTLS12`; "": TLS 1.2).
+    #[serde(rename = "tlsMinVersion")]
+    pub tls_min_version: String,
+    /// Allowed TLS 1.2 cipher suites (IANA names; empty: the defaults).
+    #[serde(rename = "tlsCipherSuites")]
+    pub tls_cipher_suites: Vec<String>,
     /// Server authentication.
     pub authentication: Authentication,
     /// Server authorization.
@@ -348,6 +354,8 @@ impl Default for KubeletConfiguration {
             read_only_port: 0,
             tls_cert_file: String::new(),
             tls_private_key_file: String::new(),
+            tls_min_version: String::new(),
+            tls_cipher_suites: Vec::new(),
             authentication: Authentication::default(),
             authorization: Authorization::default(),
             registry_pull_qps: 5,

@@ -1,0 +1,315 @@
+//! The kubelet's HTTP listeners from the configuration (Go's `ListenAndServeKubeletServer`,
+//! `ListenAndServeKubeletReadOnlyServer`, the healthz server): the secure port with TLS,
+//! authentication and authorization, the read-only port and the healthz port.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use kubelet_cm::LinuxContainerManager;
+use kubelet_core::KubeletHandle;
+use kubelet_server::auth::{
+    AlwaysAllow, ApiServerClient, AuthConfig, Authorizer, TokenAuthenticator, WebhookAuthorizer,
+    WebhookTokenAuthenticator,
+};
+use kubelet_server::stats::StatsCollector;
+use kubelet_server::tls::{ServerTls, TlsOptions};
+use kubelet_server::{Endpoints, Host, KubeletHost, ServerConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::LoadedConfig;
+
+fn non_empty(s: &str) -> Option<PathBuf> {
+    (!s.is_empty()).then(|| PathBuf::from(s))
+}
+
+/// Authentication and authorization of the secure port from the configuration. Webhook
+/// modes need `api` (a client of the API server); without one they fail, as in Go ("no
+/// client provided, cannot use webhook authentication").
+pub fn auth_config(loaded: &LoadedConfig, api: Option<&ApiServerClient>) -> Result<AuthConfig> {
+    let c = &loaded.config;
+    let tokens: Option<Arc<dyn TokenAuthenticator>> = if c.authentication.webhook.enabled {
+        let Some(api) = api else {
+            bail!("authentication.webhook.enabled: no API server client (standalone mode), cannot use webhook authentication; set it to false or run with --kubeconfig");
+        };
+        Some(Arc::new(WebhookTokenAuthenticator::new(
+            api.clone(),
+            c.authentication.webhook.cache_ttl.0,
+        )))
+    } else {
+        None
+    };
+    let authorizer: Arc<dyn Authorizer> = match c.authorization.mode.as_str() {
+        "AlwaysAllow" => Arc::new(AlwaysAllow),
+        "Webhook" => {
+            let Some(api) = api else {
+                bail!("authorization.mode Webhook: no API server client (standalone mode), cannot use webhook authorization; use AlwaysAllow or run with --kubeconfig");
+            };
+            Arc::new(WebhookAuthorizer::new(
+                api.clone(),
+                c.authorization.webhook.cache_authorized_ttl.0,
+                c.authorization.webhook.cache_unauthorized_ttl.0,
+            ))
+        }
+        other => bail!("authorization.mode {other:?}: expected AlwaysAllow or Webhook"),
+    };
+    Ok(AuthConfig {
+        anonymous: c.authentication.anonymous.enabled,
+        tokens,
+        authorizer,
+    })
+}
+
+/// TLS options of the secure port: `tlsCertFile`/`tlsPrivateKeyFile`, else a self-signed
+/// pair in `<root-dir>/pki` (Go's `--cert-dir` default).
+pub fn tls_options(loaded: &LoadedConfig, node_ips: &[IpAddr]) -> TlsOptions {
+    let c = &loaded.config;
+    TlsOptions {
+        cert_file: non_empty(&c.tls_cert_file),
+        key_file: non_empty(&c.tls_private_key_file),
+        cert_dir: loaded.root_dir.join("pki"),
+        host_name: loaded.node_name.clone(),
+        host_ips: node_ips.to_vec(),
+        client_ca_file: non_empty(&c.authentication.x509.client_ca_file),
+        min_version: (!c.tls_min_version.is_empty()).then(|| c.tls_min_version.clone()),
+        cipher_suites: c.tls_cipher_suites.clone(),
+    }
+}
+
+/// cAdvisor-style machine description for `/spec/`.
+fn machine_spec(cm: &LinuxContainerManager) -> serde_json::Value {
+    let m = cm.machine_info();
+    serde_json::json!({
+        "num_cores": m.num_cores,
+        "num_physical_cores": m.num_physical_cores,
+        "num_sockets": m.num_sockets,
+        "memory_capacity": m.memory_capacity,
+        "machine_id": m.machine_id,
+        "system_uuid": m.system_uuid,
+        "boot_id": m.boot_id,
+        "hugepages": m.hugepages.iter().map(|h| serde_json::json!({
+            "page_size": h.page_size_kb, "num_pages": h.num_pages,
+        })).collect::<Vec<_>>(),
+        "kernel_version": m.kernel_version,
+        "os_image": m.os_image,
+    })
+}
+
+async fn bind(address: &str, port: i32, what: &str) -> Result<tokio::net::TcpListener> {
+    let ip: IpAddr = address
+        .parse()
+        .with_context(|| format!("{what} address {address:?} is not an IP address"))?;
+    let port =
+        u16::try_from(port).with_context(|| format!("{what} port {port} is out of range"))?;
+    let addr = SocketAddr::new(ip, port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening for {what} on {addr}"))?;
+    tracing::info!(%addr, "{what} server listening");
+    Ok(listener)
+}
+
+/// Binds and starts the listeners the configuration asks for: the secure port (`port`,
+/// when `enableServer`), the read-only port (`readOnlyPort` > 0) and healthz
+/// (`healthzPort` > 0). Binding happens here, so a port conflict fails start-up; serving
+/// runs in background tasks until `shutdown`. `stats_cm` enables `/stats/summary`; `api`
+/// is the API server client for webhook authentication and authorization (default: one
+/// from `--kubeconfig`, when given).
+pub async fn start_servers(
+    loaded: &LoadedConfig,
+    handle: &KubeletHandle,
+    stats_cm: Option<LinuxContainerManager>,
+    api: Option<ApiServerClient>,
+    shutdown: &CancellationToken,
+) -> Result<()> {
+    let c = &loaded.config;
+    let mut host = KubeletHost::new(handle.clone())
+        .with_configz(serde_json::to_value(c).context("encoding the configuration")?);
+    if let Some(cm) = stats_cm {
+        host = host.with_spec(machine_spec(&cm));
+        host = host.with_stats(Arc::new(StatsCollector::new(
+            cm,
+            loaded.root_dir.clone(),
+            None,
+        )));
+    }
+    let host: Arc<dyn Host> = Arc::new(host);
+    let handlers = kubelet_server::HandlerOptions {
+        list_node_log_dirs: true,
+        streaming_idle_timeout: c.streaming_connection_idle_timeout.0,
+        run_timeout: c.runtime_request_timeout.0,
+    };
+    if c.healthz_port > 0 {
+        let l = bind(&c.healthz_bind_address, c.healthz_port, "healthz").await?;
+        tokio::spawn(kubelet_server::serve(
+            l,
+            host.clone(),
+            Endpoints::Healthz,
+            shutdown.clone(),
+        ));
+    }
+    if c.read_only_port > 0 {
+        let l = bind(&c.address, c.read_only_port, "read-only").await?;
+        let config = ServerConfig {
+            handlers: handlers.clone(),
+            ..ServerConfig::plain(Endpoints::ReadOnly)
+        };
+        tokio::spawn(kubelet_server::serve_with(
+            l,
+            host.clone(),
+            config,
+            shutdown.clone(),
+        ));
+    }
+    if c.enable_server && c.port > 0 {
+        // Cluster mode: the webhooks ask the API server of --kubeconfig.
+        let api = match (api, &loaded.kubeconfig) {
+            (Some(api), _) => Some(api),
+            (None, Some(kc)) => Some(
+                ApiServerClient::from_kubeconfig(kc)
+                    .await
+                    .with_context(|| format!("API server client from {}", kc.display()))?,
+            ),
+            (None, None) => None,
+        };
+        let auth = auth_config(loaded, api.as_ref())?;
+        let ips = loaded.node_ips.clone();
+        let options = tls_options(loaded, &ips);
+        let tls = tokio::task::spawn_blocking(move || ServerTls::load(&options))
+            .await
+            .context("TLS set-up task")?
+            .context("setting up TLS for the kubelet server")?;
+        let endpoints = if c.enable_debugging_handlers {
+            Endpoints::Full
+        } else {
+            Endpoints::ReadOnly
+        };
+        let l = bind(&c.address, c.port, "kubelet (HTTPS)").await?;
+        let config = ServerConfig {
+            endpoints,
+            tls: Some(tls),
+            auth,
+            limits: kubelet_server::ServerLimits::default(),
+            handlers,
+        };
+        tokio::spawn(kubelet_server::serve_with(
+            l,
+            host,
+            config,
+            shutdown.clone(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load_with_hostname;
+
+    fn load(args: &[&str]) -> LoadedConfig {
+        let argv = std::iter::once("kubelet")
+            .chain(args.iter().copied())
+            .map(std::ffi::OsString::from);
+        load_with_hostname(argv, || Ok("node-a".into())).expect("load")
+    }
+
+    #[test]
+    fn auth_from_flags_and_files() {
+        // No config file: Go's legacy defaults (anonymous, AlwaysAllow, no webhook).
+        let legacy = load(&[]);
+        let a = auth_config(&legacy, None).expect("legacy auth");
+        assert!(a.anonymous);
+        assert!(a.tokens.is_none());
+        // A config file's defaults want webhooks: standalone cannot serve them.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("c.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
+        )
+        .expect("write");
+        let from_file = load(&["--config", file.to_str().expect("utf8")]);
+        assert!(!from_file.config.authentication.anonymous.enabled);
+        let err = auth_config(&from_file, None).expect_err("webhook needs a client");
+        assert!(err.to_string().contains("webhook authentication"), "{err}");
+        std::fs::write(
+            &file,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthentication:\n  webhook:\n    enabled: false\nauthorization:\n  mode: AlwaysAllow\ntlsMinVersion: VersionTLS13\n",
+        )
+        .expect("write");
+        let ok = load(&["--config", file.to_str().expect("utf8")]);
+        let a = auth_config(&ok, None).expect("auth");
+        assert!(!a.anonymous);
+        let t = tls_options(&ok, &[]);
+        assert_eq!(t.min_version.as_deref(), Some("VersionTLS13"));
+        assert_eq!(t.cert_dir, ok.root_dir.join("pki"));
+        assert!(t.cert_file.is_none());
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port")
+    }
+
+    #[tokio::test]
+    async fn listeners_start_per_configuration() {
+        use kubelet_core::testing::{FakeContainerManager, SimRuntime};
+        let root = tempfile::tempdir().expect("tempdir");
+        let (healthz, read_only, secure) = (free_port(), free_port(), free_port());
+        let loaded = load(&[
+            "--address=127.0.0.1",
+            &format!("--healthz-port={healthz}"),
+            &format!("--read-only-port={read_only}"),
+            &format!("--port={secure}"),
+            &format!("--root-dir={}", root.path().display()),
+        ]);
+        let kubelet = kubelet_core::Kubelet::builder()
+            .config(loaded.engine_config())
+            .runtime(Arc::new(SimRuntime::new()))
+            .container_manager(Arc::new(FakeContainerManager::default()))
+            .build()
+            .expect("kubelet");
+        let shutdown = CancellationToken::new();
+        start_servers(&loaded, &kubelet.handle(), None, None, &shutdown)
+            .await
+            .expect("listeners start");
+        // The self-signed serving pair went to <root-dir>/pki.
+        assert!(root.path().join("pki/kubelet.crt").exists());
+        let client = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .build()
+            .expect("client");
+        let status = |url: String| {
+            let client = client.clone();
+            async move {
+                client
+                    .get(url)
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+                    .unwrap_or(0)
+            }
+        };
+        let cases = [
+            (format!("http://127.0.0.1:{healthz}/healthz"), 200),
+            (format!("http://127.0.0.1:{healthz}/pods"), 404),
+            (format!("http://127.0.0.1:{read_only}/pods"), 200),
+            (format!("http://127.0.0.1:{read_only}/configz"), 404),
+            // Legacy defaults (no config file): anonymous and AlwaysAllow.
+            (format!("https://127.0.0.1:{secure}/configz"), 200),
+            (format!("https://127.0.0.1:{secure}/pods"), 200),
+            (format!("http://127.0.0.1:{secure}/pods"), 0),
+        ];
+        for (url, want) in cases {
+            assert_eq!(status(url.clone()).await, want, "{url}");
+        }
+        // A port in use fails start-up.
+        let again = start_servers(&loaded, &kubelet.handle(), None, None, &shutdown).await;
+        assert!(again.is_err());
+        shutdown.cancel();
+    }
+}

@@ -1,0 +1,147 @@
+//! [`ClusterMember`]: everything that makes a kubelet a member of a cluster, composed.
+//!
+//! Build it before the kubelet (its pod source and status sink go into the builder), then
+//! start it with the kubelet's handle: node registration and the node status loop, the node
+//! lease, the event writer and the mirror pod manager run as tasks under the shutdown token.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kubelet_core::KubeletHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::client::ApiClients;
+use super::events::{EventRecorder, EventWorker};
+use super::lease::{KubeLeaseClient, LeaseConfig, LeaseController};
+use super::node::{MachineInfo, NodeConfig, NodeStatusLoop};
+use super::source::ApiSource;
+use super::status_sink::{ApiStatusSink, MirrorPods};
+
+/// Configuration of a cluster member.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterMemberConfig {
+    /// Registration and node status.
+    pub node: NodeConfig,
+    /// The node lease.
+    pub lease: LeaseConfig,
+    /// How often mirror pods are reconciled (Go does it at housekeeping, every 2s).
+    pub mirror_period: Duration,
+    /// Length of one pod watch request in seconds (290).
+    pub pod_watch_timeout_seconds: u32,
+}
+
+impl ClusterMemberConfig {
+    /// Go's defaults for a node name.
+    pub fn new(node_name: impl Into<String>) -> Self {
+        let node_name = node_name.into();
+        ClusterMemberConfig {
+            node: NodeConfig::new(node_name.clone()),
+            lease: LeaseConfig::new(node_name),
+            mirror_period: Duration::from_secs(2),
+            pod_watch_timeout_seconds: super::source::DEFAULT_WATCH_TIMEOUT_SECONDS,
+        }
+    }
+}
+
+/// The composed cluster member. See the module docs.
+pub struct ClusterMember {
+    clients: ApiClients,
+    config: ClusterMemberConfig,
+    source: Arc<ApiSource>,
+    sink: Arc<ApiStatusSink>,
+    events: EventWorker,
+    registered: tokio::sync::watch::Sender<Option<Node>>,
+}
+
+impl std::fmt::Debug for ClusterMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterMember")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterMember {
+    /// A member over `clients`.
+    pub fn new(clients: ApiClients, config: ClusterMemberConfig) -> Self {
+        let name = config.node.node_name.clone();
+        let source = Arc::new(
+            ApiSource::new(clients.api.clone(), name.clone())
+                .with_watch_timeout(config.pod_watch_timeout_seconds),
+        );
+        let (recorder, events) = EventRecorder::new(clients.api.clone(), name);
+        let sink = Arc::new(ApiStatusSink::new(
+            clients.api.clone(),
+            source.cache(),
+            recorder,
+        ));
+        let (registered, _) = tokio::sync::watch::channel(None);
+        ClusterMember {
+            clients,
+            config,
+            source,
+            sink,
+            events,
+            registered,
+        }
+    }
+
+    /// The API server pod source (add it to the kubelet builder).
+    pub fn source(&self) -> Arc<ApiSource> {
+        self.source.clone()
+    }
+
+    /// The status sink (set it on the kubelet builder).
+    pub fn status_sink(&self) -> Arc<ApiStatusSink> {
+        self.sink.clone()
+    }
+
+    /// A receiver that holds the Node once it is registered (or found).
+    pub fn registered(&self) -> tokio::sync::watch::Receiver<Option<Node>> {
+        self.registered.subscribe()
+    }
+
+    /// Starts the node status loop (after registration), the lease, the event writer and
+    /// the mirror pod manager. The returned tracker is closed; wait on it after `shutdown`.
+    pub async fn start(self, handle: KubeletHandle, shutdown: CancellationToken) -> TaskTracker {
+        let tasks = TaskTracker::new();
+        let machine = MachineInfo::read().await;
+        tasks.spawn(self.events.run(shutdown.clone()));
+        let status_loop = NodeStatusLoop {
+            api: Api::all(self.clients.heartbeat.clone()),
+            config: self.config.node.clone(),
+            handle: handle.clone(),
+            machine,
+            events: self.sink.clone(),
+            timeout: self.clients.heartbeat_timeout,
+        };
+        let mut registered_rx = self.registered.subscribe();
+        tasks.spawn(status_loop.run(self.registered, shutdown.clone()));
+        let lease = LeaseController::new(
+            KubeLeaseClient::new(self.clients.heartbeat.clone()),
+            self.config.lease.clone(),
+        );
+        let lease_shutdown = shutdown.clone();
+        tasks.spawn(async move {
+            // The lease is owned by the Node: start once the Node exists.
+            tokio::select! {
+                _ = lease_shutdown.cancelled() => return,
+                r = registered_rx.wait_for(Option::is_some) => if r.is_err() { return; },
+            }
+            lease.run(lease_shutdown).await;
+        });
+        let mirrors = MirrorPods {
+            client: self.clients.api.clone(),
+            node_name: self.config.node.node_name.clone(),
+            handle,
+            sink: self.sink.clone(),
+            period: self.config.mirror_period,
+        };
+        tasks.spawn(mirrors.run(shutdown));
+        tasks.close();
+        tasks
+    }
+}
