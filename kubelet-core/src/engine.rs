@@ -19,6 +19,8 @@ use crate::pod_manager::PodManager;
 use crate::runtime::{ContainerRuntime, DnsConfig, PodRef};
 use crate::sink::StatusSink;
 use crate::status::StatusManager;
+use crate::volume::objects::ObjectStore;
+use crate::volume::VolumeManager;
 
 /// Liveness bookkeeping for `/healthz`.
 #[derive(Debug, Default)]
@@ -49,6 +51,8 @@ pub(crate) struct Engine {
     pub sync_permits: Option<Semaphore>,
     host_dns: RwLock<DnsConfig>,
     pub health: Health,
+    /// Pod directories, volumes and the object store.
+    pub volumes: VolumeManager,
     /// Pods seen in the runtime at the last relist (for orphan cleanup).
     runtime_pods: Mutex<HashMap<String, PodRef>>,
 }
@@ -60,8 +64,10 @@ impl Engine {
         cm: Arc<dyn ContainerManager>,
         sink: Arc<dyn StatusSink>,
         admit_handlers: Vec<Arc<dyn AdmitHandler>>,
+        objects: Arc<dyn ObjectStore>,
     ) -> Self {
         let images = ImageManager::new(&config);
+        let volumes = VolumeManager::new(&config.root_dir, objects, &config.cluster_domain);
         let crash_backoff = Backoff::new(config.backoff_initial, config.backoff_max);
         let sync_permits = config
             .max_concurrent_pod_syncs
@@ -83,6 +89,7 @@ impl Engine {
             sync_permits,
             host_dns: RwLock::new(DnsConfig::default()),
             health: Health::default(),
+            volumes,
             runtime_pods: Mutex::new(HashMap::new()),
         }
     }

@@ -61,6 +61,7 @@ pub mod sink;
 pub mod source;
 pub mod status;
 pub mod sync;
+pub mod volume;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

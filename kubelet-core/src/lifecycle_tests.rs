@@ -26,9 +26,17 @@ struct Harness {
 }
 
 fn config() -> Config {
+    // Pod directories of the simulated pods go to a directory of their own per test engine
+    // (tests share pod uids), not to /var/lib/kubelet.
+    static ROOTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = ROOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Config {
         node_name: "node-1".into(),
         resolv_conf: Default::default(),
+        root_dir: std::env::temp_dir().join(format!(
+            "kubelet-core-lifecycle-{}-{n}",
+            std::process::id()
+        )),
         ..Config::default()
     }
 }

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use crate::clock::{now_time, now_unix_nanos};
 use crate::dns::pod_dns;
 use crate::engine::Engine;
-use crate::env::{container_env, expand_command, FieldValues};
+use crate::env::{expand_command, FieldValues};
 use crate::hash::container_hash;
 use crate::pod;
 use crate::pod_status::{self, PodRuntimeStatus};
@@ -121,6 +121,13 @@ impl Engine {
         let status = self.update_status(p, &rt, memory, false);
         if is_terminal(&status) {
             return SyncOutcome::Terminal;
+        }
+        if !self
+            .prepare_volumes(p, rt.pod_ips().into_iter().next(), memory)
+            .await
+        {
+            self.update_status(p, &rt, memory, false);
+            return SyncOutcome::Requeue(ERROR_RETRY);
         }
         if !pod::host_network(p)
             && !self
@@ -263,6 +270,7 @@ impl Engine {
             pod_ip,
             host_ip: self.config.node_ips.first().cloned().unwrap_or_default(),
             node_name: self.config.node_name.clone(),
+            host_ips: self.config.node_ips.clone(),
         };
         let spec = p.spec.as_ref()?;
         let mut retry: Option<Duration> = None;
@@ -366,8 +374,15 @@ impl Engine {
             .await
             .map_err(|e| (e.reason, e.retry_after))?;
         let restart_count = latest.map_or(0, |s| s.summary.attempt.saturating_add(1));
-        let env = container_env(p, c, fields).map_err(|m| fail("CreateContainerConfigError", m))?;
+        let env = self
+            .make_container_env(p, c, fields)
+            .await
+            .map_err(|m| fail("CreateContainerConfigError", m))?;
         let (command, args) = expand_command(c, &env);
+        let mounts = self
+            .make_container_mounts(p, c, &env, fields)
+            .await
+            .map_err(|m| fail("CreateContainerConfigError", m))?;
         let config = ContainerConfig {
             pod: p.clone(),
             container: c.clone(),
@@ -378,7 +393,7 @@ impl Engine {
             command,
             args,
             env,
-            mounts: Vec::new(),
+            mounts,
             log_path: PathBuf::from(&c.name).join(format!("{restart_count}.log")),
         };
         let id = match self
@@ -499,6 +514,10 @@ impl Engine {
                 .await
                 .map_err(|e| e.to_string())?;
         }
+        self.volumes
+            .teardown_pod(uid)
+            .await
+            .map_err(|e| e.to_string())?;
         self.cm
             .remove_pod_resources(uid)
             .await
