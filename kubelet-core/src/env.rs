@@ -172,7 +172,12 @@ pub fn field_ref_value(p: &Pod, path: &str, f: &FieldValues) -> Option<String> {
             .strip_prefix(prefix)?
             .strip_prefix("['")?
             .strip_suffix("']")?;
-        Some(map.as_ref().and_then(|m| m.get(key)).cloned().unwrap_or_default())
+        Some(
+            map.as_ref()
+                .and_then(|m| m.get(key))
+                .cloned()
+                .unwrap_or_default(),
+        )
     };
     let host_ips = if f.host_ips.is_empty() {
         f.host_ip.clone()
@@ -224,14 +229,18 @@ pub fn resource_field_value(
     let (kind, name) = resource
         .split_once('.')
         .ok_or_else(|| "unsupported resource".to_string())?;
-    let supported = matches!(name, "cpu" | "memory" | "ephemeral-storage")
-        || name.starts_with("hugepages-");
+    let supported =
+        matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-");
     if !supported || !matches!(kind, "limits" | "requests") {
         return Err("unsupported resource".into());
     }
     let res = c.resources.as_ref();
-    let limit = res.and_then(|r| r.limits.as_ref()).and_then(|l| l.get(name));
-    let request = res.and_then(|r| r.requests.as_ref()).and_then(|l| l.get(name));
+    let limit = res
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get(name));
+    let request = res
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|l| l.get(name));
     let q = match kind {
         "limits" => limit.or_else(|| allocatable.get(name)),
         _ => request.or(limit),
@@ -337,7 +346,10 @@ async fn pod_services(p: &Pod, store: &dyn ObjectStore) -> Vec<Service> {
     let master = if ns == MASTER_SERVICE_NAMESPACE {
         by_name.get("kubernetes").cloned().into_iter().collect()
     } else {
-        list(store.services(MASTER_SERVICE_NAMESPACE).await, MASTER_SERVICE_NAMESPACE)
+        list(
+            store.services(MASTER_SERVICE_NAMESPACE).await,
+            MASTER_SERVICE_NAMESPACE,
+        )
     };
     for s in master {
         let name = s.metadata.name.clone().unwrap_or_default();
@@ -489,11 +501,9 @@ pub async fn make_environment(i: &EnvInputs<'_>) -> Result<EnvOutput, EnvError> 
             expand(&literal, &lookup)
         } else if let Some(src) = e.value_from.as_ref() {
             if let Some(fr) = src.field_ref.as_ref() {
-                field_ref_value(p, &fr.field_path, i.fields).ok_or_else(|| {
-                    EnvError::FieldPath {
-                        var: e.name.clone(),
-                        path: fr.field_path.clone(),
-                    }
+                field_ref_value(p, &fr.field_path, i.fields).ok_or_else(|| EnvError::FieldPath {
+                    var: e.name.clone(),
+                    path: fr.field_path.clone(),
                 })?
             } else if let Some(rr) = src.resource_field_ref.as_ref() {
                 let target = match rr.container_name.as_deref().filter(|n| !n.is_empty()) {
@@ -591,9 +601,9 @@ mod tests {
 
     use crate::volume::objects::MemoryObjectStore;
     use k8s_openapi::api::core::v1::{
-        ConfigMap, ConfigMapEnvSource, ConfigMapKeySelector, EnvFromSource,
-        EnvVar as ApiEnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, ResourceFieldSelector,
-        ResourceRequirements, SecretKeySelector, ServicePort, ServiceSpec,
+        ConfigMap, ConfigMapEnvSource, ConfigMapKeySelector, EnvFromSource, EnvVar as ApiEnvVar,
+        EnvVarSource, ObjectFieldSelector, PodSpec, ResourceFieldSelector, ResourceRequirements,
+        SecretKeySelector, ServicePort, ServiceSpec,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use k8s_openapi::ByteString;
@@ -726,7 +736,10 @@ mod tests {
     }
 
     fn get<'a>(out: &'a EnvOutput, name: &str) -> Option<&'a str> {
-        out.env.iter().find(|e| e.name == name).map(|e| e.value.as_str())
+        out.env
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.value.as_str())
     }
 
     fn field(path: &str) -> EnvVarSource {
@@ -840,7 +853,11 @@ mod tests {
             assert_eq!(get(&out, name), Some(want), "{name}");
         }
         assert_eq!(get(&out, "OPT"), None, "optional and missing: skipped");
-        assert_eq!(get(&out, "OTHER_SERVICE_HOST"), None, "only the master service of default");
+        assert_eq!(
+            get(&out, "OTHER_SERVICE_HOST"),
+            None,
+            "only the master service of default"
+        );
         assert_eq!(
             out.invalid_keys,
             vec!["Keys [P_also bad] from the EnvFrom configMap ns/cfg were skipped since they are considered invalid environment variable names."]
@@ -859,7 +876,10 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(get(&out, "MY_DB_SERVICE_HOST"), None);
-        assert_eq!(get(&out, "KUBERNETES_PORT_443_TCP"), Some("tcp://10.0.0.1:443"));
+        assert_eq!(
+            get(&out, "KUBERNETES_PORT_443_TCP"),
+            Some("tcp://10.0.0.1:443")
+        );
     }
 
     #[tokio::test]
@@ -879,9 +899,15 @@ mod tests {
         };
         for (env, want) in [
             (key("absent", "k"), "not found"),
-            (key("cfg", "nokey"), "couldn't find key nokey in ConfigMap ns/cfg"),
+            (
+                key("cfg", "nokey"),
+                "couldn't find key nokey in ConfigMap ns/cfg",
+            ),
             (from("X", field("status.bogus")), "unsupported fieldRef"),
-            (from("X", resource("limits.gpu", None)), "unsupported resource"),
+            (
+                from("X", resource("limits.gpu", None)),
+                "unsupported resource",
+            ),
         ] {
             let c = Container {
                 name: "c".into(),

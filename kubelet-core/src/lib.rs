@@ -61,9 +61,9 @@ pub mod sink;
 pub mod source;
 pub mod status;
 pub mod sync;
-pub mod volume;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod volume;
 
 pub use admission::{AdmitAttributes, AdmitHandler, AdmitResult};
 pub use cm::{CmError, ContainerManager, PodResources, ResourceList};

@@ -33,10 +33,8 @@ fn config() -> Config {
     Config {
         node_name: "node-1".into(),
         resolv_conf: Default::default(),
-        root_dir: std::env::temp_dir().join(format!(
-            "kubelet-core-lifecycle-{}-{n}",
-            std::process::id()
-        )),
+        root_dir: std::env::temp_dir()
+            .join(format!("kubelet-core-lifecycle-{}-{n}", std::process::id())),
         ..Config::default()
     }
 }

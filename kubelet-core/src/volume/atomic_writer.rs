@@ -104,7 +104,9 @@ pub fn validate_path(path: &str) -> Result<(), AtomicWriteError> {
 
 /// The first component of a payload path ("a/b/c" → "a").
 fn top_level(path: &str) -> &str {
-    path.split('/').find(|s| !s.is_empty() && *s != ".").unwrap_or(path)
+    path.split('/')
+        .find(|s| !s.is_empty() && *s != ".")
+        .unwrap_or(path)
 }
 
 /// `..YYYY_MM_DD_HH_MM_SS.nnnnnnnnn` in UTC, as Go names its timestamped directories.
@@ -283,7 +285,11 @@ mod tests {
     #[test]
     fn writes_links_and_modes() {
         let dir = tempfile::tempdir().unwrap();
-        let p = payload(&[("a", "1", 0o644), ("secret", "s", 0o400), ("sub/c", "3", 0o600)]);
+        let p = payload(&[
+            ("a", "1", 0o644),
+            ("secret", "s", 0o400),
+            ("sub/c", "3", 0o600),
+        ]);
         assert!(write_payload(dir.path(), &p).unwrap());
         assert_eq!(fs::read_to_string(dir.path().join("a")).unwrap(), "1");
         assert_eq!(fs::read_to_string(dir.path().join("sub/c")).unwrap(), "3");
@@ -296,7 +302,11 @@ mod tests {
             Path::new("..data/sub")
         );
         let mode = |p: &str| {
-            fs::metadata(dir.path().join(p)).unwrap().permissions().mode() & 0o7777
+            fs::metadata(dir.path().join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777
         };
         assert_eq!(mode("a"), 0o644);
         assert_eq!(mode("secret"), 0o400);
@@ -322,10 +332,21 @@ mod tests {
     #[test]
     fn stale_keys_and_old_versions_are_removed() {
         let dir = tempfile::tempdir().unwrap();
-        write_payload(dir.path(), &payload(&[("a", "1", 0o644), ("b", "2", 0o644)])).unwrap();
+        write_payload(
+            dir.path(),
+            &payload(&[("a", "1", 0o644), ("b", "2", 0o644)]),
+        )
+        .unwrap();
         let old = fs::read_link(dir.path().join(DATA_DIR)).unwrap();
-        write_payload(dir.path(), &payload(&[("b", "3", 0o644), ("c", "4", 0o644)])).unwrap();
-        assert!(fs::symlink_metadata(dir.path().join("a")).is_err(), "a is stale");
+        write_payload(
+            dir.path(),
+            &payload(&[("b", "3", 0o644), ("c", "4", 0o644)]),
+        )
+        .unwrap();
+        assert!(
+            fs::symlink_metadata(dir.path().join("a")).is_err(),
+            "a is stale"
+        );
         assert_eq!(fs::read_to_string(dir.path().join("b")).unwrap(), "3");
         assert_eq!(fs::read_to_string(dir.path().join("c")).unwrap(), "4");
         assert!(!dir.path().join(old).exists(), "old version removed");

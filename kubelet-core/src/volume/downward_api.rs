@@ -123,8 +123,15 @@ mod tests {
                 ..Default::default()
             },
         ];
-        let p = payload("v", &pod, &items, 0o644, &FieldValues::default(), &ResourceList::new())
-            .unwrap();
+        let p = payload(
+            "v",
+            &pod,
+            &items,
+            0o644,
+            &FieldValues::default(),
+            &ResourceList::new(),
+        )
+        .unwrap();
         assert_eq!(
             String::from_utf8(p["labels"].data.clone()).unwrap(),
             "a=\"one\"\nb=\"two \\\"quoted\\\"\""
@@ -134,7 +141,14 @@ mod tests {
         assert_eq!(p["mem"].data, b"64");
         assert_eq!(p["mem"].mode, 0o400);
         let bad = vec![field("x", "status.bogus")];
-        assert!(payload("v", &pod, &bad, 0o644, &FieldValues::default(), &ResourceList::new())
-            .is_err());
+        assert!(payload(
+            "v",
+            &pod,
+            &bad,
+            0o644,
+            &FieldValues::default(),
+            &ResourceList::new()
+        )
+        .is_err());
     }
 }

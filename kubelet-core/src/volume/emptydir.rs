@@ -117,9 +117,7 @@ mod tests {
                     .iter()
                     .map(|l| Container {
                         resources: l.map(|l| ResourceRequirements {
-                            limits: Some(
-                                [("memory".to_string(), Quantity(l.to_string()))].into(),
-                            ),
+                            limits: Some([("memory".to_string(), Quantity(l.to_string()))].into()),
                             ..Default::default()
                         }),
                         ..Default::default()
@@ -140,11 +138,23 @@ mod tests {
             ..Default::default()
         };
         let p = pod_with_limits(&[Some("64Mi"), Some("64Mi")]);
-        assert_eq!(memory_size(&src(Some("1Mi")), &p, &alloc).unwrap(), Some(1 << 20));
-        assert_eq!(memory_size(&src(None), &p, &alloc).unwrap(), Some(128 << 20));
+        assert_eq!(
+            memory_size(&src(Some("1Mi")), &p, &alloc).unwrap(),
+            Some(1 << 20)
+        );
+        assert_eq!(
+            memory_size(&src(None), &p, &alloc).unwrap(),
+            Some(128 << 20)
+        );
         let partial = pod_with_limits(&[Some("64Mi"), None]);
-        assert_eq!(memory_size(&src(None), &partial, &alloc).unwrap(), Some(1 << 30));
-        assert_eq!(memory_size(&src(None), &partial, &ResourceList::new()).unwrap(), None);
+        assert_eq!(
+            memory_size(&src(None), &partial, &alloc).unwrap(),
+            Some(1 << 30)
+        );
+        assert_eq!(
+            memory_size(&src(None), &partial, &ResourceList::new()).unwrap(),
+            None
+        );
         assert!(memory_size(&src(Some("lots")), &p, &alloc).is_err());
         assert!(medium(&EmptyDirVolumeSource {
             medium: Some("HugePages".into()),
@@ -159,6 +169,9 @@ mod tests {
         let dir = d.path().join("v");
         setup(&dir, Medium::Disk, None).unwrap();
         setup(&dir, Medium::Disk, None).unwrap();
-        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o777);
+        assert_eq!(
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o777
+        );
     }
 }

@@ -15,7 +15,10 @@ pub const MANAGED_HEADER_HOST_NETWORK: &str = "# Kubernetes-managed hosts file (
 /// `<subdomain>.<namespace>.svc.<cluster domain>` when `spec.subdomain` is set.
 pub fn hostname_and_domain(pod: &Pod, cluster_domain: &str) -> (String, String) {
     let spec = pod.spec.as_ref();
-    let hostname = match spec.and_then(|s| s.hostname.clone()).filter(|h| !h.is_empty()) {
+    let hostname = match spec
+        .and_then(|s| s.hostname.clone())
+        .filter(|h| !h.is_empty())
+    {
         Some(h) => h,
         None => {
             let name = crate::pod::name(pod);
@@ -23,7 +26,10 @@ pub fn hostname_and_domain(pod: &Pod, cluster_domain: &str) -> (String, String) 
             cut.trim_end_matches(['-', '.']).to_string()
         }
     };
-    let domain = match spec.and_then(|s| s.subdomain.clone()).filter(|d| !d.is_empty()) {
+    let domain = match spec
+        .and_then(|s| s.subdomain.clone())
+        .filter(|d| !d.is_empty())
+    {
         Some(sub) if !cluster_domain.is_empty() => {
             format!("{sub}.{}.svc.{cluster_domain}", crate::pod::namespace(pod))
         }
@@ -121,7 +127,10 @@ mod tests {
                     ::2\tv6\n";
         assert_eq!(got, want);
         let fqdn = managed_content(&["10.0.0.5".into()], "web", "sub.ns.svc.cluster.local", &[]);
-        assert!(fqdn.ends_with("10.0.0.5\tweb.sub.ns.svc.cluster.local\tweb\n"), "{fqdn}");
+        assert!(
+            fqdn.ends_with("10.0.0.5\tweb.sub.ns.svc.cluster.local\tweb\n"),
+            "{fqdn}"
+        );
         let host = host_network_content("127.0.0.1 localhost\n", &[alias("1.1.1.1", &["one"])]);
         assert_eq!(
             host,
@@ -141,7 +150,10 @@ mod tests {
             ..Default::default()
         };
         // Cut to 63 characters, trailing '-' removed.
-        assert_eq!(hostname_and_domain(&p, "cluster.local"), ("a".repeat(62), String::new()));
+        assert_eq!(
+            hostname_and_domain(&p, "cluster.local"),
+            ("a".repeat(62), String::new())
+        );
         let spec = p.spec.as_mut().unwrap();
         spec.hostname = Some("h".into());
         spec.subdomain = Some("s".into());

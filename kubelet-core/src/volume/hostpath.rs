@@ -72,8 +72,14 @@ pub fn check_type(path: &str, type_: Option<&str>) -> Result<(), HostPathError> 
             Some(f) if f.is_file() => Ok(()),
             Some(_) => Err(mismatch("file")),
         },
-        "Directory" => ft.filter(|f| f.is_dir()).map(|_| ()).ok_or(mismatch("directory")),
-        "File" => ft.filter(|f| f.is_file()).map(|_| ()).ok_or(mismatch("file")),
+        "Directory" => ft
+            .filter(|f| f.is_dir())
+            .map(|_| ())
+            .ok_or(mismatch("directory")),
+        "File" => ft
+            .filter(|f| f.is_file())
+            .map(|_| ())
+            .ok_or(mismatch("file")),
         "Socket" => ft
             .filter(|f| f.is_socket())
             .map(|_| ())

@@ -164,7 +164,9 @@ pub enum VolumeError {
         volume: String,
     },
     /// A subPath could not be prepared (including refused escapes).
-    #[error("failed to prepare subPath for volumeMount {volume:?} of container {container:?}: {source}")]
+    #[error(
+        "failed to prepare subPath for volumeMount {volume:?} of container {container:?}: {source}"
+    )]
     Subpath {
         /// Container name.
         container: String,
@@ -412,8 +414,12 @@ impl VolumeManager {
             let (path, type_) = (hp.path.clone(), hp.type_.clone());
             let checked = path.clone();
             blocking(move || {
-                hostpath::check_type(&checked, type_.as_deref())
-                    .map_err(|source| VolumeError::HostPath { volume: name, source })
+                hostpath::check_type(&checked, type_.as_deref()).map_err(|source| {
+                    VolumeError::HostPath {
+                        volume: name,
+                        source,
+                    }
+                })
             })
             .await?;
             return Ok(SetUpVolume {
@@ -436,11 +442,12 @@ impl VolumeManager {
                 volume: name.clone(),
                 source,
             })?;
-            let changed = atomic_writer::write_payload(&d, &payload)
-                .map_err(|source| VolumeError::Payload {
+            let changed = atomic_writer::write_payload(&d, &payload).map_err(|source| {
+                VolumeError::Payload {
                     volume: name.clone(),
                     source,
-                })?;
+                }
+            })?;
             if changed {
                 tracing::info!(pod = %pod_name, volume = %name, "volume content written");
             }
@@ -689,7 +696,9 @@ impl VolumeManager {
         for uid in orphans {
             match self.teardown_pod(&uid).await {
                 Ok(()) => tracing::info!(uid, "removed orphaned pod directory"),
-                Err(e) => tracing::warn!(uid, error = %e, "cleaning up orphaned pod directory failed"),
+                Err(e) => {
+                    tracing::warn!(uid, error = %e, "cleaning up orphaned pod directory failed")
+                }
             }
         }
     }
@@ -951,7 +960,9 @@ mod tests {
             ],
         );
         let fields = FieldValues::default();
-        vm.setup_pod(&p, &fields, &ResourceList::new()).await.unwrap();
+        vm.setup_pod(&p, &fields, &ResourceList::new())
+            .await
+            .unwrap();
         let cfg_dir = vm.volume_dir("uid-1", "configmap", "cfg");
         assert_eq!(std::fs::read_to_string(cfg_dir.join("k")).unwrap(), "v1");
         assert!(vm.volume_dir("uid-1", "empty-dir", "scratch").is_dir());
@@ -968,7 +979,9 @@ mod tests {
             data: Some([("k".to_string(), "v2".to_string())].into()),
             ..Default::default()
         });
-        vm.setup_pod(&p, &fields, &ResourceList::new()).await.unwrap();
+        vm.setup_pod(&p, &fields, &ResourceList::new())
+            .await
+            .unwrap();
         assert_eq!(std::fs::read_to_string(cfg_dir.join("k")).unwrap(), "v2");
 
         let c = &p.spec.as_ref().unwrap().containers[0];
@@ -976,8 +989,10 @@ mod tests {
             .container_mounts(&p, c, &[], &["10.1.2.3".into()])
             .await
             .unwrap();
-        let by_path: HashMap<&str, &Mount> =
-            mounts.iter().map(|m| (m.container_path.as_str(), m)).collect();
+        let by_path: HashMap<&str, &Mount> = mounts
+            .iter()
+            .map(|m| (m.container_path.as_str(), m))
+            .collect();
         assert!(by_path["/cfg"].read_only, "API data volumes are read-only");
         assert!(!by_path["/scratch"].read_only);
         assert_eq!(by_path["/host"].host_path, host.path());
@@ -992,11 +1007,7 @@ mod tests {
     #[tokio::test]
     async fn failures_name_every_volume_and_standalone_is_clear() {
         let root = tempfile::tempdir().unwrap();
-        let vm = VolumeManager::new(
-            root.path(),
-            Arc::new(objects::StandaloneObjectStore),
-            "",
-        );
+        let vm = VolumeManager::new(root.path(), Arc::new(objects::StandaloneObjectStore), "");
         let p = pod(
             vec![
                 Volume {

@@ -69,7 +69,7 @@ pub struct ServiceAccountToken {
 }
 
 /// A TokenRequest for a pod's service account.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TokenRequest {
     /// Namespace of the pod and service account.
     pub namespace: String,
@@ -156,7 +156,8 @@ pub fn token_needs_refresh(issued: SystemTime, expiration: SystemTime, now: Syst
 
 /// An in-memory [`ObjectStore`] for tests and embedders: objects are put in and removed by
 /// hand; tokens are minted locally (`<namespace>/<service account>/<n>`) with the requested
-/// lifetime. Lookups in namespaces without objects answer [`ObjectError::NotFound`].
+/// lifetime and cached per request until [`token_needs_refresh`] says they are due, as an
+/// API-server store does. Missing objects answer [`ObjectError::NotFound`].
 #[derive(Debug, Default)]
 pub struct MemoryObjectStore {
     inner: Mutex<MemoryObjects>,
@@ -168,6 +169,7 @@ struct MemoryObjects {
     secrets: HashMap<(String, String), Secret>,
     services: HashMap<(String, String), Service>,
     token_requests: Vec<TokenRequest>,
+    tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
 }
 
 fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (String, String) {
@@ -203,7 +205,7 @@ impl MemoryObjectStore {
             .config_maps
             .remove(&(namespace.to_string(), name.to_string()));
     }
-    /// Every token request made so far.
+    /// Every token minted so far (cache hits are not counted).
     pub fn token_requests(&self) -> Vec<TokenRequest> {
         self.lock().token_requests.clone()
     }
@@ -238,13 +240,21 @@ impl ObjectStore for MemoryObjectStore {
         request: &TokenRequest,
     ) -> Result<ServiceAccountToken, ObjectError> {
         let mut inner = self.lock();
+        let now = SystemTime::now();
+        if let Some((t, issued)) = inner.tokens.get(request) {
+            if !token_needs_refresh(*issued, t.expiration, now) {
+                return Ok(t.clone());
+            }
+        }
         inner.token_requests.push(request.clone());
         let n = inner.token_requests.len();
         let secs = u64::try_from(request.expiration_seconds.max(1)).unwrap_or(3600);
-        Ok(ServiceAccountToken {
+        let token = ServiceAccountToken {
             token: format!("{}/{}/{n}", request.namespace, request.service_account),
-            expiration: SystemTime::now() + Duration::from_secs(secs),
-        })
+            expiration: now + Duration::from_secs(secs),
+        };
+        inner.tokens.insert(request.clone(), (token.clone(), now));
+        Ok(token)
     }
     async fn services(&self, namespace: &str) -> Result<Vec<Service>, ObjectError> {
         Ok(self
@@ -265,7 +275,10 @@ mod tests {
     async fn standalone_store_says_not_available() {
         let s = StandaloneObjectStore;
         let e = s.config_map("ns", "cm").await.unwrap_err();
-        assert!(e.to_string().contains("not available in standalone mode"), "{e}");
+        assert!(
+            e.to_string().contains("not available in standalone mode"),
+            "{e}"
+        );
         assert!(!e.is_not_found());
         assert!(s.secret("ns", "s").await.is_err());
         assert!(s.services("ns").await.is_err());
@@ -277,7 +290,11 @@ mod tests {
         let hour = Duration::from_secs(3600);
         let exp = t0 + hour;
         assert!(!token_needs_refresh(t0, exp, t0));
-        assert!(!token_needs_refresh(t0, exp, t0 + Duration::from_secs(2879)));
+        assert!(!token_needs_refresh(
+            t0,
+            exp,
+            t0 + Duration::from_secs(2879)
+        ));
         assert!(token_needs_refresh(t0, exp, t0 + Duration::from_secs(2880)));
         let week = t0 + hour * 24 * 7;
         assert!(!token_needs_refresh(t0, week, t0 + hour * 23));

@@ -202,7 +202,9 @@ mod tests {
         let src = api_access();
         let fields = FieldValues::default();
         let alloc = ResourceList::new();
-        let e = payload("v", &pod, &src, &store, &fields, &alloc).await.unwrap_err();
+        let e = payload("v", &pod, &src, &store, &fields, &alloc)
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("kube-root-ca.crt"), "{e}");
         store.put_config_map(ConfigMap {
             metadata: ObjectMeta {
@@ -213,16 +215,25 @@ mod tests {
             data: Some([("ca.crt".to_string(), "CA".to_string())].into()),
             ..Default::default()
         });
-        let p = payload("v", &pod, &src, &store, &fields, &alloc).await.unwrap();
-        assert_eq!(p.keys().collect::<Vec<_>>(), ["ca.crt", "namespace", "token"]);
+        let p = payload("v", &pod, &src, &store, &fields, &alloc)
+            .await
+            .unwrap();
+        assert_eq!(
+            p.keys().collect::<Vec<_>>(),
+            ["ca.crt", "namespace", "token"]
+        );
         assert_eq!(p["namespace"].data, b"ns");
         assert_eq!(p["ca.crt"].data, b"CA");
+        // The second payload got the cached token.
         let reqs = store.token_requests();
-        assert_eq!(reqs.len(), 2);
+        assert_eq!(reqs.len(), 1);
         assert_eq!(reqs[0].service_account, "sa");
         assert_eq!(reqs[0].expiration_seconds, 3607);
         assert_eq!(reqs[0].pod_uid, "u");
         assert!(reqs[0].audiences.is_empty());
-        assert_eq!(String::from_utf8(p["token"].data.clone()).unwrap(), "ns/sa/2");
+        assert_eq!(
+            String::from_utf8(p["token"].data.clone()).unwrap(),
+            "ns/sa/1"
+        );
     }
 }

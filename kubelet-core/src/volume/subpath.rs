@@ -129,12 +129,15 @@ pub(crate) fn open_with(
     let comps = components(subpath);
     let mut walk = walk;
     // The descriptor of the deepest prefix opened so far (the root at first).
-    let mut cur = root_fd.as_fd().try_clone_to_owned().map_err(|e| SubpathError::Io {
-        subpath: subpath.to_string(),
-        op: "duplicating descriptor",
-        path: root.to_path_buf(),
-        source: e,
-    })?;
+    let mut cur = root_fd
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| SubpathError::Io {
+            subpath: subpath.to_string(),
+            op: "duplicating descriptor",
+            path: root.to_path_buf(),
+            source: e,
+        })?;
     let mut i = 0;
     while i < comps.len() {
         let prefix = comps[..=i].join("/");
@@ -231,7 +234,9 @@ pub fn bind_subpath(
                 "exists with another type",
             )))
         }
-        Err(_) if is_dir => std::fs::create_dir(target).map_err(io("creating directory", target))?,
+        Err(_) if is_dir => {
+            std::fs::create_dir(target).map_err(io("creating directory", target))?
+        }
         Err(_) => {
             std::fs::OpenOptions::new()
                 .write(true)
