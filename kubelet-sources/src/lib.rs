@@ -5,7 +5,8 @@
 //! directory of manifests (`--pod-manifest-path`), watching it with inotify plus a periodic
 //! rescan; [`http::HttpSource`] polls a manifest URL (`--manifest-url`). Both decode, validate
 //! and default the pods through [`static_pod`] and send complete [`PodOperation::Set`]
-//! snapshots.
+//! snapshots. [`objects::ApiObjectStore`] is the API-server implementation of
+//! [`kubelet_core::volume::objects::ObjectStore`] (config maps, secrets, tokens, services).
 //!
 //! [`PodOperation::Set`]: kubelet_core::source::PodOperation::Set
 //!
@@ -33,6 +34,7 @@
 
 pub mod file;
 pub mod http;
+pub mod objects;
 pub mod static_pod;
 
 pub use file::FileSource;
