@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check and test of kubelet-rs: formatting, clippy, unit tests, and the integration
-# tests against a real containerd (started here through scripts/node-env.sh when not running).
+# tests against a real containerd (started here through scripts/node-env.sh when not running) and
+# a real control plane (scripts/control-plane.sh: built once per machine, started when not running).
 # The build cache lives outside the clone ($CARGO_TARGET_DIR, default /var/cache/kubelet-rs/target).
 set -euo pipefail
 
@@ -13,7 +14,14 @@ started_node=0
 if ! bash scripts/node-env.sh status >/dev/null 2>&1 || ! [ -S /run/kubelet-rs/containerd/containerd.sock ]; then
   started_node=1
 fi
+started_cp=0
+if ! bash scripts/control-plane.sh status >/dev/null 2>&1; then
+  started_cp=1
+fi
 cleanup() {
+  if [ "$started_cp" = 1 ] && [ -z "${KUBELET_RS_KEEP_CONTROL_PLANE:-}" ]; then
+    bash scripts/control-plane.sh down >/dev/null 2>&1 || true
+  fi
   if [ "$started_node" = 1 ] && [ -z "${KUBELET_RS_KEEP_NODE:-}" ]; then
     bash scripts/node-env.sh down >/dev/null 2>&1 || true
   fi
@@ -23,6 +31,9 @@ trap cleanup EXIT
 echo "== node environment"
 bash scripts/node-env.sh up
 cargo run -q -p xtask -- cri-ready --endpoint "$KUBELET_RS_CRI_ENDPOINT" --timeout 60
+
+echo "== control plane (etcd, kube-apiserver, controller-manager, scheduler v1.20.2)"
+bash scripts/control-plane.sh up >/dev/null
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -8,9 +8,12 @@
 //! - `cargo xtask cri-ready`: waits for CRI readiness only.
 //! - `cargo xtask pods`: the pods a standalone kubelet runs (phases, container states, IPs,
 //!   last log lines), from its read-only port.
+//! - `cargo xtask control-plane {build,up,down,status,env,node-kubeconfig,audit-rate}`: the
+//!   real v1.20.2 control plane on 127.0.0.1 (see `scripts/control-plane.sh`).
 //! - `cargo xtask bench-cri`: backend vs raw CRI, kubelet-rs vs the Go kubelet (see `bench_cri`).
 
 mod bench_cri;
+mod control_plane;
 mod pods;
 
 use std::path::PathBuf;
@@ -64,6 +67,11 @@ enum Cmd {
         /// Seconds to wait.
         #[arg(long, default_value_t = 60)]
         timeout: u64,
+    },
+    /// The real control plane (etcd, kube-apiserver, controller-manager, scheduler v1.20.2).
+    ControlPlane {
+        #[command(subcommand)]
+        cmd: control_plane::ControlPlaneCmd,
     },
     /// Benchmark: CRI backend vs raw CRI, and kubelet-rs vs the Go kubelet end to end.
     BenchCri(bench_cri::BenchArgs),
@@ -160,6 +168,7 @@ async fn main() -> Result<()> {
         Cmd::CriReady { endpoint, timeout } => {
             cri_ready(&endpoint, Duration::from_secs(timeout)).await
         }
+        Cmd::ControlPlane { cmd } => control_plane::run(cmd),
         Cmd::BenchCri(args) => bench_cri::run(args).await,
     }
 }

@@ -1,0 +1,711 @@
+#!/usr/bin/env bash
+# kubelet-rs control plane: a real upstream kube-apiserver (v1.20.2), kube-controller-manager and
+# kube-scheduler with etcd, all on 127.0.0.1, for the cluster tests and the cluster quickstart.
+#
+#   scripts/control-plane.sh build   install what is missing, build the v1.20.2 binaries once
+#                                    (cached in $CP_CACHE/bin; skipped when already there)
+#   scripts/control-plane.sh up      build if needed, make a throwaway CA and certs, start etcd,
+#                                    apiserver, controller-manager, scheduler; wait for /readyz;
+#                                    print the env lines (as `env` does)
+#   scripts/control-plane.sh down    stop what `up` started (by pid) and remove its state
+#                                    (the cached binaries stay)
+#   scripts/control-plane.sh status  print what runs (exit 1 when the apiserver is not ready)
+#   scripts/control-plane.sh env     print the shell exports for kubectl users and tests
+#   scripts/control-plane.sh node-kubeconfig NODE
+#                                    issue (once) a client cert CN=system:node:NODE, O=system:nodes
+#                                    (+ a kubelet serving cert) and print its kubeconfig's path
+#   scripts/control-plane.sh audit-rate [USER_PREFIX] [LAST_SECONDS]
+#                                    requests/min by verb and resource of system:node:* users
+#                                    (or USER_PREFIX) from the apiserver's audit log (over the
+#                                    last LAST_SECONDS, default all of it)
+#   scripts/control-plane.sh apiserver-stop | apiserver-start
+#                                    stop / start only the apiserver (outage tests)
+#
+# Environment: KUBELET_RS_NODE_NAME (default node identity, kubelet-rs-node), KUBELET_RS_*_PORT
+# (ETCD, ETCD_PEER, APISERVER, CM, SCHED), KUBELET_RS_CP_DIR (state), KUBELET_RS_CP_CACHE
+# (binaries, downloads), KUBELET_RS_DEBIAN_MIRROR (default: the system's Debian mirror).
+#
+# Where things come from (registry packages only): etcd from Debian's `etcd-server`; kubectl from
+# Debian's `kubernetes-client` when no kubectl is installed; the three control-plane binaries
+# built from Debian bookworm's `kubernetes` SOURCE package (pristine upstream v1.20.2 with
+# vendor/) using Go 1.15 from Debian bullseye (golang-1.15-go, golang-1.15-src). Both are fetched
+# with a private apt list/cache under $CP_CACHE/apt: the system's /etc/apt is never changed.
+# Go >= 1.18 builds v1.20 but its apiserver then crashes (vendored reflect2), hence Go 1.15.
+#
+# Runs as root on Debian 12. Idempotent: `up` twice leaves one of each running; `down` works on a
+# machine where `up` never ran.
+set -euo pipefail
+
+CP_CACHE=${KUBELET_RS_CP_CACHE:-/var/cache/kubelet-rs/control-plane}
+GO_DIR=${KUBELET_RS_GO_DIR:-/var/cache/kubelet-rs/go1.15}
+CP_DIR=${KUBELET_RS_CP_DIR:-/var/lib/kubelet-rs/control-plane}
+NODE_NAME=${KUBELET_RS_NODE_NAME:-kubelet-rs-node}
+ETCD_PORT=${KUBELET_RS_ETCD_PORT:-2379}
+ETCD_PEER_PORT=${KUBELET_RS_ETCD_PEER_PORT:-2380}
+APISERVER_PORT=${KUBELET_RS_APISERVER_PORT:-6443}
+CM_PORT=${KUBELET_RS_CM_PORT:-10257}
+SCHED_PORT=${KUBELET_RS_SCHED_PORT:-10259}
+SERVICE_CIDR=10.96.0.0/16
+K8S_VERSION=v1.20.2
+K8S_COMMIT=faecb196815e248d3ecfb03c680a4507229c2a56
+BIN_DIR="$CP_CACHE/bin"
+APT_DIR="$CP_CACHE/apt"
+SRC_DIR="$CP_CACHE/src"
+PKI="$CP_DIR/pki"
+RUN="$CP_DIR/run"
+LOGS="$CP_DIR/logs"
+APISERVER_URL="https://127.0.0.1:$APISERVER_PORT"
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+BUILT=(kube-apiserver kube-controller-manager kube-scheduler)
+PACKAGES=(etcd-server etcd-client openssl make rsync curl ca-certificates tar gzip jq iproute2 util-linux)
+
+log() { printf '[control-plane] %s\n' "$*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
+
+# ---------------------------------------------------------------------------------------------
+# build
+
+install_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  # Any kubectl will do (the machine may have one from elsewhere); Debian's is kubernetes-client.
+  command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# The Debian mirror the system uses (bullseye and bookworm are fetched from the same one).
+debian_mirror() {
+  local m=${KUBELET_RS_DEBIAN_MIRROR:-}
+  if [ -n "$m" ]; then
+    echo "$m"
+    return 0
+  fi
+  m=$(grep -h -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+    /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -o -E 'https?://[^ ]+/debian/?' |
+    grep -v -- '-security' | head -n 1 || true)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+# apt-get with a private source list, list dir and cache: nothing of /etc/apt or /var/lib/apt changes.
+apt_private() {
+  apt-get -q \
+    -o Dir::Etc::sourcelist="$APT_DIR/sources.list" \
+    -o Dir::Etc::sourceparts=- \
+    -o Dir::State::Lists="$APT_DIR/lists" \
+    -o Dir::Cache="$APT_DIR/cache" \
+    -o Dir::Cache::Archives="$APT_DIR/cache/archives" \
+    -o APT::Get::List-Cleanup=0 \
+    -o APT::Sandbox::User=root \
+    "$@"
+}
+
+apt_private_update() {
+  local mirror
+  mirror=$(debian_mirror)
+  mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$APT_DIR/dl"
+  cat >"$APT_DIR/sources.list" <<EOF
+# kubelet-rs control plane: private apt sources (never added to the system's)
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bullseye main
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm main
+EOF
+  if [ -z "$(ls -A "$APT_DIR/lists" 2>/dev/null | grep -v partial || true)" ] || [ -n "${FORCE_APT_UPDATE:-}" ]; then
+    log "private apt update ($mirror: bullseye binaries, bookworm sources)"
+    apt_private update >/dev/null
+  fi
+}
+
+install_go() {
+  local goroot="$GO_DIR/usr/lib/go-1.15"
+  if [ -x "$goroot/bin/go" ] && [ -f "$goroot/src/runtime/proc.go" ]; then
+    return 0
+  fi
+  apt_private_update
+  log "fetching Go 1.15 from bullseye"
+  rm -rf "$APT_DIR/dl/go" && mkdir -p "$APT_DIR/dl/go"
+  # A stale private list (an old cache) points at removed files: refresh once and retry.
+  (cd "$APT_DIR/dl/go" && apt_private download golang-1.15-go golang-1.15-src >/dev/null) ||
+    {
+      FORCE_APT_UPDATE=1 apt_private_update
+      (cd "$APT_DIR/dl/go" && apt_private download golang-1.15-go golang-1.15-src >/dev/null)
+    }
+  rm -rf "$GO_DIR" && mkdir -p "$GO_DIR"
+  local deb
+  for deb in "$APT_DIR"/dl/go/*.deb; do dpkg -x "$deb" "$GO_DIR"; done
+  [ -x "$goroot/bin/go" ] || die "no go binary in $goroot after unpacking"
+  # golang-1.15-go links $goroot/src to the -src package's tree, by an absolute /usr path.
+  if [ ! -f "$goroot/src/runtime/proc.go" ]; then
+    rm -rf "$goroot/src"
+    ln -s "$GO_DIR/usr/share/go-1.15/src" "$goroot/src"
+  fi
+  [ -f "$goroot/src/runtime/proc.go" ] || die "Go sources missing under $goroot/src"
+  GOROOT="$goroot" "$goroot/bin/go" version >&2
+}
+
+fetch_kubernetes_source() {
+  local tree="$SRC_DIR/kubernetes"
+  if [ -f "$tree/.kubelet-rs-unpacked" ]; then
+    return 0
+  fi
+  apt_private_update
+  log "fetching the bookworm kubernetes source package"
+  rm -rf "$APT_DIR/dl/src" && mkdir -p "$APT_DIR/dl/src"
+  (cd "$APT_DIR/dl/src" && apt_private source --download-only kubernetes >/dev/null) ||
+    {
+      FORCE_APT_UPDATE=1 apt_private_update
+      (cd "$APT_DIR/dl/src" && apt_private source --download-only kubernetes >/dev/null)
+    }
+  local orig
+  orig=$(ls "$APT_DIR"/dl/src/kubernetes_*.orig.tar.* 2>/dev/null | head -n 1)
+  [ -n "$orig" ] || die "no kubernetes orig tarball downloaded"
+  log "unpacking $(basename "$orig")"
+  rm -rf "$tree" "$SRC_DIR/unpack" && mkdir -p "$SRC_DIR/unpack"
+  tar -C "$SRC_DIR/unpack" -xf "$orig"
+  local top
+  top=$(find "$SRC_DIR/unpack" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+  [ -f "$top/cmd/kube-apiserver/apiserver.go" ] || die "unexpected layout of $orig"
+  mv "$top" "$tree"
+  rm -rf "$SRC_DIR/unpack"
+  touch "$tree/.kubelet-rs-unpacked"
+}
+
+binaries_present() {
+  local b
+  for b in "${BUILT[@]}"; do [ -x "$BIN_DIR/$b" ] || return 1; done
+}
+
+cmd_build() {
+  need_root
+  install_packages
+  if binaries_present; then
+    log "binaries present in $BIN_DIR ($("$BIN_DIR/kube-apiserver" --version 2>/dev/null || true))"
+    return 0
+  fi
+  local t0=$SECONDS
+  install_go
+  fetch_kubernetes_source
+  local tree="$SRC_DIR/kubernetes" goroot="$GO_DIR/usr/lib/go-1.15"
+  cat >"$SRC_DIR/version.env" <<EOF
+KUBE_GIT_COMMIT='$K8S_COMMIT'
+KUBE_GIT_TREE_STATE='clean'
+KUBE_GIT_VERSION='$K8S_VERSION'
+KUBE_GIT_MAJOR='1'
+KUBE_GIT_MINOR='20'
+EOF
+  log "building ${BUILT[*]} (Go 1.15, GOPATH mode; several minutes on 2 cores; log: $SRC_DIR/build.log)"
+  local what="" b
+  for b in "${BUILT[@]}"; do what="$what cmd/$b"; done
+  if ! (
+    cd "$tree"
+    export GOROOT="$goroot" PATH="$goroot/bin:$PATH"
+    export GOPATH="$SRC_DIR/gopath" GOCACHE="$SRC_DIR/gocache"
+    export GOPROXY=off GOSUMDB=off CGO_ENABLED=0 GOTOOLCHAIN=local
+    export KUBE_GIT_VERSION_FILE="$SRC_DIR/version.env" KUBE_VERBOSE=1
+    export KUBE_BUILD_PLATFORMS=linux/amd64
+    unset GOBIN
+    make WHAT="${what# }" >"$SRC_DIR/build.log" 2>&1
+  ); then
+    tail -n 40 "$SRC_DIR/build.log" >&2
+    die "build failed (full log: $SRC_DIR/build.log)"
+  fi
+  mkdir -p "$BIN_DIR"
+  for b in "${BUILT[@]}"; do
+    install -m 0755 "$tree/_output/local/bin/linux/amd64/$b" "$BIN_DIR/$b.tmp"
+    mv "$BIN_DIR/$b.tmp" "$BIN_DIR/$b"
+  done
+  log "built in $((SECONDS - t0))s: $("$BIN_DIR/kube-apiserver" --version)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# pki and kubeconfigs
+
+# One lock for every command that changes state, so that parallel test binaries calling `up` or
+# `node-kubeconfig` at once serialize. Daemons are started with fd 9 closed (they must not
+# hold the lock).
+LOCK_FILE=${KUBELET_RS_CP_LOCK:-/var/lib/kubelet-rs/control-plane.lock}
+take_lock() {
+  mkdir -p "$(dirname "$LOCK_FILE")"
+  exec 9>"$LOCK_FILE"
+  flock 9
+}
+
+# new_key PATH [rsa]: an ECDSA P-256 key (fast to make: tests issue one identity per node) or
+# an RSA 2048 key, in PKCS#8 PEM (read by Go, openssl and rustls alike).
+new_key() {
+  if [ "${2:-}" = rsa ]; then
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1" 2>/dev/null
+  else
+    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null
+  fi
+  chmod 0600 "$1"
+}
+
+# new_ca NAME CN: a self-signed CA $PKI/NAME.{key,crt}.
+new_ca() {
+  local name=$1 cn=$2
+  [ -f "$PKI/$name.crt" ] && return 0
+  new_key "$PKI/$name.key"
+  openssl req -x509 -new -key "$PKI/$name.key" -subj "/CN=$cn" -days 3650 -sha256 \
+    -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+    -out "$PKI/$name.crt" 2>/dev/null
+}
+
+# issue CA OUT SUBJECT USAGE [SANS]: a key and a certificate OUT.{key,crt} signed by $PKI/CA;
+# USAGE is serverAuth or clientAuth; SANS an openssl subjectAltName list.
+issue() {
+  local ca=$1 out=$2 subj=$3 usage=$4 sans=${5:-}
+  [ -f "$out.crt" ] && [ -f "$out.key" ] && return 0
+  new_key "$out.key"
+  local ext
+  ext=$(mktemp)
+  {
+    echo "[v3]"
+    echo "basicConstraints=critical,CA:FALSE"
+    echo "keyUsage=critical,digitalSignature"
+    echo "extendedKeyUsage=$usage"
+    [ -z "$sans" ] || echo "subjectAltName=$sans"
+  } >"$ext"
+  openssl req -new -key "$out.key" -subj "$subj" -out "$out.csr" 2>/dev/null
+  openssl x509 -req -in "$out.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" \
+    -CAserial "$PKI/$ca.srl" -CAcreateserial \
+    -days 3650 -sha256 -extfile "$ext" -extensions v3 -out "$out.crt.tmp" 2>/dev/null
+  mv "$out.crt.tmp" "$out.crt"
+  rm -f "$ext" "$out.csr"
+}
+
+# write_kubeconfig PATH USER CERT_BASE: a self-contained kubeconfig (certs embedded).
+write_kubeconfig() {
+  local path=$1 user=$2 base=$3 tmp
+  tmp="$path.tmp.$$"
+  cat >"$tmp" <<KCFG
+apiVersion: v1
+kind: Config
+clusters:
+- name: kubelet-rs
+  cluster:
+    server: $APISERVER_URL
+    certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
+users:
+- name: $user
+  user:
+    client-certificate-data: $(base64 -w0 <"$base.crt")
+    client-key-data: $(base64 -w0 <"$base.key")
+contexts:
+- name: $user@kubelet-rs
+  context:
+    cluster: kubelet-rs
+    user: $user
+current-context: $user@kubelet-rs
+preferences: {}
+KCFG
+  chmod 0600 "$tmp"
+  mv "$tmp" "$path"
+}
+
+valid_node_name() {
+  [ ${#1} -le 253 ] && [[ "$1" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$ ]]
+}
+
+# node_identity NODE: client cert CN=system:node:NODE, O=system:nodes, its kubeconfig, and a
+# kubelet serving cert (signed by the kubelet CA) for 127.0.0.1, localhost and NODE, all under
+# $CP_DIR/nodes/NODE.
+node_identity() {
+  local node=$1 dir="$CP_DIR/nodes/$1"
+  valid_node_name "$node" || die "invalid node name: $node"
+  mkdir -p "$dir"
+  issue ca "$dir/node" "/O=system:nodes/CN=system:node:$node" clientAuth
+  issue kubelet-ca "$dir/kubelet" "/CN=$node" serverAuth \
+    "DNS:$node,DNS:localhost,IP:127.0.0.1,IP:::1"
+  [ -f "$dir/kubeconfig" ] || write_kubeconfig "$dir/kubeconfig" "system:node:$node" "$dir/node"
+}
+
+make_pki() {
+  mkdir -p "$PKI"
+  chmod 0700 "$PKI"
+  new_ca ca kubelet-rs-ca
+  new_ca kubelet-ca kubelet-rs-kubelet-ca
+  # The aggregation layer's request-header CA (as kubeadm sets it up): the controller-manager
+  # and scheduler read it from kube-system/extension-apiserver-authentication.
+  new_ca front-proxy-ca kubelet-rs-front-proxy-ca
+  issue front-proxy-ca "$PKI/front-proxy-client" "/CN=front-proxy-client" clientAuth
+  issue ca "$PKI/apiserver" "/CN=kube-apiserver" serverAuth \
+    "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.96.0.1"
+  issue ca "$PKI/admin" "/O=system:masters/CN=kubernetes-admin" clientAuth
+  issue ca "$PKI/apiserver-kubelet-client" "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  issue ca "$PKI/controller-manager" "/CN=system:kube-controller-manager" clientAuth
+  issue ca "$PKI/scheduler" "/CN=system:kube-scheduler" clientAuth
+  if [ ! -f "$PKI/sa.pub" ]; then
+    new_key "$PKI/sa.key" rsa
+    openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+  fi
+  # The default node's kubelet serving cert also covers this machine's hostname.
+  issue kubelet-ca "$PKI/kubelet" "/CN=$NODE_NAME" serverAuth \
+    "DNS:$NODE_NAME,DNS:$(hostname),DNS:localhost,IP:127.0.0.1,IP:::1"
+  [ -f "$CP_DIR/admin.kubeconfig" ] ||
+    write_kubeconfig "$CP_DIR/admin.kubeconfig" kubernetes-admin "$PKI/admin"
+  [ -f "$CP_DIR/controller-manager.kubeconfig" ] ||
+    write_kubeconfig "$CP_DIR/controller-manager.kubeconfig" system:kube-controller-manager "$PKI/controller-manager"
+  [ -f "$CP_DIR/scheduler.kubeconfig" ] ||
+    write_kubeconfig "$CP_DIR/scheduler.kubeconfig" system:kube-scheduler "$PKI/scheduler"
+  node_identity "$NODE_NAME"
+  ln -sfn "nodes/$NODE_NAME/kubeconfig" "$CP_DIR/node.kubeconfig"
+}
+
+write_audit_policy() {
+  # Everything the kubelets (group system:nodes: users system:node:*) ask, at Metadata level
+  # (verb, resource, user, code; no bodies); nothing else.
+  cat >"$CP_DIR/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  userGroups: ["system:nodes"]
+- level: None
+POLICY
+}
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+# pid_of NAME: the pid recorded for component NAME, if it still runs with our state dir.
+pid_of() {
+  local f="$RUN/$1.pid" pid
+  [ -f "$f" ] || return 1
+  pid=$(cat "$f" 2>/dev/null) || return 1
+  [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+  tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$CP_DIR/" || return 1
+  echo "$pid"
+}
+
+# find_pid CMDLINE: the pid of the process whose command line is exactly CMDLINE.
+find_pid() {
+  local d want=$1
+  for d in /proc/[0-9]*; do
+    if [ "$(tr '\0' ' ' 2>/dev/null <"$d/cmdline")" = "$want " ]; then
+      echo "${d#/proc/}"
+      return 0
+    fi
+  done
+  return 1
+}
+
+port_free() {
+  ! ss -Htln "sport = :$1" 2>/dev/null | grep -q .
+}
+
+# start NAME BINARY ARGS...: starts a component in its own session and records its own pid.
+start() {
+  local name=$1 pid i
+  shift
+  if pid=$(pid_of "$name"); then
+    log "$name already running (pid $pid)"
+    return 0
+  fi
+  log "starting $name (log: $LOGS/$name.log)"
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
+  # setsid forks when its caller leads a process group: find the component's own pid.
+  for i in $(seq 1 50); do
+    if pid=$(find_pid "$*"); then
+      echo "$pid" >"$RUN/$name.pid"
+      return 0
+    fi
+    sleep 0.1
+  done
+  tail -n 30 "$LOGS/$name.log" >&2
+  die "$name did not start"
+}
+
+stop() {
+  local name=$1 pid i
+  if pid=$(pid_of "$name"); then
+    log "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do
+      [ -d "/proc/$pid" ] || break
+      sleep 0.1
+    done
+    [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$RUN/$name.pid"
+}
+
+# Components of ours whose pid file is gone (an interrupted `up`): their command lines name our
+# binaries and our state dir.
+stop_strays() {
+  local d cmd pid
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline") || continue
+    case "$cmd" in
+      "$BIN_DIR/kube-"*"$CP_DIR/"* | "etcd --name kubelet-rs --data-dir $CP_DIR/"*)
+        log "stopping leftover $pid: ${cmd:0:60}..."
+        kill -KILL "$pid" 2>/dev/null || true
+        ;;
+    esac
+  done
+}
+
+curl_api() {
+  curl -fsS --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+    "$APISERVER_URL$1"
+}
+
+# wait_for WHAT TRIES COMPONENT CMD...: runs CMD every 0.5s until it succeeds; fails early when
+# COMPONENT exits.
+wait_for() {
+  local what=$1 tries=$2 name=$3 i
+  shift 3
+  for i in $(seq 1 "$tries"); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    if ! pid_of "$name" >/dev/null; then
+      tail -n 40 "$LOGS/$name.log" >&2
+      die "$name exited while waiting for $what"
+    fi
+    sleep 0.5
+  done
+  tail -n 40 "$LOGS/$name.log" >&2
+  die "timed out waiting for $what"
+}
+
+etcd_healthy() {
+  curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'
+}
+
+default_sa_token_exists() {
+  curl_api /api/v1/namespaces/default/serviceaccounts/default >/dev/null &&
+    curl_api "/api/v1/namespaces/default/secrets?fieldSelector=type%3Dkubernetes.io%2Fservice-account-token" |
+    grep -q '"kubernetes.io/service-account.name"'
+}
+
+check_ports() {
+  local p name
+  for p in "etcd:$ETCD_PORT" "etcd:$ETCD_PEER_PORT" "kube-apiserver:$APISERVER_PORT" \
+    "kube-controller-manager:$CM_PORT" "kube-scheduler:$SCHED_PORT"; do
+    name=${p%%:*}
+    pid_of "$name" >/dev/null && continue
+    port_free "${p#*:}" || die "port ${p#*:} (for $name) is in use by another process; see KUBELET_RS_*_PORT"
+  done
+}
+
+# start_apiserver: starts kube-apiserver (unless running) and waits for /readyz.
+start_apiserver() {
+  start kube-apiserver "$BIN_DIR/kube-apiserver" \
+    --advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+    --insecure-port=0 \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --client-ca-file="$PKI/ca.crt" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$PKI/kubelet-ca.crt" \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
+    --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+    --proxy-client-key-file="$PKI/front-proxy-client.key" \
+    --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction \
+    --endpoint-reconciler-type=none \
+    --enable-priority-and-fairness=false \
+    --allow-privileged=true \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" \
+    --service-account-signing-key-file="$PKI/sa.key" \
+    --audit-policy-file="$CP_DIR/audit-policy.yaml" \
+    --audit-log-path="$LOGS/audit.log" \
+    --audit-log-maxsize=200 --audit-log-maxbackup=3 \
+    --cert-dir="$RUN/apiserver" \
+    --profiling=false \
+    --v=1
+  wait_for "kube-apiserver /readyz" 240 kube-apiserver curl_api /readyz
+}
+
+cmd_up() {
+  need_root
+  take_lock
+  local t0=$SECONDS
+  cmd_build
+  mkdir -p "$CP_DIR" "$RUN" "$LOGS"
+  check_ports
+  make_pki
+  write_audit_policy
+
+  start etcd etcd --name kubelet-rs --data-dir "$CP_DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "kubelet-rs=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster-state new --log-level warn
+  wait_for "etcd health" 60 etcd etcd_healthy
+
+  start_apiserver
+
+  start kube-controller-manager "$BIN_DIR/kube-controller-manager" \
+    --kubeconfig="$CP_DIR/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$CP_DIR/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$CP_DIR/controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$CM_PORT" --port=0 \
+    --cert-dir="$RUN/controller-manager" \
+    --leader-elect=false \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="$PKI/sa.key" \
+    --root-ca-file="$PKI/ca.crt" \
+    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --controllers='*,bootstrapsigner,tokencleaner' \
+    --profiling=false \
+    --v=1
+
+  start kube-scheduler "$BIN_DIR/kube-scheduler" \
+    --kubeconfig="$CP_DIR/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$CP_DIR/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$CP_DIR/scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" --port=0 \
+    --cert-dir="$RUN/scheduler" \
+    --leader-elect=false \
+    --profiling=false \
+    --v=1
+
+  # The controller-manager works once it has made the default service account and its token.
+  wait_for "the default service account's token (controller-manager)" 240 kube-controller-manager \
+    default_sa_token_exists
+  if ! pid_of kube-scheduler >/dev/null; then
+    tail -n 40 "$LOGS/kube-scheduler.log" >&2
+    die "kube-scheduler exited"
+  fi
+  log "up in $((SECONDS - t0))s: $APISERVER_URL"
+  cmd_env
+}
+
+cmd_down() {
+  need_root
+  take_lock
+  local i
+  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do stop "${COMPONENTS[$i]}"; done
+  stop_strays
+  rm -rf "$CP_DIR"
+  log "down"
+}
+
+# apiserver-stop / apiserver-start: only the apiserver goes away and comes back (same certs,
+# same etcd), for tests of a kubelet riding out an apiserver outage.
+cmd_apiserver_stop() {
+  need_root
+  take_lock
+  stop kube-apiserver
+}
+
+cmd_apiserver_start() {
+  need_root
+  take_lock
+  [ -f "$PKI/ca.crt" ] && pid_of etcd >/dev/null || die "the control plane is not up"
+  start_apiserver
+}
+
+cmd_status() {
+  local c pid rc=0
+  for c in "${COMPONENTS[@]}"; do
+    if pid=$(pid_of "$c"); then
+      echo "$c: running (pid $pid)"
+    else
+      echo "$c: not running"
+      rc=1
+    fi
+  done
+  if [ -f "$PKI/admin.crt" ] && curl_api /readyz >/dev/null 2>&1; then
+    echo "kube-apiserver: ready at $APISERVER_URL"
+  else
+    echo "kube-apiserver: not ready"
+    rc=1
+  fi
+  return $rc
+}
+
+cmd_env() {
+  cat <<ENV
+export KUBECONFIG=$CP_DIR/admin.kubeconfig
+export KUBELET_RS_ADMIN_KUBECONFIG=$CP_DIR/admin.kubeconfig
+export KUBELET_RS_NODE_NAME=$NODE_NAME
+export KUBELET_RS_NODE_KUBECONFIG=$CP_DIR/node.kubeconfig
+export KUBELET_RS_APISERVER_URL=$APISERVER_URL
+export KUBELET_RS_CLUSTER_CA=$PKI/ca.crt
+export KUBELET_RS_KUBELET_CA=$PKI/kubelet-ca.crt
+export KUBELET_RS_KUBELET_TLS_CERT=$PKI/kubelet.crt
+export KUBELET_RS_KUBELET_TLS_KEY=$PKI/kubelet.key
+export KUBELET_RS_AUDIT_LOG=$LOGS/audit.log
+export ETCDCTL_API=3
+export ETCDCTL_ENDPOINTS=http://127.0.0.1:$ETCD_PORT
+ENV
+}
+
+cmd_node_kubeconfig() {
+  local node=${1:-}
+  [ -n "$node" ] || die "usage: $0 node-kubeconfig NODE"
+  valid_node_name "$node" || die "invalid node name: $node"
+  need_root
+  take_lock
+  [ -f "$PKI/ca.crt" ] || die "the control plane is not up (no $PKI/ca.crt)"
+  node_identity "$node"
+  echo "$CP_DIR/nodes/$node/kubeconfig"
+}
+
+# audit-rate [USER_PREFIX] [LAST_SECONDS]: requests per minute by verb and resource[/subresource]
+# (or path, for non-resource requests) in the audit log, of users whose name starts with
+# USER_PREFIX (default: system:node:, every kubelet), over the last LAST_SECONDS (default: the
+# whole time span the log covers).
+cmd_audit_rate() {
+  local prefix=${1:-system:node:} last=${2:-0} log_file="$LOGS/audit.log"
+  [ -f "$log_file" ] || die "no audit log at $log_file"
+  [[ "$last" =~ ^[0-9]+$ ]] || die "LAST_SECONDS must be a number: $last"
+  command -v jq >/dev/null 2>&1 || die "audit-rate needs jq (apt-get install jq)"
+  jq -r --arg p "$prefix" '
+    select(.stage == "ResponseComplete" and (.user.username | startswith($p)))
+    | [ (.stageTimestamp | sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601),
+        .verb,
+        ((.objectRef.resource // (.requestURI | sub("\\?.*$"; "")))
+          + (if .objectRef.subresource then "/" + .objectRef.subresource else "" end)) ]
+    | @tsv' "$log_file" | awk -F'\t' -v now="$(date +%s)" -v last="$last" '
+      last > 0 && $1 < now - last { next }
+      { n[$2 " " $3]++; if (first == "" || $1 < first) first = $1; if ($1 > max) max = $1; total++ }
+      END {
+        if (total == 0) { print "no requests"; exit }
+        span = (last > 0 ? last : max - first) / 60; if (span <= 0) span = 1 / 60
+        printf "%d requests over %.1f min: %.1f/min\n", total, span, total / span
+        for (k in n) printf "%8.1f/min  %s\n", n[k] / span, k | "sort -rn"
+      }'
+}
+
+case "${1:-}" in
+  build)
+    take_lock
+    cmd_build
+    ;;
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  node-kubeconfig) cmd_node_kubeconfig "${2:-}" ;;
+  audit-rate) cmd_audit_rate "${2:-}" "${3:-}" ;;
+  apiserver-stop) cmd_apiserver_stop ;;
+  apiserver-start) cmd_apiserver_start ;;
+  *)
+    echo "usage: $0 build|up|down|status|env|node-kubeconfig NODE|audit-rate [USER_PREFIX] [LAST_SECONDS]|apiserver-stop|apiserver-start" >&2
+    exit 2
+    ;;
+esac
