@@ -13,10 +13,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapKeySelector, ConfigMapProjection, ConfigMapVolumeSource,
-    DownwardAPIProjection, DownwardAPIVolumeFile, EnvVar, EnvVarSource, KeyToPath, Namespace,
-    Node, ObjectFieldSelector, Pod, PodStatus, ProjectedVolumeSource, Secret,
-    SecretVolumeSource, ServiceAccount, ServiceAccountTokenProjection, Volume, VolumeMount,
-    VolumeProjection,
+    DownwardAPIProjection, DownwardAPIVolumeFile, EnvVar, EnvVarSource, KeyToPath, Namespace, Node,
+    ObjectFieldSelector, Pod, PodStatus, ProjectedVolumeSource, Secret, SecretVolumeSource,
+    ServiceAccount, ServiceAccountTokenProjection, Volume, VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
@@ -269,18 +268,35 @@ async fn objects_from_the_api_server_with_the_node_identity() {
     let mut engine_config = t.config();
     engine_config.node_name = node_name.clone();
     engine_config.sync_frequency = Duration::from_secs(1);
-    let k = t.start_customized(engine_config, vec![source as Arc<dyn PodSource>], |b| {
-        b.object_store(store.clone() as Arc<dyn ObjectStore>)
-    });
+    let k = t.start_customized(
+        engine_config,
+        vec![source.clone() as Arc<dyn PodSource>],
+        |b| b.object_store(store.clone() as Arc<dyn ObjectStore>),
+    );
     let status = wait_running(&k.handle, &uid, LONG).await;
-    assert_eq!(exec(&k.handle, &status, "main", "echo $GREETING").await, "hello\n");
-    assert_eq!(exec(&k.handle, &status, "main", "cat /cfg/greeting").await, "hello");
     assert_eq!(
-        exec(&k.handle, &status, "main", "cat /sec/password; stat -L -c ' %a' /sec/password").await,
+        exec(&k.handle, &status, "main", "echo $GREETING").await,
+        "hello\n"
+    );
+    assert_eq!(
+        exec(&k.handle, &status, "main", "cat /cfg/greeting").await,
+        "hello"
+    );
+    assert_eq!(
+        exec(
+            &k.handle,
+            &status,
+            "main",
+            "cat /sec/password; stat -L -c ' %a' /sec/password"
+        )
+        .await,
         "s3cret 400\n"
     );
     let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
-    assert_eq!(exec(&k.handle, &status, "main", &format!("cat {sa}/namespace")).await, ns);
+    assert_eq!(
+        exec(&k.handle, &status, "main", &format!("cat {sa}/namespace")).await,
+        ns
+    );
     let ca = exec(&k.handle, &status, "main", &format!("cat {sa}/ca.crt")).await;
     assert!(ca.contains("BEGIN CERTIFICATE"), "{ca}");
     let token = exec(&k.handle, &status, "main", &format!("cat {sa}/token")).await;
@@ -324,7 +340,71 @@ async fn objects_from_the_api_server_with_the_node_identity() {
         async move { (exec(&h, &s, "main", "cat /cfg/greeting").await == "bonjour").then_some(()) }
     })
     .await;
+
+    // A `kubectl run` pod: the API server's ServiceAccount admission gives it its default
+    // token volume; it starts and its token is accepted.
+    let overrides = format!("{{\"spec\":{{\"nodeName\":\"{node_name}\"}}}}");
+    let out = cp
+        .kubectl(&[
+            "run",
+            "kubectl-run",
+            "-n",
+            &ns,
+            "--image=kubelet-rs.local/busybox:1.0",
+            "--image-pull-policy=IfNotPresent",
+            "--restart=Never",
+            &format!("--overrides={overrides}"),
+            "--command",
+            "--",
+            "sleep",
+            "3600",
+        ])
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_pod = pods.get("kubectl-run").await.unwrap();
+    let run_uid = run_pod.metadata.uid.clone().unwrap();
+    let volumes: Vec<String> = run_pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert!(!volumes.is_empty(), "the token volume was added");
+    source.set(vec![created.clone(), run_pod]);
+    let run_status = wait_running(&k.handle, &run_uid, LONG).await;
+    let token = exec(
+        &k.handle,
+        &run_status,
+        "kubectl-run",
+        &format!("cat {sa}/token"),
+    )
+    .await;
+    let review = Api::<TokenReview>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &TokenReview {
+                spec: TokenReviewSpec {
+                    token,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(review.authenticated, Some(true), "{volumes:?}: {review:?}");
+
     k.stop().await;
+    let _ = pods.delete("kubectl-run", &DeleteParams::default()).await;
     let _ = pods.delete("app", &DeleteParams::default()).await;
     let _ = Api::<Namespace>::all(admin.clone())
         .delete(&ns, &DeleteParams::default())
