@@ -754,3 +754,45 @@ async fn orphaned_pod_directories_are_cleaned_at_housekeeping() {
     );
     k.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn volumes_of_a_completed_pod_are_torn_down() {
+    let Some(t) = EngineTest::new("vol-completed").await else {
+        return;
+    };
+    let uid = t.uid("done");
+    let mut p = with_volumes(
+        t.pod(
+            "done",
+            &uid,
+            vec![with_mounts(
+                busybox("main", "echo x > /ram/f; sleep 2"),
+                vec![mount("ram", "/ram")],
+            )],
+        ),
+        vec![Volume {
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some("Memory".into()),
+                ..Default::default()
+            }),
+            ..volume("ram")
+        }],
+    );
+    p.spec.as_mut().unwrap().restart_policy = Some("Never".into());
+    let (k, _source, _) = start(&t, vec![p], None, None);
+    let dir = pod_dir(&t, &uid).join("volumes/kubernetes.io~empty-dir/ram");
+    wait_until(LONG, "tmpfs mounted while the pod runs", || {
+        is_mounted(&dir).then_some(())
+    })
+    .await;
+    wait_until(LONG, "pod Succeeded", || {
+        let s = k.handle.pod_status(&uid)?;
+        (s.phase.as_deref() == Some("Succeeded")).then_some(())
+    })
+    .await;
+    wait_until(LONG, "tmpfs unmounted after termination", || {
+        (!is_mounted(&dir)).then_some(())
+    })
+    .await;
+    k.stop().await;
+}

@@ -481,6 +481,10 @@ impl Engine {
         let uid = pod::uid(p);
         let rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
         self.kill_pod(p, &rt, grace).await?;
+        // Nothing runs any more: its volumes go (best effort; cleanup retries).
+        if let Err(e) = self.volumes.teardown_pod(uid).await {
+            tracing::warn!(pod = %pod::full_name(p), uid, error = %e, "tearing down volumes failed");
+        }
         // An orphan found in the runtime has no spec and no status to publish.
         if p.spec.is_some() {
             let rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
