@@ -56,8 +56,7 @@ async fn run_size(n: usize, idle_secs: u64) {
             node_name: "bench".into(),
             max_pods: n as u32,
             resolv_conf: Default::default(),
-            root_dir: std::env::temp_dir()
-                .join(format!("kubelet-core-bench-{}", std::process::id())),
+            root_dir: Default::default(),
             ..Config::default()
         })
         .runtime(Arc::new(SimRuntime::new()))

@@ -16,7 +16,8 @@ pub struct Config {
     pub node_labels: BTreeMap<String, String>,
     /// The node's IPs (`--node-ip` or detected): status.hostIP(s), host-network pod IPs.
     pub node_ips: Vec<String>,
-    /// `--root-dir` (default `/var/lib/kubelet`): pod directories live under `pods/`.
+    /// `--root-dir` (default `/var/lib/kubelet`): pod directories live under `pods/`. Empty:
+    /// no per-pod files at all (no termination-message files; for simulations and benchmarks).
     pub root_dir: PathBuf,
     /// Pod log root (`/var/log/pods`).
     pub pod_logs_dir: PathBuf,

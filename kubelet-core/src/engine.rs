@@ -16,11 +16,15 @@ use crate::cm::ContainerManager;
 use crate::config::Config;
 use crate::images::ImageManager;
 use crate::pod_manager::PodManager;
+use crate::prober::ProberManager;
 use crate::runtime::{ContainerRuntime, DnsConfig, PodRef};
 use crate::sink::StatusSink;
 use crate::status::StatusManager;
 use crate::volume::objects::ObjectStore;
 use crate::volume::VolumeManager;
+
+/// Bound of the queue of pods whose probe results changed.
+const PROBE_UPDATES_CAPACITY: usize = 1024;
 
 /// Liveness bookkeeping for `/healthz`.
 #[derive(Debug, Default)]
@@ -42,6 +46,10 @@ pub(crate) struct Engine {
     pub admit_handlers: Vec<Arc<dyn AdmitHandler>>,
     pods: RwLock<PodManager>,
     pub status: Arc<StatusManager>,
+    /// Probe workers and their results.
+    pub prober: Arc<ProberManager>,
+    /// Pods whose probe results changed (read by the sync loop, which takes it at start).
+    pub probe_updates: Mutex<Option<tokio::sync::mpsc::Receiver<String>>>,
     crash_backoff: Mutex<Backoff>,
     pub images: ImageManager,
     runtime_name: RwLock<String>,
@@ -72,8 +80,18 @@ impl Engine {
         let sync_permits = config
             .max_concurrent_pod_syncs
             .map(|n| Semaphore::new(n.max(1)));
+        let status = Arc::new(StatusManager::new(sink.clone()));
+        let (probe_tx, probe_rx) = tokio::sync::mpsc::channel(PROBE_UPDATES_CAPACITY);
+        let prober = Arc::new(ProberManager::new(
+            runtime.clone(),
+            status.clone(),
+            sink.clone(),
+            probe_tx,
+        ));
         Engine {
-            status: Arc::new(StatusManager::new(sink.clone())),
+            status,
+            prober,
+            probe_updates: Mutex::new(Some(probe_rx)),
             config,
             runtime,
             cm,

@@ -268,15 +268,29 @@ impl Kubelet {
             admitted: Admitted::default(),
         };
         tracing::info!(node = %engine.config.node_name, "kubelet sync loop starting");
-        sync_loop.run(rx, pleg_rx, &child).await;
+        let probe_rx = engine
+            .probe_updates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        sync_loop.run(rx, pleg_rx, probe_rx, &child).await;
 
         tracing::info!("kubelet shutting down");
         child.cancel();
         self.workers_shutdown.cancel();
         tasks.close();
         self.handle.workers.wait().await;
+        engine.prober.shutdown().await;
         tasks.wait().await;
         Ok(())
+    }
+}
+
+/// Receives from an optional channel; pending forever when there is none.
+async fn recv_opt<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -337,6 +351,7 @@ impl SyncLoop {
         &mut self,
         mut updates: mpsc::Receiver<PodUpdate>,
         mut pleg: mpsc::Receiver<pleg::Event>,
+        mut probes: Option<mpsc::Receiver<String>>,
         shutdown: &CancellationToken,
     ) {
         let mut housekeeping = tokio::time::interval(self.engine.config.housekeeping_interval);
@@ -366,6 +381,7 @@ impl SyncLoop {
                     None => sources_open = false,
                 },
                 Some(e) = pleg.recv() => self.handle_pleg_event(e),
+                Some(uid) = recv_opt(&mut probes) => self.handle_probe_update(&uid),
                 _ = housekeeping.tick() => self.housekeeping().await,
             }
         }
@@ -505,6 +521,17 @@ impl SyncLoop {
             ..Default::default()
         };
         self.engine.status.set(p, status);
+    }
+
+    /// A probe result changed: sync the pod so its status and actions follow (Go's
+    /// `handleProbeSync`).
+    fn handle_probe_update(&self, uid: &str) {
+        let Some(p) = self.engine.pods().get(uid) else {
+            return;
+        };
+        if self.workers.state(uid).is_some() {
+            self.dispatch(p, WorkKind::Sync);
+        }
     }
 
     fn handle_pleg_event(&self, e: pleg::Event) {
@@ -667,6 +694,21 @@ impl KubeletHandle {
     /// Whether the runtime reported itself ready at the last check.
     pub fn runtime_ready(&self) -> bool {
         self.engine.is_runtime_ready()
+    }
+
+    /// A snapshot of `prober_probe_total` (probe runs by type, result, container and pod).
+    pub fn probe_counts(&self) -> Vec<(crate::prober::ProbeCountKey, u64)> {
+        self.engine.prober.probe_counts()
+    }
+
+    /// `prober_probe_total` in the Prometheus text format (`/metrics/probes`).
+    pub fn probe_metrics(&self) -> String {
+        crate::prober::render_probe_metrics(&self.engine.prober.probe_counts())
+    }
+
+    /// Number of running probe workers.
+    pub fn probe_worker_count(&self) -> usize {
+        self.engine.prober.worker_count()
     }
 
     /// Ok when the sync loop and PLEG are alive (Go's `syncloop` and `pleg` health checks);

@@ -46,6 +46,7 @@ mod gc;
 pub mod hash;
 pub mod images;
 pub mod kubelet;
+pub mod lifecycle;
 #[cfg(test)]
 mod lifecycle_tests;
 pub mod pleg;
@@ -54,6 +55,9 @@ pub mod pod_manager;
 pub mod pod_status;
 pub mod pod_workers;
 pub mod podconfig;
+#[cfg(test)]
+mod probe_lifecycle_tests;
+pub mod prober;
 pub mod qos;
 pub mod resources;
 pub mod runtime;
@@ -61,6 +65,7 @@ pub mod sink;
 pub mod source;
 pub mod status;
 pub mod sync;
+pub mod termination_message;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod volume;

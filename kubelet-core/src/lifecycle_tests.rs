@@ -15,31 +15,26 @@ use crate::testing::{
 };
 use crate::{Config, Kubelet, KubeletHandle, WorkerState};
 
-struct Harness {
-    handle: KubeletHandle,
-    rt: Arc<SimRuntime>,
-    src: Arc<StaticSource>,
-    sink: Arc<RecordingSink>,
-    cm: Arc<FakeContainerManager>,
+pub(crate) struct Harness {
+    pub(crate) handle: KubeletHandle,
+    pub(crate) rt: Arc<SimRuntime>,
+    pub(crate) src: Arc<StaticSource>,
+    pub(crate) sink: Arc<RecordingSink>,
+    pub(crate) cm: Arc<FakeContainerManager>,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<crate::Result<()>>,
 }
 
-fn config() -> Config {
-    // Pod directories of the simulated pods go to a directory of their own per test engine
-    // (tests share pod uids), not to /var/lib/kubelet.
-    static ROOTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = ROOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+pub(crate) fn config() -> Config {
     Config {
         node_name: "node-1".into(),
         resolv_conf: Default::default(),
-        root_dir: std::env::temp_dir()
-            .join(format!("kubelet-core-lifecycle-{}-{n}", std::process::id())),
+        root_dir: Default::default(),
         ..Config::default()
     }
 }
 
-async fn start_with(
+pub(crate) async fn start_with(
     pods: Vec<Pod>,
     rt: Arc<SimRuntime>,
     cm: FakeContainerManager,
@@ -72,7 +67,7 @@ async fn start_with(
     }
 }
 
-async fn start(pods: Vec<Pod>) -> Harness {
+pub(crate) async fn start(pods: Vec<Pod>) -> Harness {
     start_with(
         pods,
         Arc::new(SimRuntime::new()),
@@ -84,7 +79,7 @@ async fn start(pods: Vec<Pod>) -> Harness {
 
 impl Harness {
     /// Polls (in virtual time) until `f` holds; panics after `limit`.
-    async fn until(&self, limit: Duration, what: &str, f: impl Fn(&Harness) -> bool) {
+    pub(crate) async fn until(&self, limit: Duration, what: &str, f: impl Fn(&Harness) -> bool) {
         let deadline = tokio::time::Instant::now() + limit;
         while !f(self) {
             if tokio::time::Instant::now() > deadline {
@@ -94,15 +89,15 @@ impl Harness {
         }
     }
 
-    fn status(&self, uid: &str) -> Option<PodStatus> {
+    pub(crate) fn status(&self, uid: &str) -> Option<PodStatus> {
         self.handle.pod_status(uid)
     }
 
-    fn phase(&self, uid: &str) -> String {
+    pub(crate) fn phase(&self, uid: &str) -> String {
         self.status(uid).and_then(|s| s.phase).unwrap_or_default()
     }
 
-    fn waiting_reason(&self, uid: &str, c: &str) -> Option<String> {
+    pub(crate) fn waiting_reason(&self, uid: &str, c: &str) -> Option<String> {
         self.status(uid)?
             .container_statuses?
             .into_iter()
@@ -112,7 +107,7 @@ impl Harness {
             .reason
     }
 
-    fn restart_count(&self, uid: &str, c: &str) -> i32 {
+    pub(crate) fn restart_count(&self, uid: &str, c: &str) -> i32 {
         self.status(uid)
             .and_then(|s| s.container_statuses)
             .and_then(|cs| cs.into_iter().find(|s| s.name == c))
@@ -120,13 +115,13 @@ impl Harness {
             .unwrap_or(-1)
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.shutdown.cancel();
         self.task.await.expect("join").expect("run");
     }
 }
 
-fn env(pairs: &[(&str, &str)]) -> Option<Vec<ApiEnvVar>> {
+pub(crate) fn env(pairs: &[(&str, &str)]) -> Option<Vec<ApiEnvVar>> {
     Some(
         pairs
             .iter()
@@ -139,7 +134,7 @@ fn env(pairs: &[(&str, &str)]) -> Option<Vec<ApiEnvVar>> {
     )
 }
 
-fn with_policy(mut p: Pod, policy: &str) -> Pod {
+pub(crate) fn with_policy(mut p: Pod, policy: &str) -> Pod {
     if let Some(s) = p.spec.as_mut() {
         s.restart_policy = Some(policy.into());
     }

@@ -70,6 +70,11 @@ pub fn host_network(pod: &Pod) -> bool {
         .unwrap_or(false)
 }
 
+/// A restartable init container (a sidecar): an init container with `restartPolicy: Always`.
+pub fn is_restartable_init(c: &k8s_openapi::api::core::v1::Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
 /// spec.restartPolicy with the API default ("Always").
 pub fn restart_policy(pod: &Pod) -> &str {
     pod.spec

@@ -345,7 +345,7 @@ impl PodWorkers {
                             worker.lock().cancel_stop = None;
                             continue;
                         }
-                        r = Box::pin(engine.terminate_pod(&p, grace, &memory)) => r,
+                        r = Box::pin(engine.terminate_pod(&p, grace, &mut memory)) => r,
                     };
                     match result {
                         Ok(()) => {

@@ -24,7 +24,6 @@ fn exec_probe(cmd: &[&str]) -> Probe {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "probes come with issue #6: a container whose readiness probe fails is reported ready"]
 async fn failing_readiness_probe_keeps_the_container_unready() {
     let Some(t) = EngineTest::new("readiness").await else {
         return;
@@ -65,7 +64,6 @@ async fn failing_readiness_probe_keeps_the_container_unready() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "probes come with issue #6: a container whose liveness probe fails is never restarted"]
 async fn failing_liveness_probe_restarts_the_container() {
     let Some(t) = EngineTest::new("liveness").await else {
         return;

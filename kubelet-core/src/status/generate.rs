@@ -30,6 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::clock::to_time;
 use crate::pod;
 use crate::pod_status::PodRuntimeStatus;
+use crate::prober::{container_ready, container_started, ProbeLookup};
 use crate::qos::pod_qos;
 use crate::runtime::{ContainerState, ContainerStatus, SandboxState};
 use crate::sync::actions::should_start;
@@ -44,7 +45,6 @@ pub struct WaitingReason {
 }
 
 /// Everything status generation reads.
-#[derive(Debug)]
 pub struct StatusInputs<'a> {
     /// The pod.
     pub pod: &'a Pod,
@@ -62,6 +62,10 @@ pub struct StatusInputs<'a> {
     pub terminated: bool,
     /// Now.
     pub now: Option<Time>,
+    /// Probe results (readiness and startup drive `ready` and `started`).
+    pub probes: &'a dyn ProbeLookup,
+    /// The kubelet failed the pod (e.g. `DeadlineExceeded`): phase `Failed` with this reason.
+    pub failure: Option<&'a WaitingReason>,
 }
 
 const CONTAINER_CREATING: &str = "ContainerCreating";
@@ -137,12 +141,20 @@ fn container_statuses(
                             }),
                             ..Default::default()
                         });
-                        st.ready = !inp.terminated;
-                        st.started = Some(true);
+                        let id = &s.summary.id;
+                        // A regular init container is ready only once it completed.
+                        let regular_init = is_init && !pod::is_restartable_init(c);
+                        st.ready =
+                            !inp.terminated && !regular_init && container_ready(c, id, inp.probes);
+                        st.started = Some(container_started(c, id, inp.probes));
                     }
                     ContainerState::Exited => {
                         st.state = Some(terminated_state(s, inp.runtime_name));
                         st.started = Some(false);
+                        st.ready = is_init
+                            && !pod::is_restartable_init(c)
+                            && s.exit_code == 0
+                            && s.reason != "OOMKilled";
                     }
                     ContainerState::Created | ContainerState::Unknown => {
                         st.state = Some(ApiState {
@@ -175,6 +187,16 @@ fn container_statuses(
         .collect()
 }
 
+/// Whether an app container ever ran (running, terminated, or waiting after a run).
+fn apps_started(apps: &[ApiContainerStatus]) -> bool {
+    apps.iter().any(|s| {
+        s.last_state.is_some()
+            || s.state
+                .as_ref()
+                .is_some_and(|st| st.running.is_some() || st.terminated.is_some())
+    })
+}
+
 fn phase(
     p: &Pod,
     inits: &[ApiContainerStatus],
@@ -184,7 +206,21 @@ fn phase(
     let policy = pod::restart_policy(p);
     let mut pending_init = 0;
     let mut failed_init = 0;
-    for s in inits {
+    let init_specs = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or(&[]);
+    let started = apps_started(apps);
+    for (s, spec) in inits.iter().zip(init_specs) {
+        if pod::is_restartable_init(spec) {
+            // A sidecar holds the pod in Pending only until it started; its later exits
+            // and restarts do not change the phase.
+            if !started && s.started != Some(true) {
+                pending_init += 1;
+            }
+            continue;
+        }
         let state = s.state.clone().unwrap_or_default();
         if state.running.is_some() {
             pending_init += 1;
@@ -304,21 +340,39 @@ pub fn generate(inp: &StatusInputs<'_>) -> PodStatus {
     let has_inits = !inits_spec.is_empty();
     let inits = container_statuses(inp, inits_spec, true, has_inits);
     let apps = container_statuses(inp, apps_spec, false, has_inits);
-    let phase = phase(p, &inits, &apps, inp.terminated);
+    let phase = if inp.failure.is_some() {
+        "Failed"
+    } else {
+        phase(p, &inits, &apps, inp.terminated)
+    };
+    let started = apps_started(&apps);
 
     let sandbox_ready = inp
         .runtime
         .sandboxes
         .first()
         .is_some_and(|s| s.state == SandboxState::Ready && (s.host_network || s.ip.is_some()));
-    let not_initialized = names_where(&inits, |s| {
-        s.state
-            .as_ref()
-            .and_then(|st| st.terminated.as_ref())
-            .is_none_or(|t| t.exit_code != 0)
-    });
+    let is_sidecar = |s: &ApiContainerStatus| {
+        inits_spec
+            .iter()
+            .any(|c| c.name == s.name && pod::is_restartable_init(c))
+    };
+    let not_initialized = if started {
+        Vec::new()
+    } else {
+        names_where(&inits, |s| {
+            if is_sidecar(s) {
+                return s.started != Some(true);
+            }
+            s.state
+                .as_ref()
+                .and_then(|st| st.terminated.as_ref())
+                .is_none_or(|t| t.exit_code != 0)
+        })
+    };
     let initialized = not_initialized.is_empty();
-    let unready = names_where(&apps, |s| !s.ready);
+    let mut unready = names_where(&inits, |s| is_sidecar(s) && !s.ready);
+    unready.extend(names_where(&apps, |s| !s.ready));
     let (ready, ready_reason, ready_message) = if phase == "Succeeded" {
         (false, Some("PodCompleted".to_string()), None)
     } else if unready.is_empty() {
@@ -407,6 +461,8 @@ pub fn generate(inp: &StatusInputs<'_>) -> PodStatus {
         pod_ips: (!pod_ips.is_empty())
             .then(|| pod_ips.iter().map(|ip| PodIP { ip: ip.clone() }).collect()),
         qos_class: Some(pod_qos(p).as_str().to_string()),
+        reason: inp.failure.map(|f| f.reason.clone()),
+        message: inp.failure.map(|f| f.message.clone()),
         start_time: inp
             .old
             .and_then(|o| o.start_time.clone())

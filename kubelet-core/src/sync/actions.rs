@@ -9,18 +9,27 @@
 //!    containers all completed (`OnFailure`) and whose init containers are done.
 //! 2. **Init containers** run one at a time in order; while one is running or the next is due,
 //!    app containers are not looked at. A failed init container is restarted unless
-//!    `restartPolicy` is `Never`, in which case the pod is killed (and fails).
-//! 3. **App containers**: a running container whose spec hash changed is killed and restarted;
-//!    a missing or exited one is started if the restart policy allows (`Always`; `OnFailure` on
-//!    a non-zero exit; never for `Never` once it ran; always when it never ran or is stuck in
-//!    created/unknown state). A deleted pod (deletion timestamp set) restarts nothing.
-//! 4. If nothing keeps running and nothing is to start, the pod is killed (it is finished).
+//!    `restartPolicy` is `Never`, in which case the pod is killed (and fails). A **sidecar**
+//!    (init container with `restartPolicy: Always`) lets the next init container start once it
+//!    runs and passed its startup probe, and keeps running: whenever it is not running it is
+//!    restarted, whatever the pod's restart policy. Once any app container was created, regular
+//!    init containers are never run again; only sidecars are kept running.
+//! 3. **App containers**: a running container whose spec hash changed is killed and restarted
+//!    (whatever the restart policy); one that failed its liveness or startup probe is killed
+//!    (with the probe's `terminationGracePeriodSeconds` if set) and restarted unless the policy
+//!    is `Never`; a missing or exited one is started if the restart policy allows (`Always`;
+//!    `OnFailure` on a non-zero exit; never for `Never` once it ran; always when it never ran or
+//!    is stuck in created/unknown state). A deleted pod (deletion timestamp set) restarts
+//!    nothing.
+//! 4. If no app container keeps running and none is to start, the pod is killed (it is
+//!    finished) — sidecars do not keep a pod alive.
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::hash::container_hash;
 use crate::pod;
 use crate::pod_status::PodRuntimeStatus;
+use crate::prober::{container_started, NoProbes, ProbeLookup, ProbeResult, ProbeType};
 use crate::runtime::{ContainerState, ContainerStatus, SandboxState};
 
 /// A running container to stop, and why.
@@ -32,6 +41,8 @@ pub struct ContainerToKill {
     pub name: String,
     /// Why it is killed (goes into the Killing event).
     pub message: String,
+    /// Grace period to use instead of the pod's (a probe's `terminationGracePeriodSeconds`).
+    pub grace_seconds: Option<i64>,
 }
 
 /// The result of [`compute_pod_actions`].
@@ -47,6 +58,9 @@ pub struct PodActions {
     pub attempt: u32,
     /// Index in `spec.initContainers` of the init container to start next.
     pub next_init_container: Option<usize>,
+    /// Indexes in `spec.initContainers` of sidecars (restartable init containers) to
+    /// (re)start after initialization.
+    pub sidecars_to_start: Vec<usize>,
     /// Indexes in `spec.containers` to start.
     pub containers_to_start: Vec<usize>,
     /// Running containers to stop.
@@ -94,8 +108,19 @@ pub fn init_container_failed(s: &ContainerStatus) -> bool {
         || s.summary.state == ContainerState::Unknown
 }
 
-/// Progress of init containers (Go's `findNextInitContainerToRun`): the last failed init
-/// container's status (if any), the index of the next one to run, and whether all are done.
+/// Whether any app container was ever created (then init containers have run, even if the
+/// runtime no longer has them; only sidecars are kept running from then on).
+pub fn app_containers_created(p: &Pod, status: &PodRuntimeStatus) -> bool {
+    p.spec.as_ref().is_some_and(|spec| {
+        spec.containers
+            .iter()
+            .any(|c| status.latest(&c.name).is_some())
+    })
+}
+
+/// Progress of regular init containers (Go's `findNextInitContainerToRun`, for status): the
+/// last failed one's status (if any), the index of the next one to run, and whether all are
+/// done. Sidecars count as done once running.
 pub fn next_init_container<'a>(
     p: &Pod,
     status: &'a PodRuntimeStatus,
@@ -104,40 +129,27 @@ pub fn next_init_container<'a>(
         return (None, None, true);
     };
     let inits = spec.init_containers.as_deref().unwrap_or(&[]);
-    if inits.is_empty() {
+    if inits.is_empty() || app_containers_created(p, status) {
         return (None, None, true);
     }
-    let app_running = spec.containers.iter().any(|c| {
-        status
-            .latest(&c.name)
-            .is_some_and(|s| s.summary.state == ContainerState::Running)
-    });
-    if app_running {
-        return (None, None, true);
-    }
-    for (i, c) in inits.iter().enumerate().rev() {
-        if let Some(s) = status.latest(&c.name) {
-            if init_container_failed(s) {
-                return (Some(s), Some(i), false);
-            }
-        }
-    }
-    for (i, c) in inits.iter().enumerate().rev() {
+    for (i, c) in inits.iter().enumerate() {
         let Some(s) = status.latest(&c.name) else {
-            continue;
+            return (None, Some(i), false);
         };
+        if pod::is_restartable_init(c) {
+            if s.summary.state == ContainerState::Running {
+                continue;
+            }
+            return (None, Some(i), false);
+        }
         match s.summary.state {
             ContainerState::Running => return (None, None, false),
-            ContainerState::Exited => {
-                if i + 1 == inits.len() {
-                    return (None, None, true);
-                }
-                return (None, Some(i + 1), false);
-            }
-            _ => {}
+            ContainerState::Exited if s.exit_code == 0 && s.reason != "OOMKilled" => continue,
+            _ if init_container_failed(s) => return (Some(s), Some(i), false),
+            _ => return (None, Some(i), false),
         }
     }
-    (None, Some(0), false)
+    (None, None, true)
 }
 
 /// Go's `ShouldContainerBeRestarted`.
@@ -152,6 +164,7 @@ pub fn should_start(c: &Container, p: &Pod, status: &PodRuntimeStatus) -> bool {
         ContainerState::Running => false,
         ContainerState::Unknown | ContainerState::Created => true,
         ContainerState::Exited => match pod::restart_policy(p) {
+            _ if pod::is_restartable_init(c) => true,
             "Never" => false,
             "OnFailure" => s.exit_code != 0,
             _ => true,
@@ -159,8 +172,136 @@ pub fn should_start(c: &Container, p: &Pod, status: &PodRuntimeStatus) -> bool {
     }
 }
 
-/// Computes the actions for one sync. See the module docs.
+/// Why a running container must be killed because of a probe, with the probe's own
+/// `terminationGracePeriodSeconds`.
+fn probe_failure(
+    c: &Container,
+    s: &ContainerStatus,
+    probes: &dyn ProbeLookup,
+) -> Option<(String, Option<i64>)> {
+    for kind in [ProbeType::Liveness, ProbeType::Startup] {
+        if probes.result(&s.summary.id, kind) == Some(ProbeResult::Failure) {
+            let grace = kind.of(c).and_then(|p| p.termination_grace_period_seconds);
+            let what = match kind {
+                ProbeType::Startup => "startup",
+                _ => "liveness",
+            };
+            return Some((format!("Container {} failed {what} probe", c.name), grace));
+        }
+    }
+    None
+}
+
+fn kill(s: &ContainerStatus, message: String, grace_seconds: Option<i64>) -> ContainerToKill {
+    ContainerToKill {
+        id: s.summary.id.clone(),
+        name: s.summary.name.clone(),
+        message,
+        grace_seconds,
+    }
+}
+
+/// Init containers: the next one to run during initialization, sidecar restarts, kills.
+/// Returns whether initialization is complete.
+fn init_actions(
+    p: &Pod,
+    status: &PodRuntimeStatus,
+    probes: &dyn ProbeLookup,
+    actions: &mut PodActions,
+) -> bool {
+    let Some(spec) = p.spec.as_ref() else {
+        return true;
+    };
+    let inits = spec.init_containers.as_deref().unwrap_or(&[]);
+    if inits.is_empty() {
+        return true;
+    }
+    let initialized = app_containers_created(p, status);
+    for (i, c) in inits.iter().enumerate() {
+        let sidecar = pod::is_restartable_init(c);
+        if initialized && !sidecar {
+            continue;
+        }
+        let Some(s) = status.latest(&c.name) else {
+            if initialized {
+                actions.sidecars_to_start.push(i);
+                continue;
+            }
+            actions.next_init_container = Some(i);
+            return false;
+        };
+        if sidecar {
+            if s.summary.state == ContainerState::Running {
+                if let Some((message, grace)) = probe_failure(c, s, probes) {
+                    actions.containers_to_kill.push(kill(
+                        s,
+                        format!("{message}, will be restarted"),
+                        grace,
+                    ));
+                    actions.sidecars_to_start.push(i);
+                    if !initialized {
+                        return false;
+                    }
+                    continue;
+                }
+                if initialized || container_started(c, &s.summary.id, probes) {
+                    continue;
+                }
+                // Started, not yet through its startup probe: the next init container waits.
+                return false;
+            }
+            if s.summary.state == ContainerState::Unknown {
+                actions.containers_to_kill.push(kill(
+                    s,
+                    "Init container is in unknown state, try killing it before restart".into(),
+                    None,
+                ));
+            }
+            if initialized {
+                actions.sidecars_to_start.push(i);
+                continue;
+            }
+            actions.next_init_container = Some(i);
+            return false;
+        }
+        match s.summary.state {
+            ContainerState::Running => return false,
+            ContainerState::Exited if !init_container_failed(s) => continue,
+            _ if init_container_failed(s) => {
+                if !restart_on_failure(p) {
+                    actions.kill_pod = true;
+                    return false;
+                }
+                if s.summary.state == ContainerState::Unknown {
+                    actions.containers_to_kill.push(kill(
+                        s,
+                        "Init container is in unknown state, try killing it before restart".into(),
+                        None,
+                    ));
+                }
+                actions.next_init_container = Some(i);
+                return false;
+            }
+            _ => {
+                actions.next_init_container = Some(i);
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Computes the actions for one sync without probe results. See the module docs.
 pub fn compute_pod_actions(p: &Pod, status: &PodRuntimeStatus) -> PodActions {
+    compute_pod_actions_with_probes(p, status, &NoProbes)
+}
+
+/// Computes the actions for one sync. See the module docs.
+pub fn compute_pod_actions_with_probes(
+    p: &Pod,
+    status: &PodRuntimeStatus,
+    probes: &dyn ProbeLookup,
+) -> PodActions {
     let (create_sandbox, attempt, sandbox_id) = sandbox_changed(p, status);
     let mut actions = PodActions {
         kill_pod: create_sandbox,
@@ -200,25 +341,7 @@ pub fn compute_pod_actions(p: &Pod, status: &PodRuntimeStatus) -> PodActions {
         return actions;
     }
 
-    let (last_failed, next, done) = next_init_container(p, status);
-    if !done {
-        if let Some(next) = next {
-            if last_failed.is_some() && !restart_on_failure(p) {
-                actions.kill_pod = true;
-            } else {
-                if let Some(s) = last_failed.filter(|s| s.summary.state == ContainerState::Unknown)
-                {
-                    actions.containers_to_kill.push(ContainerToKill {
-                        id: s.summary.id.clone(),
-                        name: s.summary.name.clone(),
-                        message:
-                            "Init container is in unknown state, try killing it before restart"
-                                .into(),
-                    });
-                }
-                actions.next_init_container = Some(next);
-            }
-        }
+    if !init_actions(p, status, probes, &mut actions) {
         return actions;
     }
 
@@ -227,31 +350,36 @@ pub fn compute_pod_actions(p: &Pod, status: &PodRuntimeStatus) -> PodActions {
         let s = status.latest(&c.name);
         match s {
             Some(s) if s.summary.state == ContainerState::Running => {
-                if s.summary.hash != container_hash(c) {
-                    actions.containers_to_kill.push(ContainerToKill {
-                        id: s.summary.id.clone(),
-                        name: c.name.clone(),
-                        message: format!(
-                            "Container {} definition changed, will be restarted",
-                            c.name
-                        ),
-                    });
-                    if !pod::is_deleted(p) {
-                        actions.containers_to_start.push(i);
-                    }
+                let changed = s.summary.hash != container_hash(c);
+                let (message, grace) = if changed {
+                    (format!("Container {} definition changed", c.name), None)
+                } else if let Some(failure) = probe_failure(c, s, probes) {
+                    failure
                 } else {
                     keep += 1;
+                    continue;
+                };
+                // A changed spec restarts regardless of the restart policy; a probe failure
+                // only when the policy restarts failed containers.
+                let restart = (changed || restart_on_failure(p)) && !pod::is_deleted(p);
+                if restart {
+                    actions.containers_to_start.push(i);
                 }
+                let message = if restart {
+                    format!("{message}, will be restarted")
+                } else {
+                    message
+                };
+                actions.containers_to_kill.push(kill(s, message, grace));
             }
             _ => {
                 if should_start(c, p, status) {
                     if let Some(s) = s.filter(|s| s.summary.state == ContainerState::Unknown) {
-                        actions.containers_to_kill.push(ContainerToKill {
-                            id: s.summary.id.clone(),
-                            name: c.name.clone(),
-                            message: "Container is in unknown state, try killing it before restart"
-                                .into(),
-                        });
+                        actions.containers_to_kill.push(kill(
+                            s,
+                            "Container is in unknown state, try killing it before restart".into(),
+                            None,
+                        ));
                     }
                     actions.containers_to_start.push(i);
                 }
@@ -259,7 +387,9 @@ pub fn compute_pod_actions(p: &Pod, status: &PodRuntimeStatus) -> PodActions {
         }
     }
     if keep == 0 && actions.containers_to_start.is_empty() {
+        // Nothing of the app runs or will run: the pod is done, sidecars included.
         actions.kill_pod = true;
+        actions.sidecars_to_start.clear();
     }
     actions
 }
@@ -454,6 +584,7 @@ mod tests {
                         id: "a-0".into(),
                         name: "a".into(),
                         message: "Container a definition changed, will be restarted".into(),
+                        grace_seconds: None,
                     }],
                     ..actions(false, false, Some("sb0"), 0)
                 },
@@ -554,6 +685,149 @@ mod tests {
                 "case: {}",
                 case.name
             );
+        }
+    }
+
+    /// Probe results for the table below: (container id, probe type, result).
+    struct Results(Vec<(&'static str, ProbeType, ProbeResult)>);
+
+    impl ProbeLookup for Results {
+        fn result(&self, id: &str, kind: ProbeType) -> Option<ProbeResult> {
+            self.0
+                .iter()
+                .find(|(i, k, _)| *i == id && *k == kind)
+                .map(|(_, _, r)| *r)
+        }
+    }
+
+    #[test]
+    fn probe_and_sidecar_actions_table() {
+        use ContainerState::*;
+        let probe = |grace: Option<i64>| {
+            Some(k8s_openapi::api::core::v1::Probe {
+                termination_grace_period_seconds: grace,
+                ..Default::default()
+            })
+        };
+        let mut app = container("app", "img");
+        app.liveness_probe = probe(Some(7));
+        app.startup_probe = probe(None);
+        let mut side = container("side", "img");
+        side.restart_policy = Some("Always".into());
+        side.startup_probe = probe(None);
+        let init = container("init", "img");
+        struct Case {
+            name: &'static str,
+            policy: &'static str,
+            inits: Vec<Container>,
+            containers: Vec<(&'static Container, ContainerState, i32)>,
+            results: Vec<(&'static str, ProbeType, ProbeResult)>,
+            want: fn(&PodActions) -> bool,
+        }
+        let app: &'static Container = Box::leak(Box::new(app));
+        let side_c: &'static Container = Box::leak(Box::new(side.clone()));
+        let init_c: &'static Container = Box::leak(Box::new(init.clone()));
+        let cases = vec![
+            Case {
+                name: "liveness failure kills with the probe grace and restarts",
+                policy: "Always",
+                inits: vec![],
+                containers: vec![(app, Running, 0)],
+                results: vec![("app-0", ProbeType::Liveness, ProbeResult::Failure)],
+                want: |a| {
+                    a.containers_to_start == vec![0]
+                        && a.containers_to_kill.len() == 1
+                        && a.containers_to_kill[0].grace_seconds == Some(7)
+                        && a.containers_to_kill[0].message
+                            == "Container app failed liveness probe, will be restarted"
+                        && !a.kill_pod
+                },
+            },
+            Case {
+                name: "startup failure under Never kills the pod",
+                policy: "Never",
+                inits: vec![],
+                containers: vec![(app, Running, 0)],
+                results: vec![("app-0", ProbeType::Startup, ProbeResult::Failure)],
+                want: |a| {
+                    a.containers_to_start.is_empty()
+                        && a.containers_to_kill[0].message == "Container app failed startup probe"
+                        && a.kill_pod
+                },
+            },
+            Case {
+                name: "passing probes keep the container",
+                policy: "Always",
+                inits: vec![],
+                containers: vec![(app, Running, 0)],
+                results: vec![("app-0", ProbeType::Liveness, ProbeResult::Success)],
+                want: |a| nothing(a),
+            },
+            Case {
+                name: "sidecar not yet started holds the next init container",
+                policy: "Always",
+                inits: vec![side.clone(), init.clone()],
+                containers: vec![(side_c, Running, 0)],
+                results: vec![("side-0", ProbeType::Startup, ProbeResult::Unknown)],
+                want: |a| nothing(a),
+            },
+            Case {
+                name: "started sidecar lets the next init container run",
+                policy: "Always",
+                inits: vec![side.clone(), init.clone()],
+                containers: vec![(side_c, Running, 0)],
+                results: vec![("side-0", ProbeType::Startup, ProbeResult::Success)],
+                want: |a| a.next_init_container == Some(1),
+            },
+            Case {
+                name: "inits done: app starts, sidecar keeps running",
+                policy: "Never",
+                inits: vec![side.clone(), init.clone()],
+                containers: vec![(side_c, Running, 0), (init_c, Exited, 0)],
+                results: vec![("side-0", ProbeType::Startup, ProbeResult::Success)],
+                want: |a| a.containers_to_start == vec![0] && a.sidecars_to_start.is_empty(),
+            },
+            Case {
+                name: "exited sidecar restarts even under Never",
+                policy: "Never",
+                inits: vec![side.clone(), init.clone()],
+                containers: vec![(side_c, Exited, 1), (init_c, Exited, 0), (app, Running, 0)],
+                results: vec![],
+                want: |a| a.sidecars_to_start == vec![0] && !a.kill_pod,
+            },
+            Case {
+                name: "app done: pod killed though the sidecar runs",
+                policy: "Never",
+                inits: vec![side.clone(), init.clone()],
+                containers: vec![(side_c, Running, 0), (init_c, Exited, 0), (app, Exited, 0)],
+                results: vec![],
+                want: |a| a.kill_pod && a.sidecars_to_start.is_empty(),
+            },
+        ];
+        fn nothing(a: &PodActions) -> bool {
+            !a.kill_pod
+                && a.next_init_container.is_none()
+                && a.containers_to_start.is_empty()
+                && a.containers_to_kill.is_empty()
+                && a.sidecars_to_start.is_empty()
+        }
+        for case in cases {
+            let mut p = pod("p", "u", vec![app.clone()]);
+            if let Some(spec) = p.spec.as_mut() {
+                spec.restart_policy = Some(case.policy.into());
+                spec.init_containers = (!case.inits.is_empty()).then(|| case.inits.clone());
+            }
+            let status = PodRuntimeStatus {
+                uid: "u".into(),
+                sandboxes: vec![sandbox(0, true, Some("10.0.0.1"), 1)],
+                containers: case
+                    .containers
+                    .iter()
+                    .map(|(c, st, exit)| cstatus(c, *st, *exit, 0, 1))
+                    .collect(),
+            };
+            let got = compute_pod_actions_with_probes(&p, &status, &Results(case.results));
+            assert!((case.want)(&got), "{}: {got:?}", case.name);
         }
     }
 }

@@ -24,13 +24,13 @@ use crate::pod_status::{self, PodRuntimeStatus};
 use crate::runtime::{ContainerConfig, ContainerKind, ContainerState, SandboxConfig, SandboxState};
 use crate::sink::{Event, EventObject, EventType};
 use crate::status::{generate, is_terminal, StatusInputs, WaitingReason};
+use crate::termination_message;
 
-use actions::{compute_pod_actions, PodActions};
+use actions::{compute_pod_actions_with_probes, PodActions};
 
 /// How long to wait before retrying after a failed runtime call.
 const ERROR_RETRY: Duration = Duration::from_secs(2);
-/// Go's minimum grace period for stopping a container.
-const MIN_GRACE_SECONDS: i64 = 2;
+use crate::lifecycle::{container_spec, KillTarget, MIN_GRACE_SECONDS};
 
 /// What the worker does after a sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,11 +41,20 @@ pub(crate) enum SyncOutcome {
     Requeue(Duration),
 }
 
-/// Per-pod memory of the worker: why containers last failed to start.
+/// Per-pod memory of the worker: why containers last failed to start, termination messages
+/// already read, and why the kubelet failed the pod (if it did).
 #[derive(Debug, Default)]
 pub(crate) struct WorkerMemory {
     pub reasons: HashMap<String, WaitingReason>,
+    /// Termination messages by container id.
+    pub messages: HashMap<String, String>,
+    /// Set when the kubelet fails the pod (`DeadlineExceeded`).
+    pub failure: Option<WaitingReason>,
 }
+
+/// Go's reason and message for a pod past its `activeDeadlineSeconds`.
+const DEADLINE_REASON: &str = "DeadlineExceeded";
+const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
 
 fn pod_event(p: &Pod, field: Option<&str>, t: EventType, reason: &str, message: String) -> Event {
     Event {
@@ -67,12 +76,32 @@ fn nothing_to_do(a: &PodActions) -> bool {
     !a.kill_pod
         && !a.create_sandbox
         && a.next_init_container.is_none()
+        && a.sidecars_to_start.is_empty()
         && a.containers_to_start.is_empty()
         && a.containers_to_kill.is_empty()
 }
 
+/// Time left before the pod's `activeDeadlineSeconds` (counted from its start time) runs out;
+/// `None` when it has no deadline.
+fn active_deadline_left(
+    p: &Pod,
+    status: &k8s_openapi::api::core::v1::PodStatus,
+) -> Option<Duration> {
+    let deadline = p.spec.as_ref()?.active_deadline_seconds?;
+    let start = status.start_time.as_ref()?.0.as_nanosecond();
+    let end = start + i128::from(deadline.max(0)) * 1_000_000_000;
+    let left = end - i128::from(now_unix_nanos());
+    Some(Duration::from_nanos(
+        u64::try_from(left.max(0)).unwrap_or(u64::MAX),
+    ))
+}
+
 fn secs(s: i64) -> Duration {
     Duration::from_secs(u64::try_from(s).unwrap_or(0))
+}
+
+fn whole_secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 impl Engine {
@@ -99,6 +128,8 @@ impl Engine {
             host_ips: &self.config.node_ips,
             terminated,
             now: now_time(),
+            probes: self.prober.as_ref(),
+            failure: memory.failure.as_ref(),
         });
         self.status.set(p, status.clone());
         status
@@ -111,17 +142,38 @@ impl Engine {
             None => None,
         };
         let uid = pod::uid(p);
-        let rt = match pod_status::fetch(self.runtime.as_ref(), uid).await {
+        let mut rt = match pod_status::fetch(self.runtime.as_ref(), uid).await {
             Ok(rt) => rt,
             Err(e) => {
                 tracing::warn!(pod = %pod::full_name(p), uid, error = %e, "reading pod state from the runtime failed");
                 return SyncOutcome::Requeue(ERROR_RETRY);
             }
         };
+        self.fill_termination_messages(p, &mut rt, memory).await;
         let status = self.update_status(p, &rt, memory, false);
         if is_terminal(&status) {
             return SyncOutcome::Terminal;
         }
+        let deadline_left = match active_deadline_left(p, &status) {
+            Some(left) if left.is_zero() => {
+                tracing::info!(pod = %pod::full_name(p), uid, "pod exceeded its activeDeadlineSeconds");
+                self.event(pod_event(
+                    p,
+                    None,
+                    EventType::Warning,
+                    DEADLINE_REASON,
+                    DEADLINE_MESSAGE.into(),
+                ));
+                memory.failure = Some(WaitingReason {
+                    reason: DEADLINE_REASON.into(),
+                    message: DEADLINE_MESSAGE.into(),
+                });
+                self.update_status(p, &rt, memory, false);
+                return SyncOutcome::Terminal;
+            }
+            other => other,
+        };
+        self.prober.ensure_pod(p);
         if !self
             .prepare_volumes(p, rt.pod_ips().into_iter().next(), memory)
             .await
@@ -137,15 +189,20 @@ impl Engine {
             tracing::debug!(pod = %pod::full_name(p), "network is not ready; waiting");
             return SyncOutcome::Requeue(Duration::from_secs(1));
         }
-        let actions = compute_pod_actions(p, &rt);
+        let actions = compute_pod_actions_with_probes(p, &rt, self.prober.as_ref());
+        let resync = match deadline_left {
+            Some(left) => left.min(self.config.sync_frequency),
+            None => self.config.sync_frequency,
+        };
         if nothing_to_do(&actions) {
-            return SyncOutcome::Requeue(self.config.sync_frequency);
+            return SyncOutcome::Requeue(resync);
         }
         tracing::debug!(pod = %pod::full_name(p), uid, ?actions, "syncing pod");
         let retry = self.execute(p, &rt, &actions, memory).await;
-        let next = retry.unwrap_or(self.config.sync_frequency);
+        let next = retry.unwrap_or(resync).min(resync);
         match pod_status::fetch(self.runtime.as_ref(), uid).await {
-            Ok(rt) => {
+            Ok(mut rt) => {
+                self.fill_termination_messages(p, &mut rt, memory).await;
                 let status = self.update_status(p, &rt, memory, false);
                 if is_terminal(&status) {
                     return SyncOutcome::Terminal;
@@ -193,6 +250,22 @@ impl Engine {
         memory: &mut WorkerMemory,
     ) -> Option<Duration> {
         let grace = self.grace_period(p, None);
+        let pod_ip = rt.pod_ips().into_iter().next().unwrap_or_default();
+        let stops = actions.containers_to_kill.iter().map(|k| {
+            let target = KillTarget {
+                id: &k.id,
+                name: &k.name,
+                spec: container_spec(p, &k.name),
+                pod_ip: &pod_ip,
+            };
+            let grace = k.grace_seconds.unwrap_or_else(|| whole_secs(grace)).max(0);
+            async move { self.kill_container(p, &target, grace, &k.message).await }
+        });
+        for r in join_all(stops).await {
+            if let Err(e) = r {
+                tracing::warn!(pod = %pod::full_name(p), error = %e, "stopping container failed");
+            }
+        }
         if actions.kill_pod {
             if actions.create_sandbox && !rt.sandboxes.is_empty() {
                 self.event(pod_event(
@@ -203,28 +276,20 @@ impl Engine {
                     "Pod sandbox changed, it will be killed and re-created.".into(),
                 ));
             }
-            if let Err(e) = self.kill_pod(p, rt, grace).await {
+            // Containers killed above with their own reason are not stopped twice.
+            let mut rest = rt.clone();
+            rest.containers.retain(|c| {
+                !actions
+                    .containers_to_kill
+                    .iter()
+                    .any(|k| k.id == c.summary.id)
+            });
+            if let Err(e) = self.kill_pod(p, &rest, grace).await {
                 tracing::warn!(pod = %pod::full_name(p), error = %e, "killing pod failed");
                 return Some(ERROR_RETRY);
             }
             if !actions.create_sandbox {
                 return None;
-            }
-        } else {
-            let stops = actions.containers_to_kill.iter().map(|k| {
-                self.event(pod_event(
-                    p,
-                    Some(&k.name),
-                    EventType::Normal,
-                    "Killing",
-                    k.message.clone(),
-                ));
-                self.runtime.stop_container(&k.id, grace)
-            });
-            for r in join_all(stops).await {
-                if let Err(e) = r {
-                    tracing::warn!(pod = %pod::full_name(p), error = %e, "stopping container failed");
-                }
             }
         }
         let sandbox = match self.sandbox_config(p, actions.attempt).await {
@@ -240,7 +305,7 @@ impl Engine {
                 return Some(ERROR_RETRY);
             }
         };
-        let mut pod_ip = rt.pod_ips().into_iter().next().unwrap_or_default();
+        let mut pod_ip = pod_ip;
         let sandbox_id = if actions.create_sandbox {
             match self.runtime.run_pod_sandbox(&sandbox).await {
                 Ok(id) => {
@@ -275,8 +340,13 @@ impl Engine {
         let spec = p.spec.as_ref()?;
         let mut retry: Option<Duration> = None;
         let mut todo: Vec<(&Container, ContainerKind)> = Vec::new();
-        if let Some(i) = actions.next_init_container {
-            if let Some(c) = spec.init_containers.as_ref().and_then(|v| v.get(i)) {
+        let inits = spec.init_containers.as_deref().unwrap_or(&[]);
+        for i in actions
+            .next_init_container
+            .iter()
+            .chain(&actions.sidecars_to_start)
+        {
+            if let Some(c) = inits.get(*i) {
                 todo.push((c, ContainerKind::Init));
             }
         }
@@ -329,7 +399,13 @@ impl Engine {
         };
         let latest = rt.latest(&c.name);
         let hash = container_hash(c);
-        if let Some(s) = latest.filter(|s| s.summary.state == ContainerState::Exited) {
+        // Back-off looks at the newest exited attempt, even when a newer one is running and
+        // being replaced (a liveness restart), as Go's doBackOff does.
+        let newest_exited = rt
+            .containers
+            .iter()
+            .find(|s| s.summary.name == c.name && s.summary.state == ContainerState::Exited);
+        if let Some(s) = newest_exited {
             let key = format!(
                 "{}_{}_{}_{:x}",
                 pod::name(p),
@@ -379,10 +455,15 @@ impl Engine {
             .await
             .map_err(|m| fail("CreateContainerConfigError", m))?;
         let (command, args) = expand_command(c, &env);
-        let mounts = self
+        let mut mounts = self
             .make_container_mounts(p, c, &env, fields)
             .await
             .map_err(|m| fail("CreateContainerConfigError", m))?;
+        match termination_message::prepare(&self.config.root_dir, p, c, restart_count).await {
+            Ok(Some(m)) => mounts.push(m),
+            Ok(None) => {}
+            Err(m) => return Err(fail("CreateContainerConfigError", m)),
+        }
         let config = ContainerConfig {
             pod: p.clone(),
             container: c.clone(),
@@ -423,6 +504,9 @@ impl Engine {
             "Started",
             format!("Started container {}", c.name),
         );
+        if let Err(message) = self.post_start(p, c, &id, &fields.pod_ip).await {
+            return Err(fail("PostStartHookError", message));
+        }
         Ok(())
     }
 
@@ -435,27 +519,50 @@ impl Engine {
         }
     }
 
-    /// Stops every running container (in parallel) and then every ready sandbox.
+    /// Stops every running container and then every ready sandbox: app and regular init
+    /// containers first (in parallel), then sidecars (in parallel) with what is left of the
+    /// grace period, so sidecars outlive the containers they serve.
     pub(crate) async fn kill_pod(
         &self,
         p: &Pod,
         rt: &PodRuntimeStatus,
         grace: Duration,
     ) -> Result<(), crate::runtime::RuntimeError> {
-        let stops = rt.running_containers().map(|c| {
-            self.event(pod_event(
-                p,
-                Some(&c.summary.name),
-                EventType::Normal,
-                "Killing",
-                format!("Stopping container {}", c.summary.name),
-            ));
-            self.runtime.stop_container(&c.summary.id, grace)
+        let pod_ip = rt.pod_ips().into_iter().next().unwrap_or_default();
+        let started = tokio::time::Instant::now();
+        let (sidecars, others): (Vec<_>, Vec<_>) = rt.running_containers().partition(|c| {
+            container_spec(p, &c.summary.name).is_some_and(|spec| {
+                pod::is_restartable_init(spec)
+                    && p.spec.as_ref().is_some_and(|s| {
+                        s.init_containers
+                            .as_deref()
+                            .unwrap_or(&[])
+                            .iter()
+                            .any(|i| i.name == c.summary.name)
+                    })
+            })
         });
         let mut first_err = None;
-        for r in join_all(stops).await {
-            if let Err(e) = r {
-                first_err.get_or_insert(e);
+        for (phase, group) in [others, sidecars].into_iter().enumerate() {
+            let grace = if phase == 0 {
+                whole_secs(grace)
+            } else {
+                whole_secs(grace.saturating_sub(started.elapsed())).max(MIN_GRACE_SECONDS)
+            };
+            let stops = group.into_iter().map(|c| {
+                let target = KillTarget {
+                    id: &c.summary.id,
+                    name: &c.summary.name,
+                    spec: container_spec(p, &c.summary.name),
+                    pod_ip: &pod_ip,
+                };
+                let message = format!("Stopping container {}", c.summary.name);
+                async move { self.kill_container(p, &target, grace, &message).await }
+            });
+            for r in join_all(stops).await {
+                if let Err(e) = r {
+                    first_err.get_or_insert(e);
+                }
             }
         }
         if let Some(e) = first_err {
@@ -471,23 +578,66 @@ impl Engine {
         Ok(())
     }
 
+    /// Reads the termination messages of exited containers that have none (once each).
+    pub(crate) async fn fill_termination_messages(
+        &self,
+        p: &Pod,
+        rt: &mut PodRuntimeStatus,
+        memory: &mut WorkerMemory,
+    ) {
+        for c in rt.containers.iter_mut() {
+            if c.summary.state != ContainerState::Exited || !c.message.is_empty() {
+                continue;
+            }
+            if let Some(m) = memory.messages.get(&c.summary.id) {
+                c.message = m.clone();
+                continue;
+            }
+            let Some(spec) = container_spec(p, &c.summary.name) else {
+                continue;
+            };
+            let message = termination_message::read(
+                &self.config.root_dir,
+                p,
+                spec,
+                c.summary.attempt,
+                c.exit_code,
+                c.log_path.as_deref(),
+            )
+            .await;
+            memory
+                .messages
+                .insert(c.summary.id.clone(), message.clone());
+            c.message = message;
+        }
+        let ids: std::collections::HashSet<&str> = rt
+            .containers
+            .iter()
+            .map(|c| c.summary.id.as_str())
+            .collect();
+        memory.messages.retain(|id, _| ids.contains(id.as_str()));
+    }
+
     /// Terminates a pod: stops everything with the grace period and records the final status.
     pub(crate) async fn terminate_pod(
         &self,
         p: &Arc<Pod>,
         grace: Duration,
-        memory: &WorkerMemory,
+        memory: &mut WorkerMemory,
     ) -> Result<(), crate::runtime::RuntimeError> {
         let uid = pod::uid(p);
+        self.prober.stop_liveness_and_startup(uid);
         let rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
         self.kill_pod(p, &rt, grace).await?;
+        self.prober.remove_pod(uid);
         // Nothing runs any more: its volumes go (best effort; cleanup retries).
-        if let Err(e) = self.volumes.teardown_pod(uid).await {
+        if let Err(e) = self.volumes.unmount_volumes(uid).await {
             tracing::warn!(pod = %pod::full_name(p), uid, error = %e, "tearing down volumes failed");
         }
         // An orphan found in the runtime has no spec and no status to publish.
         if p.spec.is_some() {
-            let rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
+            let mut rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
+            self.fill_termination_messages(p, &mut rt, memory).await;
             let terminated = pod::is_deleted(p) || !self.pods().contains(uid);
             self.update_status(p, &rt, memory, terminated);
         }
@@ -526,6 +676,21 @@ impl Engine {
             .remove_pod_resources(uid)
             .await
             .map_err(|e| e.to_string())?;
+        // Termination-message files; the pod directory itself belongs to the volume manager.
+        if self.config.root_dir.as_os_str().is_empty() {
+            return Ok(());
+        }
+        let dir = self
+            .config
+            .root_dir
+            .join("pods")
+            .join(uid)
+            .join("containers");
+        match tokio::fs::remove_dir_all(&dir).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("removing {}: {e}", dir.display())),
+        }
         Ok(())
     }
 }

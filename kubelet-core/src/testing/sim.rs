@@ -9,6 +9,11 @@
 //! otherwise a stop ends it at once with 143). Exits are evaluated lazily whenever the
 //! runtime is read, so no timers run.
 //!
+//! `exec_sync` runs a tiny shell: `exit N`, `touch F`, `rm F`, `test -f F` work on the
+//! container's simulated files (initially the comma-separated `SIM_FILES`), `sleep N` takes N
+//! seconds of tokio time (failing with `DeadlineExceeded` past the timeout), anything else
+//! echoes its arguments. [`SimRuntime::execs`] lists what ran.
+//!
 //! Image pulls succeed and add the image unless the image was marked with
 //! [`SimRuntime::fail_pulls`]; [`SimRuntime::add_image`] preloads one.
 //! [`SimRuntime::set_unavailable`] makes every call fail with `Unavailable`, like a
@@ -52,6 +57,21 @@ struct SimSandbox {
 struct SimContainer {
     status: ContainerStatus,
     behavior: ContainerBehavior,
+    /// The container's simulated files (`touch`, `rm`, `test -f`).
+    files: HashSet<String>,
+}
+
+/// One command run with `exec_sync`, for tests to inspect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRecord {
+    /// Pod uid.
+    pub pod_uid: String,
+    /// Container name.
+    pub container: String,
+    /// The command.
+    pub cmd: Vec<String>,
+    /// When it started (tokio clock, ns).
+    pub at: i64,
 }
 
 #[derive(Debug, Default)]
@@ -65,6 +85,7 @@ struct State {
     next_id: u64,
     unavailable: bool,
     calls: HashMap<&'static str, usize>,
+    execs: Vec<ExecRecord>,
 }
 
 /// The simulated runtime. See the module docs.
@@ -189,6 +210,20 @@ impl SimRuntime {
     }
 
     /// How many times `op` ("CreateContainer", "StartContainer", "PullImage", …) was called.
+    /// Every command run with `exec_sync`, oldest first.
+    pub fn execs(&self) -> Vec<ExecRecord> {
+        self.lock().execs.clone()
+    }
+
+    /// Whether a container has a simulated file.
+    pub fn has_file(&self, container_id: &str, file: &str) -> bool {
+        self.lock()
+            .containers
+            .get(container_id)
+            .is_some_and(|c| c.files.contains(file))
+    }
+
+    /// Number of calls of a runtime operation (e.g. "CreateContainer").
     pub fn calls(&self, op: &str) -> usize {
         self.lock().calls.get(op).copied().unwrap_or(0)
     }
@@ -440,6 +475,13 @@ impl ContainerRuntime for SimRuntime {
             SimContainer {
                 status,
                 behavior: behavior_from_env(config, base),
+                files: config
+                    .env
+                    .iter()
+                    .filter(|e| e.name == "SIM_FILES")
+                    .flat_map(|e| e.value.split(',').map(str::to_string))
+                    .filter(|f| !f.is_empty())
+                    .collect(),
             },
         );
         st.by_pod
@@ -546,31 +588,68 @@ impl ContainerRuntime for SimRuntime {
         &self,
         container_id: &str,
         cmd: &[String],
-        _timeout: Duration,
+        timeout: Duration,
     ) -> RuntimeResult<ExecOutput> {
-        let mut st = self.enter("ExecSync")?;
-        let c = st
-            .containers
-            .get_mut(container_id)
-            .ok_or_else(|| not_found("container", container_id))?;
-        advance(c, now_unix_nanos());
-        if c.status.summary.state != ContainerState::Running {
-            return Err(RuntimeError::OperationFailed {
+        let ok = |stdout: String| ExecOutput {
+            stdout: stdout.into_bytes(),
+            ..Default::default()
+        };
+        let code = |exit_code: i32| ExecOutput {
+            exit_code,
+            ..Default::default()
+        };
+        let sleep_for = {
+            let mut st = self.enter("ExecSync")?;
+            let now = now_unix_nanos();
+            let c = st
+                .containers
+                .get_mut(container_id)
+                .ok_or_else(|| not_found("container", container_id))?;
+            advance(c, now);
+            if c.status.summary.state != ContainerState::Running {
+                return Err(RuntimeError::OperationFailed {
+                    operation: "ExecSync",
+                    message: format!("container {container_id} is not running"),
+                });
+            }
+            let record = ExecRecord {
+                pod_uid: c.status.summary.pod.uid.clone(),
+                container: c.status.summary.name.clone(),
+                cmd: cmd.to_vec(),
+                at: now,
+            };
+            // The simulated shell; anything else echoes its arguments.
+            let out = match cmd {
+                [exit, n] if exit == "exit" => Some(code(n.parse().unwrap_or(1))),
+                [touch, f] if touch == "touch" => {
+                    c.files.insert(f.clone());
+                    Some(code(0))
+                }
+                [rm, f] if rm == "rm" => Some(code(if c.files.remove(f) { 0 } else { 1 })),
+                [test, flag, f] if test == "test" && flag == "-f" => {
+                    Some(code(if c.files.contains(f) { 0 } else { 1 }))
+                }
+                [sleep, _] if sleep == "sleep" => None,
+                _ => Some(ok(format!("{}\n", cmd.join(" ")))),
+            };
+            st.execs.push(record);
+            match out {
+                Some(out) => return Ok(out),
+                None => cmd
+                    .get(1)
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .map(Duration::from_secs)
+                    .unwrap_or_default(),
+            }
+        };
+        if !timeout.is_zero() && sleep_for > timeout {
+            tokio::time::sleep(timeout).await;
+            return Err(RuntimeError::DeadlineExceeded {
                 operation: "ExecSync",
-                message: format!("container {container_id} is not running"),
             });
         }
-        // The simulated shell: `exit N` exits with N, anything else echoes its arguments.
-        match cmd {
-            [exit, code] if exit == "exit" => Ok(ExecOutput {
-                exit_code: code.parse().unwrap_or(1),
-                ..Default::default()
-            }),
-            _ => Ok(ExecOutput {
-                stdout: format!("{}\n", cmd.join(" ")).into_bytes(),
-                ..Default::default()
-            }),
-        }
+        tokio::time::sleep(sleep_for).await;
+        Ok(code(0))
     }
 
     async fn exec_url(&self, _request: &ExecRequest) -> RuntimeResult<String> {

@@ -24,6 +24,10 @@
 //!
 //! Cluster objects come through an [`objects::ObjectStore`]; in standalone mode a pod that
 //! references one gets a clear "not available in standalone mode" error.
+//!
+//! An empty root directory (as engine tests use) means "no pod files": pods without volumes
+//! run without pod directories and without a managed `/etc/hosts`; pods with volumes fail
+//! with [`VolumeError::NoRootDir`].
 
 pub mod atomic_writer;
 pub mod configmap;
@@ -203,6 +207,12 @@ pub enum VolumeError {
         /// What is still mounted.
         mounts: Vec<PathBuf>,
     },
+    /// The kubelet has no root directory, so the pod's volumes have nowhere to live.
+    #[error("pod {pod} has volumes but the kubelet has no root directory")]
+    NoRootDir {
+        /// The pod ("ns/name").
+        pod: String,
+    },
     /// A blocking task did not finish.
     #[error("volume task failed: {0}")]
     Task(String),
@@ -220,7 +230,8 @@ pub struct SetUpVolume {
 
 /// See the module docs.
 pub struct VolumeManager {
-    pods_dir: PathBuf,
+    /// `<root>/pods`; `None` without a root directory.
+    pods_dir: Option<PathBuf>,
     store: Arc<dyn ObjectStore>,
     cluster_domain: String,
     state: Mutex<HashMap<String, HashMap<String, SetUpVolume>>>,
@@ -290,10 +301,11 @@ pub fn expand_subpath_expr(expr: &str, env: &[EnvVar]) -> Result<String, String>
 }
 
 impl VolumeManager {
-    /// A manager keeping pod directories under `<root_dir>/pods`.
+    /// A manager keeping pod directories under `<root_dir>/pods` (an empty `root_dir`: none,
+    /// see the module docs).
     pub fn new(root_dir: &Path, store: Arc<dyn ObjectStore>, cluster_domain: &str) -> Self {
         VolumeManager {
-            pods_dir: root_dir.join("pods"),
+            pods_dir: (!root_dir.as_os_str().is_empty()).then(|| root_dir.join("pods")),
             store,
             cluster_domain: cluster_domain.to_string(),
             state: Mutex::new(HashMap::new()),
@@ -305,9 +317,12 @@ impl VolumeManager {
         &self.store
     }
 
-    /// `<root>/pods/<uid>`.
+    /// `<root>/pods/<uid>` (relative `pods/<uid>` without a root directory).
     pub fn pod_dir(&self, uid: &str) -> PathBuf {
-        self.pods_dir.join(uid)
+        match &self.pods_dir {
+            Some(d) => d.join(uid),
+            None => Path::new("pods").join(uid),
+        }
     }
 
     /// `<root>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>`.
@@ -335,6 +350,18 @@ impl VolumeManager {
         allocatable: &ResourceList,
     ) -> Result<(), VolumeError> {
         let uid = pod::uid(p).to_string();
+        let has_volumes = p
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.volumes.as_ref().is_some_and(|v| !v.is_empty()));
+        if self.pods_dir.is_none() {
+            if has_volumes {
+                return Err(VolumeError::NoRootDir {
+                    pod: pod::full_name(p),
+                });
+            }
+            return Ok(());
+        }
         let pod_dir = self.pod_dir(&uid);
         blocking({
             let pod_dir = pod_dir.clone();
@@ -620,7 +647,7 @@ impl VolumeManager {
             .iter()
             .flatten()
             .any(|m| m.mount_path == ETC_HOSTS);
-        if !pod_ips.is_empty() && !own_hosts {
+        if !pod_ips.is_empty() && !own_hosts && self.pods_dir.is_some() {
             let file = self.ensure_hosts_file(p, pod_ips).await?;
             out.push(Mount {
                 container_path: ETC_HOSTS.into(),
@@ -664,8 +691,11 @@ impl VolumeManager {
     /// Unmounts everything below the pod's directory and removes it. A directory that still
     /// has a mount below it afterwards is left alone ([`VolumeError::StillMounted`]).
     pub async fn teardown_pod(&self, uid: &str) -> Result<(), VolumeError> {
+        if self.pods_dir.is_none() {
+            return Ok(());
+        }
         let dir = self.pod_dir(uid);
-        blocking(move || teardown_dir(&dir)).await?;
+        blocking(move || teardown_dir(&dir, true)).await?;
         self.state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -674,10 +704,29 @@ impl VolumeManager {
         Ok(())
     }
 
+    /// Unmounts everything below the pod's directory and removes its `volumes` and
+    /// `volume-subpaths`, keeping the rest (container data such as termination messages,
+    /// `etc-hosts`) until [`VolumeManager::teardown_pod`]. For pods that terminated.
+    pub async fn unmount_volumes(&self, uid: &str) -> Result<(), VolumeError> {
+        if self.pods_dir.is_none() {
+            return Ok(());
+        }
+        let dir = self.pod_dir(uid);
+        blocking(move || teardown_dir(&dir, false)).await?;
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        Ok(())
+    }
+
     /// Uids that have a pod directory.
     pub async fn pod_dirs(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if let Ok(mut rd) = tokio::fs::read_dir(&self.pods_dir).await {
+        let Some(pods_dir) = self.pods_dir.as_ref() else {
+            return out;
+        };
+        if let Ok(mut rd) = tokio::fs::read_dir(pods_dir).await {
             while let Ok(Some(e)) = rd.next_entry().await {
                 out.push(e.file_name().to_string_lossy().into_owned());
             }
@@ -704,7 +753,9 @@ impl VolumeManager {
     }
 }
 
-fn teardown_dir(dir: &Path) -> Result<(), VolumeError> {
+/// Unmounts everything below `dir`, then removes `dir` (`whole`) or only its volume
+/// directories; refuses to remove anything while a mount is left below.
+fn teardown_dir(dir: &Path, whole: bool) -> Result<(), VolumeError> {
     if std::fs::symlink_metadata(dir).is_err() {
         return Ok(());
     }
@@ -721,7 +772,18 @@ fn teardown_dir(dir: &Path) -> Result<(), VolumeError> {
             mounts: left,
         });
     }
-    std::fs::remove_dir_all(dir).map_err(io("removing", dir))
+    if whole {
+        return std::fs::remove_dir_all(dir).map_err(io("removing", dir));
+    }
+    for sub in ["volumes", "volume-subpaths"] {
+        let d = dir.join(sub);
+        match std::fs::remove_dir_all(&d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("removing", &d)(e)),
+        }
+    }
+    Ok(())
 }
 
 fn pod_event(p: &Pod, t: EventType, reason: &str, message: String) -> Event {
@@ -1042,6 +1104,36 @@ mod tests {
         let mut c = c.clone();
         c.volume_mounts = Some(vec![mount("cfg", "/x")]);
         assert!(vm.container_mounts(&p, &c, &[], &[]).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn without_a_root_dir_only_pods_without_volumes_run() {
+        let vm = VolumeManager::new(Path::new(""), Arc::new(objects::StandaloneObjectStore), "");
+        let plain = pod(vec![], vec![]);
+        vm.setup_pod(&plain, &FieldValues::default(), &ResourceList::new())
+            .await
+            .unwrap();
+        let c = &plain.spec.as_ref().unwrap().containers[0];
+        let mounts = vm
+            .container_mounts(&plain, c, &[], &["10.0.0.1".into()])
+            .await
+            .unwrap();
+        assert!(mounts.is_empty(), "no /etc/hosts without pod directories");
+        assert!(vm.pod_dirs().await.is_empty());
+        let with = pod(
+            vec![Volume {
+                name: "v".into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            }],
+            vec![],
+        );
+        let e = vm
+            .setup_pod(&with, &FieldValues::default(), &ResourceList::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(e, VolumeError::NoRootDir { .. }), "{e}");
+        vm.teardown_pod("uid-1").await.unwrap();
     }
 
     #[test]

@@ -1,0 +1,226 @@
+//! Termination messages (`terminationMessagePath`, `terminationMessagePolicy`), as Go's
+//! kuberuntime does them.
+//!
+//! Before a container is created, an empty host file
+//! `<root-dir>/pods/<uid>/containers/<name>/<restartCount>` is bind-mounted read-write at the
+//! container's `terminationMessagePath` (default `/dev/termination-log`; an empty path turns
+//! it off). After the container exited, its `terminated.message` is that file's content (at
+//! most 4096 bytes). With `FallbackToLogsOnError`, an empty file and a non-zero exit code, the
+//! message is the tail of the container's log instead (last 80 lines, at most 2048 bytes).
+
+use std::io::SeekFrom;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use crate::pod;
+use crate::runtime::{Mount, MountPropagation};
+
+/// Go's default `terminationMessagePath`.
+pub const DEFAULT_PATH: &str = "/dev/termination-log";
+/// Most bytes of a termination message file.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+/// Most log lines used by `FallbackToLogsOnError`.
+pub const MAX_LOG_LINES: usize = 80;
+/// Most log bytes used by `FallbackToLogsOnError`.
+pub const MAX_LOG_BYTES: usize = 2048;
+
+/// The host file backing a container attempt's termination message.
+pub fn host_path(root_dir: &Path, p: &Pod, container: &str, attempt: u32) -> PathBuf {
+    root_dir
+        .join("pods")
+        .join(pod::uid(p))
+        .join("containers")
+        .join(container)
+        .join(attempt.to_string())
+}
+
+/// The container's termination message path in the container (`None`: turned off).
+pub fn container_path(c: &Container) -> Option<&str> {
+    match c.termination_message_path.as_deref() {
+        None => Some(DEFAULT_PATH),
+        Some("") => None,
+        Some(p) => Some(p),
+    }
+}
+
+/// Creates the (empty, world-writable) host file and returns the mount for it.
+pub async fn prepare(
+    root_dir: &Path,
+    p: &Pod,
+    c: &Container,
+    attempt: u32,
+) -> Result<Option<Mount>, String> {
+    let Some(in_container) = container_path(c) else {
+        return Ok(None);
+    };
+    if root_dir.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let file = host_path(root_dir, p, &c.name, attempt);
+    let dir = file.parent().unwrap_or(root_dir);
+    tokio::fs::create_dir_all(dir)
+        .await
+        .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    tokio::fs::write(&file, b"")
+        .await
+        .map_err(|e| format!("creating {}: {e}", file.display()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tokio::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666))
+            .await
+            .map_err(|e| format!("chmod {}: {e}", file.display()))?;
+    }
+    Ok(Some(Mount {
+        container_path: in_container.to_string(),
+        host_path: file,
+        read_only: false,
+        propagation: MountPropagation::Private,
+    }))
+}
+
+/// Reads at most `limit` bytes from the start of a file (empty when it is missing).
+async fn read_head(path: &Path, limit: usize) -> String {
+    let Ok(f) = tokio::fs::File::open(path).await else {
+        return String::new();
+    };
+    let mut buf = Vec::new();
+    let _ = f
+        .take(u64::try_from(limit).unwrap_or(u64::MAX))
+        .read_to_end(&mut buf)
+        .await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The content of CRI log lines (`<time> <stream> <P|F> <content>`), partial lines joined.
+pub fn decode_cri_log(raw: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut partial = String::new();
+    for line in raw.lines() {
+        let mut parts = line.splitn(4, ' ');
+        let (Some(_ts), Some(_stream), Some(tag)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let content = parts.next().unwrap_or("");
+        partial.push_str(content);
+        if tag != "P" {
+            out.push(std::mem::take(&mut partial));
+        }
+    }
+    if !partial.is_empty() {
+        out.push(partial);
+    }
+    out
+}
+
+/// The last [`MAX_LOG_LINES`] lines of a CRI log file, at most [`MAX_LOG_BYTES`] bytes.
+pub async fn log_tail(path: &Path) -> String {
+    let Ok(mut f) = tokio::fs::File::open(path).await else {
+        return String::new();
+    };
+    // Enough raw bytes for the tail: the CRI prefix is ~40 bytes a line.
+    let window = u64::try_from(MAX_LOG_BYTES + MAX_LOG_LINES * 64).unwrap_or(16 * 1024);
+    let len = f.metadata().await.map(|m| m.len()).unwrap_or(0);
+    if len > window && f.seek(SeekFrom::Start(len - window)).await.is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf).await;
+    let mut raw = String::from_utf8_lossy(&buf).into_owned();
+    if len > window {
+        // Drop the first, probably cut, line.
+        raw = raw
+            .split_once('\n')
+            .map(|(_, r)| r.to_string())
+            .unwrap_or_default();
+    }
+    let lines = decode_cri_log(&raw);
+    let start = lines.len().saturating_sub(MAX_LOG_LINES);
+    let mut text = lines[start..].join("\n");
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    if text.len() > MAX_LOG_BYTES {
+        let mut cut = text.len() - MAX_LOG_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        text = text[cut..].to_string();
+    }
+    text
+}
+
+/// The termination message of an exited container attempt (see the module docs).
+pub async fn read(
+    root_dir: &Path,
+    p: &Pod,
+    c: &Container,
+    attempt: u32,
+    exit_code: i32,
+    log_path: Option<&Path>,
+) -> String {
+    let mut message = String::new();
+    if container_path(c).is_some() && !root_dir.as_os_str().is_empty() {
+        message = read_head(&host_path(root_dir, p, &c.name, attempt), MAX_MESSAGE_BYTES).await;
+    }
+    let fallback = c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");
+    if message.is_empty() && fallback && exit_code != 0 {
+        if let Some(log) = log_path {
+            message = log_tail(log).await;
+        }
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cri_log_lines_decode_and_join_partials() {
+        let raw = "2024-01-01T00:00:00.000000001Z stdout F hello\n\
+                   2024-01-01T00:00:00.000000002Z stderr P par\n\
+                   2024-01-01T00:00:00.000000003Z stderr F tial\n\
+                   garbage\n\
+                   2024-01-01T00:00:00.000000004Z stdout F \n";
+        assert_eq!(decode_cri_log(raw), vec!["hello", "partial", ""]);
+    }
+
+    #[tokio::test]
+    async fn message_from_file_then_logs_on_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = crate::testing::pod("p", "u1", vec![crate::testing::container("c", "img")]);
+        let mut c = crate::testing::container("c", "img");
+        let m = prepare(dir.path(), &p, &c, 3).await.unwrap().unwrap();
+        assert_eq!(m.container_path, DEFAULT_PATH);
+        assert!(m.host_path.ends_with("pods/u1/containers/c/3"));
+        tokio::fs::write(&m.host_path, "x".repeat(5000))
+            .await
+            .unwrap();
+        let msg = read(dir.path(), &p, &c, 3, 1, None).await;
+        assert_eq!(msg.len(), MAX_MESSAGE_BYTES);
+
+        let log = dir.path().join("0.log");
+        let mut lines = String::new();
+        for i in 0..100 {
+            lines.push_str(&format!("2024-01-01T00:00:00Z stdout F line {i}\n"));
+        }
+        tokio::fs::write(&log, lines).await.unwrap();
+        c.termination_message_policy = Some("FallbackToLogsOnError".into());
+        let msg = read(dir.path(), &p, &c, 4, 1, Some(&log)).await;
+        assert!(
+            msg.starts_with("line 20\n") && msg.ends_with("line 99\n"),
+            "{msg}"
+        );
+        assert_eq!(
+            read(dir.path(), &p, &c, 4, 0, Some(&log)).await,
+            "",
+            "exit 0: no fallback"
+        );
+
+        c.termination_message_path = Some(String::new());
+        assert_eq!(prepare(dir.path(), &p, &c, 5).await.unwrap(), None);
+    }
+}
