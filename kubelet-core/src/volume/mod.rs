@@ -1019,6 +1019,12 @@ mod tests {
                     ..mount("cfg", "/cfg")
                 },
                 mount("host", "/host"),
+                // One key of the config map as a file: the user-visible link and `..data`
+                // are symlinks inside the volume.
+                VolumeMount {
+                    sub_path: Some("k".into()),
+                    ..mount("cfg", "/etc/app.conf")
+                },
             ],
         );
         let fields = FieldValues::default();
@@ -1060,9 +1066,18 @@ mod tests {
         assert_eq!(by_path["/host"].host_path, host.path());
         let hosts = std::fs::read_to_string(&by_path["/etc/hosts"].host_path).unwrap();
         assert!(hosts.contains("10.1.2.3\tp\n"), "{hosts}");
+        let key = &by_path["/etc/app.conf"];
+        assert_eq!(
+            key.host_path,
+            vm.pod_dir("uid-1").join("volume-subpaths/cfg/c/3")
+        );
+        assert!(key.read_only);
+        assert_eq!(std::fs::read_to_string(&key.host_path).unwrap(), "v2");
+        assert!(mount::is_mount_point(&key.host_path).unwrap());
 
         vm.teardown_pod("uid-1").await.unwrap();
         assert!(!vm.pod_dir("uid-1").exists());
+        assert!(!mount::is_mount_point(&key.host_path).unwrap());
         assert!(host.path().is_dir(), "hostPath untouched");
     }
 
