@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -134,8 +134,9 @@ fn timestamp_name(now: SystemTime) -> String {
     )
 }
 
-/// Whether the files under `dir` are exactly the payload (same paths, contents and modes).
-fn matches_payload(dir: &Path, payload: &Payload) -> bool {
+/// Whether the files under `dir` are exactly the payload (same paths, contents, modes and,
+/// when given, group).
+fn matches_payload(dir: &Path, payload: &Payload, gid: Option<u32>) -> bool {
     let mut on_disk = BTreeSet::new();
     if !collect_files(dir, dir, &mut on_disk) {
         return false;
@@ -146,8 +147,11 @@ fn matches_payload(dir: &Path, payload: &Payload) -> bool {
     payload.iter().all(|(path, f)| {
         let p = dir.join(path);
         on_disk.contains(path)
-            && fs::symlink_metadata(&p)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o7777 == f.mode)
+            && fs::symlink_metadata(&p).is_ok_and(|m| {
+                m.is_file()
+                    && m.permissions().mode() & 0o7777 == f.mode
+                    && gid.is_none_or(|g| m.gid() == g)
+            })
             && fs::read(&p).is_ok_and(|d| d == f.data)
     })
 }
@@ -175,9 +179,13 @@ fn collect_files(root: &Path, dir: &Path, out: &mut BTreeSet<String>) -> bool {
     true
 }
 
-fn write_file(path: &Path, f: &FileProjection) -> Result<(), AtomicWriteError> {
+fn write_file(path: &Path, f: &FileProjection, gid: Option<u32>) -> Result<(), AtomicWriteError> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(io_err("creating directory", parent))?;
+        if gid.is_some() {
+            std::os::unix::fs::chown(parent, None, gid)
+                .map_err(io_err("changing the group of", parent))?;
+        }
     }
     let mut file = fs::OpenOptions::new()
         .write(true)
@@ -188,6 +196,10 @@ fn write_file(path: &Path, f: &FileProjection) -> Result<(), AtomicWriteError> {
     file.write_all(&f.data)
         .map_err(io_err("writing file", path))?;
     // Explicitly, so the umask does not narrow the mode.
+    if gid.is_some() {
+        std::os::unix::fs::fchown(&file, None, gid)
+            .map_err(io_err("changing the group of", path))?;
+    }
     file.set_permissions(fs::Permissions::from_mode(f.mode))
         .map_err(io_err("setting the mode of", path))?;
     file.sync_all().map_err(io_err("syncing file", path))?;
@@ -197,6 +209,16 @@ fn write_file(path: &Path, f: &FileProjection) -> Result<(), AtomicWriteError> {
 /// Writes `payload` into `target` (which must exist) atomically; see the module docs.
 /// Returns whether anything changed.
 pub fn write_payload(target: &Path, payload: &Payload) -> Result<bool, AtomicWriteError> {
+    write_payload_with_group(target, payload, None)
+}
+
+/// [`write_payload`], with every file and directory of the payload owned by group `gid`
+/// (the pod's `fsGroup`) when given.
+pub fn write_payload_with_group(
+    target: &Path,
+    payload: &Payload,
+    gid: Option<u32>,
+) -> Result<bool, AtomicWriteError> {
     for path in payload.keys() {
         validate_path(path)?;
     }
@@ -208,15 +230,19 @@ pub fn write_payload(target: &Path, payload: &Payload) -> Result<bool, AtomicWri
     let wanted: BTreeSet<&str> = payload.keys().map(|p| top_level(p)).collect();
     let unchanged = old_ts
         .as_ref()
-        .is_some_and(|ts| matches_payload(&target.join(ts), payload));
+        .is_some_and(|ts| matches_payload(&target.join(ts), payload, gid));
     if !unchanged {
         let ts = timestamp_name(SystemTime::now());
         let ts_dir = target.join(&ts);
         fs::create_dir(&ts_dir).map_err(io_err("creating directory", &ts_dir))?;
         fs::set_permissions(&ts_dir, fs::Permissions::from_mode(0o755))
             .map_err(io_err("setting the mode of", &ts_dir))?;
+        if gid.is_some() {
+            std::os::unix::fs::chown(&ts_dir, None, gid)
+                .map_err(io_err("changing the group of", &ts_dir))?;
+        }
         for (path, f) in payload {
-            if let Err(e) = write_file(&ts_dir.join(path), f) {
+            if let Err(e) = write_file(&ts_dir.join(path), f, gid) {
                 let _ = fs::remove_dir_all(&ts_dir);
                 return Err(e);
             }
@@ -362,6 +388,20 @@ mod tests {
         // An empty payload leaves no user-visible files.
         write_payload(dir.path(), &Payload::new()).unwrap();
         assert!(fs::symlink_metadata(dir.path().join("b")).is_err());
+    }
+
+    #[test]
+    fn group_ownership() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = payload(&[("a", "1", 0o440), ("d/b", "2", 0o440)]);
+        assert!(write_payload_with_group(dir.path(), &p, Some(1234)).unwrap());
+        for f in ["a", "d/b", "d"] {
+            assert_eq!(fs::metadata(dir.path().join(f)).unwrap().gid(), 1234, "{f}");
+        }
+        assert!(!write_payload_with_group(dir.path(), &p, Some(1234)).unwrap());
+        // Another group is a change.
+        assert!(write_payload_with_group(dir.path(), &p, Some(4321)).unwrap());
+        assert_eq!(fs::metadata(dir.path().join("a")).unwrap().gid(), 4321);
     }
 
     #[test]

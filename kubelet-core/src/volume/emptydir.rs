@@ -85,22 +85,34 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EmptyDirE
 }
 
 /// Creates `dir` (mode 0777) and, for [`Medium::Memory`], mounts a tmpfs on it unless one is
-/// already mounted there. Idempotent.
-pub fn setup(dir: &Path, medium: Medium, size: Option<i64>) -> Result<(), EmptyDirError> {
+/// already mounted there. With `fs_group` the directory belongs to that group and has the
+/// set-group-id bit (0o2777), as Go's `SetVolumeOwnership` leaves it. Idempotent.
+pub fn setup(
+    dir: &Path,
+    medium: Medium,
+    size: Option<i64>,
+    fs_group: Option<u32>,
+) -> Result<(), EmptyDirError> {
     fs::create_dir_all(dir).map_err(io("creating directory", dir))?;
-    if medium == Medium::Disk {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o777))
-            .map_err(io("setting the mode of", dir))?;
-        return Ok(());
+    if medium == Medium::Memory
+        && !mount::is_mount_point(dir).map_err(io("reading mountinfo for", dir))?
+    {
+        let options = match size {
+            Some(s) => format!("size={s}"),
+            None => String::new(),
+        };
+        mount::mount_tmpfs(dir, &options).map_err(io("mounting tmpfs on", dir))?;
     }
-    if mount::is_mount_point(dir).map_err(io("reading mountinfo for", dir))? {
-        return Ok(());
-    }
-    let options = match size {
-        Some(s) => format!("size={s}"),
-        None => String::new(),
+    let mode = match fs_group {
+        Some(gid) => {
+            std::os::unix::fs::chown(dir, None, Some(gid))
+                .map_err(io("changing the group of", dir))?;
+            0o2777
+        }
+        None => 0o777,
     };
-    mount::mount_tmpfs(dir, &options).map_err(io("mounting tmpfs on", dir))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(mode))
+        .map_err(io("setting the mode of", dir))?;
     Ok(())
 }
 
@@ -167,11 +179,15 @@ mod tests {
     fn disk_dir_is_world_writable() {
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("v");
-        setup(&dir, Medium::Disk, None).unwrap();
-        setup(&dir, Medium::Disk, None).unwrap();
+        setup(&dir, Medium::Disk, None, None).unwrap();
+        setup(&dir, Medium::Disk, None, None).unwrap();
         assert_eq!(
-            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o7777,
             0o777
         );
+        setup(&dir, Medium::Disk, None, Some(2000)).unwrap();
+        let m = fs::metadata(&dir).unwrap();
+        assert_eq!(m.permissions().mode() & 0o7777, 0o2777);
+        assert_eq!(std::os::unix::fs::MetadataExt::gid(&m), 2000);
     }
 }

@@ -265,6 +265,16 @@ fn api_plugin(v: &Volume) -> Option<(&'static str, Medium)> {
     }
 }
 
+/// The pod's `securityContext.fsGroup`.
+fn fs_group(p: &Pod) -> Option<u32> {
+    p.spec
+        .as_ref()?
+        .security_context
+        .as_ref()?
+        .fs_group
+        .and_then(|g| u32::try_from(g).ok())
+}
+
 /// The name of the volume type for "not supported" errors.
 fn kind_of(v: &Volume) -> String {
     serde_json::to_value(v)
@@ -413,6 +423,7 @@ impl VolumeManager {
     ) -> Result<SetUpVolume, VolumeError> {
         let uid = pod::uid(p);
         let name = v.name.clone();
+        let fs_group = fs_group(p);
         if let Some(ed) = v.empty_dir.as_ref() {
             let wrap = |source| VolumeError::EmptyDir {
                 volume: name.clone(),
@@ -426,9 +437,11 @@ impl VolumeManager {
             let dir = self.volume_dir(uid, "empty-dir", &name);
             let d = dir.clone();
             blocking(move || {
-                emptydir::setup(&d, medium, size).map_err(|source| VolumeError::EmptyDir {
-                    volume: name,
-                    source,
+                emptydir::setup(&d, medium, size, fs_group).map_err(|source| {
+                    VolumeError::EmptyDir {
+                        volume: name,
+                        source,
+                    }
                 })
             })
             .await?;
@@ -460,21 +473,27 @@ impl VolumeManager {
                 kind: kind_of(v),
             });
         };
-        let payload = self.api_payload(p, v, fields, allocatable).await?;
+        let mut payload = self.api_payload(p, v, fields, allocatable).await?;
+        if fs_group.is_some() {
+            // Readable by the group, as Go's SetVolumeOwnership for read-only volumes.
+            for f in payload.values_mut() {
+                f.mode |= 0o440;
+            }
+        }
         let dir = self.volume_dir(uid, plugin, &name);
         let d = dir.clone();
         let pod_name = pod::full_name(p);
         blocking(move || {
-            emptydir::setup(&d, medium, None).map_err(|source| VolumeError::EmptyDir {
+            emptydir::setup(&d, medium, None, None).map_err(|source| VolumeError::EmptyDir {
                 volume: name.clone(),
                 source,
             })?;
-            let changed = atomic_writer::write_payload(&d, &payload).map_err(|source| {
-                VolumeError::Payload {
+            let changed = atomic_writer::write_payload_with_group(&d, &payload, fs_group).map_err(
+                |source| VolumeError::Payload {
                     volume: name.clone(),
                     source,
-                }
-            })?;
+                },
+            )?;
             if changed {
                 tracing::info!(pod = %pod_name, volume = %name, "volume content written");
             }
