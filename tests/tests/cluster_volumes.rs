@@ -292,6 +292,21 @@ async fn objects_from_the_api_server_with_the_node_identity() {
         .await,
         "s3cret 400\n"
     );
+    // Service variables of the master service (enableServiceLinks is defaulted on).
+    let master = Api::<k8s_openapi::api::core::v1::Service>::namespaced(admin.clone(), "default")
+        .get("kubernetes")
+        .await
+        .unwrap();
+    let ip = master.spec.unwrap().cluster_ip.unwrap();
+    let env = exec(&k.handle, &status, "main", "env").await;
+    for line in [
+        format!("KUBERNETES_SERVICE_HOST={ip}"),
+        "KUBERNETES_SERVICE_PORT=443".to_string(),
+        "KUBERNETES_SERVICE_PORT_HTTPS=443".to_string(),
+        format!("KUBERNETES_PORT_443_TCP=tcp://{ip}:443"),
+    ] {
+        assert!(env.lines().any(|l| l == line), "{line} missing in\n{env}");
+    }
     let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
     assert_eq!(
         exec(&k.handle, &status, "main", &format!("cat {sa}/namespace")).await,
