@@ -20,6 +20,8 @@ use crate::prober::ProberManager;
 use crate::runtime::{ContainerRuntime, DnsConfig, PodRef};
 use crate::sink::StatusSink;
 use crate::status::StatusManager;
+use crate::volume::objects::ObjectStore;
+use crate::volume::VolumeManager;
 
 /// Bound of the queue of pods whose probe results changed.
 const PROBE_UPDATES_CAPACITY: usize = 1024;
@@ -57,6 +59,8 @@ pub(crate) struct Engine {
     pub sync_permits: Option<Semaphore>,
     host_dns: RwLock<DnsConfig>,
     pub health: Health,
+    /// Pod directories, volumes and the object store.
+    pub volumes: VolumeManager,
     /// Pods seen in the runtime at the last relist (for orphan cleanup).
     runtime_pods: Mutex<HashMap<String, PodRef>>,
 }
@@ -68,8 +72,10 @@ impl Engine {
         cm: Arc<dyn ContainerManager>,
         sink: Arc<dyn StatusSink>,
         admit_handlers: Vec<Arc<dyn AdmitHandler>>,
+        objects: Arc<dyn ObjectStore>,
     ) -> Self {
         let images = ImageManager::new(&config);
+        let volumes = VolumeManager::new(&config.root_dir, objects, &config.cluster_domain);
         let crash_backoff = Backoff::new(config.backoff_initial, config.backoff_max);
         let sync_permits = config
             .max_concurrent_pod_syncs
@@ -101,6 +107,7 @@ impl Engine {
             sync_permits,
             host_dns: RwLock::new(DnsConfig::default()),
             health: Health::default(),
+            volumes,
             runtime_pods: Mutex::new(HashMap::new()),
         }
     }

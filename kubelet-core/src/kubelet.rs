@@ -51,6 +51,7 @@ use crate::podconfig::PodConfigMerger;
 use crate::runtime::{ContainerRuntime, PodRef};
 use crate::sink::{Event, EventObject, EventType, NoopStatusSink, StatusSink};
 use crate::source::{PodOperation, PodSource, PodUpdate};
+use crate::volume::objects::{ObjectStore, StandaloneObjectStore};
 
 /// Go's grace period for pods found in the runtime that no source wants.
 const ORPHAN_GRACE_SECONDS: i64 = 2;
@@ -68,6 +69,7 @@ pub struct KubeletBuilder {
     status_sink: Option<Arc<dyn StatusSink>>,
     sources: Vec<Arc<dyn PodSource>>,
     admit_handlers: Vec<Arc<dyn AdmitHandler>>,
+    object_store: Option<Arc<dyn ObjectStore>>,
 }
 
 impl KubeletBuilder {
@@ -99,6 +101,12 @@ impl KubeletBuilder {
     /// Adds an admission handler, consulted after the built-in checks.
     pub fn admit_handler(mut self, handler: Arc<dyn AdmitHandler>) -> Self {
         self.admit_handlers.push(handler);
+        self
+    }
+    /// Sets where config maps, secrets, service-account tokens and services come from
+    /// (default: [`StandaloneObjectStore`], which has none).
+    pub fn object_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
+        self.object_store = Some(store);
         self
     }
     /// Validates the parts and builds the kubelet.
@@ -145,7 +153,17 @@ impl KubeletBuilder {
         let sink = self.status_sink.unwrap_or_else(|| Arc::new(NoopStatusSink));
         let mut handlers: Vec<Arc<dyn AdmitHandler>> = vec![Arc::new(PredicateAdmitHandler)];
         handlers.extend(self.admit_handlers);
-        let engine = Arc::new(Engine::new(self.config, runtime, cm, sink, handlers));
+        let objects = self
+            .object_store
+            .unwrap_or_else(|| Arc::new(StandaloneObjectStore));
+        let engine = Arc::new(Engine::new(
+            self.config,
+            runtime,
+            cm,
+            sink,
+            handlers,
+            objects,
+        ));
         let shutdown = CancellationToken::new();
         let workers = Arc::new(PodWorkers::new(shutdown.clone()));
         Ok(Kubelet {
@@ -588,6 +606,15 @@ impl SyncLoop {
             }
             Err(e) => tracing::warn!(error = %e, "listing pod resources failed"),
         }
+        // Pod directories of pods nobody knows (never one with a mount left below it).
+        engine
+            .volumes
+            .cleanup_orphans(|uid| {
+                engine.pods().contains(uid)
+                    || self.workers.state(uid).is_some()
+                    || engine.in_runtime(uid)
+            })
+            .await;
         // Statuses of pods that are gone and have no worker.
         for uid in engine.status.uids() {
             if !engine.pods().contains(&uid) && self.workers.state(&uid).is_none() {

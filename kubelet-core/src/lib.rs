@@ -69,6 +69,7 @@ pub mod sync;
 pub mod termination_message;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod volume;
 
 pub use admission::{AdmitAttributes, AdmitHandler, AdmitResult};
 pub use cm::{CmError, ContainerManager, PodResources, ResourceList};

@@ -7,6 +7,8 @@
 //! and default the pods through [`static_pod`] and send complete [`PodOperation::Set`]
 //! snapshots. [`apiserver`] makes the kubelet a cluster member: the API server pod source,
 //! node registration and status, the node lease, pod status, events and mirror pods.
+//! [`objects::ApiObjectStore`] is the API-server implementation of
+//! [`kubelet_core::volume::objects::ObjectStore`] (config maps, secrets, tokens, services).
 //!
 //! [`PodOperation::Set`]: kubelet_core::source::PodOperation::Set
 //!
@@ -35,6 +37,7 @@
 pub mod apiserver;
 pub mod file;
 pub mod http;
+pub mod objects;
 pub mod static_pod;
 
 pub use file::FileSource;

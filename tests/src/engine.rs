@@ -36,7 +36,7 @@ use kubelet_core::runtime::{
     ExecOutput, ExecRequest, ImageInfo, ListFilter, PullImageRequest, RuntimeResult, RuntimeStatus,
     RuntimeVersion, SandboxConfig, SandboxStatus, SandboxSummary,
 };
-use kubelet_core::{Config, ContainerManager, Kubelet, KubeletHandle, PodSource};
+use kubelet_core::{Config, ContainerManager, Kubelet, KubeletBuilder, KubeletHandle, PodSource};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
 use tokio_util::sync::CancellationToken;
 
@@ -380,6 +380,17 @@ impl EngineTest {
 
     /// Builds and runs an engine with this configuration and these sources.
     pub fn start_with(&self, config: Config, sources: Vec<Arc<dyn PodSource>>) -> RunningKubelet {
+        self.start_customized(config, sources, |b| b)
+    }
+
+    /// Like [`EngineTest::start_with`], letting `customize` add to the builder (an object
+    /// store, a status sink, ...).
+    pub fn start_customized(
+        &self,
+        config: Config,
+        sources: Vec<Arc<dyn PodSource>>,
+        customize: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
+    ) -> RunningKubelet {
         let mut builder = Kubelet::builder()
             .config(config)
             .runtime(self.runtime.clone())
@@ -387,7 +398,7 @@ impl EngineTest {
         for s in sources {
             builder = builder.source(s);
         }
-        let kubelet = builder.build().expect("kubelet builds");
+        let kubelet = customize(builder).build().expect("kubelet builds");
         let handle = kubelet.handle();
         let shutdown = CancellationToken::new();
         self.engines.lock().unwrap().push(shutdown.clone());
@@ -486,6 +497,13 @@ impl Drop for EngineTest {
             });
             for h in hierarchies() {
                 remove_cgroup_tree(&h.join(root.trim_start_matches('/')));
+            }
+            // Volumes the engines left mounted under the pod directories (tmpfs, subPath
+            // binds), so the temporary directory can be removed.
+            if let Ok(mounts) = kubelet_core::volume::mount::mount_points_under(&dir) {
+                for m in mounts {
+                    let _ = kubelet_core::volume::mount::unmount(&m);
+                }
             }
         })
         .join();

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use crate::clock::{now_time, now_unix_nanos};
 use crate::dns::pod_dns;
 use crate::engine::Engine;
-use crate::env::{container_env, expand_command, FieldValues};
+use crate::env::{expand_command, FieldValues};
 use crate::hash::container_hash;
 use crate::pod;
 use crate::pod_status::{self, PodRuntimeStatus};
@@ -174,6 +174,13 @@ impl Engine {
             other => other,
         };
         self.prober.ensure_pod(p);
+        if !self
+            .prepare_volumes(p, rt.pod_ips().into_iter().next(), memory)
+            .await
+        {
+            self.update_status(p, &rt, memory, false);
+            return SyncOutcome::Requeue(ERROR_RETRY);
+        }
         if !pod::host_network(p)
             && !self
                 .network_ready
@@ -328,6 +335,7 @@ impl Engine {
             pod_ip,
             host_ip: self.config.node_ips.first().cloned().unwrap_or_default(),
             node_name: self.config.node_name.clone(),
+            host_ips: self.config.node_ips.clone(),
         };
         let spec = p.spec.as_ref()?;
         let mut retry: Option<Duration> = None;
@@ -442,9 +450,15 @@ impl Engine {
             .await
             .map_err(|e| (e.reason, e.retry_after))?;
         let restart_count = latest.map_or(0, |s| s.summary.attempt.saturating_add(1));
-        let env = container_env(p, c, fields).map_err(|m| fail("CreateContainerConfigError", m))?;
+        let env = self
+            .make_container_env(p, c, fields)
+            .await
+            .map_err(|m| fail("CreateContainerConfigError", m))?;
         let (command, args) = expand_command(c, &env);
-        let mut mounts = Vec::new();
+        let mut mounts = self
+            .make_container_mounts(p, c, &env, fields)
+            .await
+            .map_err(|m| fail("CreateContainerConfigError", m))?;
         match termination_message::prepare(&self.config.root_dir, p, c, restart_count).await {
             Ok(Some(m)) => mounts.push(m),
             Ok(None) => {}
@@ -616,6 +630,10 @@ impl Engine {
         let rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
         self.kill_pod(p, &rt, grace).await?;
         self.prober.remove_pod(uid);
+        // Nothing runs any more: its volumes go (best effort; cleanup retries).
+        if let Err(e) = self.volumes.unmount_volumes(uid).await {
+            tracing::warn!(pod = %pod::full_name(p), uid, error = %e, "tearing down volumes failed");
+        }
         // An orphan found in the runtime has no spec and no status to publish.
         if p.spec.is_some() {
             let mut rt = pod_status::fetch(self.runtime.as_ref(), uid).await?;
@@ -650,6 +668,10 @@ impl Engine {
                 .await
                 .map_err(|e| e.to_string())?;
         }
+        self.volumes
+            .teardown_pod(uid)
+            .await
+            .map_err(|e| e.to_string())?;
         self.cm
             .remove_pod_resources(uid)
             .await

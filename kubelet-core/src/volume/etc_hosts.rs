@@ -1,0 +1,165 @@
+//! The kubelet-managed `/etc/hosts` of a pod (`<pod dir>/etc-hosts`), as Go writes it:
+//! localhost entries, the pod's IPs with its hostname (and FQDN when it has a subdomain), then
+//! the `hostAliases`. Host-network pods get the node's `/etc/hosts` under a header instead.
+//! The file is written once per pod and then left alone, as in Go.
+
+use k8s_openapi::api::core::v1::{HostAlias, Pod};
+
+/// First line of the file for pods with their own network.
+pub const MANAGED_HEADER: &str = "# Kubernetes-managed hosts file.\n";
+/// First line of the file for host-network pods.
+pub const MANAGED_HEADER_HOST_NETWORK: &str = "# Kubernetes-managed hosts file (host network).\n";
+
+/// The pod's hostname and domain (Go `GeneratePodHostNameAndDomain`): `spec.hostname` or the
+/// pod name (cut to 63 characters, without a trailing `-`/`.`), and
+/// `<subdomain>.<namespace>.svc.<cluster domain>` when `spec.subdomain` is set.
+pub fn hostname_and_domain(pod: &Pod, cluster_domain: &str) -> (String, String) {
+    let spec = pod.spec.as_ref();
+    let hostname = match spec
+        .and_then(|s| s.hostname.clone())
+        .filter(|h| !h.is_empty())
+    {
+        Some(h) => h,
+        None => {
+            let name = crate::pod::name(pod);
+            let cut: String = name.chars().take(63).collect();
+            cut.trim_end_matches(['-', '.']).to_string()
+        }
+    };
+    let domain = match spec
+        .and_then(|s| s.subdomain.clone())
+        .filter(|d| !d.is_empty())
+    {
+        Some(sub) if !cluster_domain.is_empty() => {
+            format!("{sub}.{}.svc.{cluster_domain}", crate::pod::namespace(pod))
+        }
+        Some(sub) => format!("{sub}.{}.svc", crate::pod::namespace(pod)),
+        None => String::new(),
+    };
+    (hostname, domain)
+}
+
+fn host_aliases(aliases: &[HostAlias]) -> String {
+    if aliases.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n# Entries added by HostAliases.\n");
+    for a in aliases {
+        let names = a.hostnames.as_deref().unwrap_or_default().join("\t");
+        out.push_str(&format!("{}\t{names}\n", a.ip));
+    }
+    out
+}
+
+/// The managed content for a pod with its own network.
+pub fn managed_content(
+    pod_ips: &[String],
+    hostname: &str,
+    domain: &str,
+    aliases: &[HostAlias],
+) -> String {
+    let mut out = String::from(MANAGED_HEADER);
+    out.push_str("127.0.0.1\tlocalhost\n");
+    out.push_str("::1\tlocalhost ip6-localhost ip6-loopback\n");
+    out.push_str("fe00::0\tip6-localnet\n");
+    out.push_str("fe00::0\tip6-mcastprefix\n");
+    out.push_str("fe00::1\tip6-allnodes\n");
+    out.push_str("fe00::2\tip6-allrouters\n");
+    for ip in pod_ips {
+        if domain.is_empty() {
+            out.push_str(&format!("{ip}\t{hostname}\n"));
+        } else {
+            out.push_str(&format!("{ip}\t{hostname}.{domain}\t{hostname}\n"));
+        }
+    }
+    out.push_str(&host_aliases(aliases));
+    out
+}
+
+/// The content for a host-network pod: the node's hosts file under a header, then aliases.
+pub fn host_network_content(node_hosts: &str, aliases: &[HostAlias]) -> String {
+    let mut out = String::from(MANAGED_HEADER_HOST_NETWORK);
+    out.push_str(node_hosts);
+    out.push_str(&host_aliases(aliases));
+    out
+}
+
+/// The pod's host aliases.
+pub fn aliases(pod: &Pod) -> Vec<HostAlias> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.host_aliases.clone())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn alias(ip: &str, names: &[&str]) -> HostAlias {
+        HostAlias {
+            ip: ip.into(),
+            hostnames: Some(names.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn managed_content_as_go_writes_it() {
+        let got = managed_content(
+            &["10.0.0.5".into()],
+            "web",
+            "",
+            &[alias("1.2.3.4", &["foo", "bar"]), alias("::2", &["v6"])],
+        );
+        let want = "# Kubernetes-managed hosts file.\n\
+                    127.0.0.1\tlocalhost\n\
+                    ::1\tlocalhost ip6-localhost ip6-loopback\n\
+                    fe00::0\tip6-localnet\n\
+                    fe00::0\tip6-mcastprefix\n\
+                    fe00::1\tip6-allnodes\n\
+                    fe00::2\tip6-allrouters\n\
+                    10.0.0.5\tweb\n\
+                    \n\
+                    # Entries added by HostAliases.\n\
+                    1.2.3.4\tfoo\tbar\n\
+                    ::2\tv6\n";
+        assert_eq!(got, want);
+        let fqdn = managed_content(&["10.0.0.5".into()], "web", "sub.ns.svc.cluster.local", &[]);
+        assert!(
+            fqdn.ends_with("10.0.0.5\tweb.sub.ns.svc.cluster.local\tweb\n"),
+            "{fqdn}"
+        );
+        let host = host_network_content("127.0.0.1 localhost\n", &[alias("1.1.1.1", &["one"])]);
+        assert_eq!(
+            host,
+            "# Kubernetes-managed hosts file (host network).\n127.0.0.1 localhost\n\n# Entries added by HostAliases.\n1.1.1.1\tone\n"
+        );
+    }
+
+    #[test]
+    fn hostname_and_domain_rules() {
+        let mut p = Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("{}-x", "a".repeat(62))),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec::default()),
+            ..Default::default()
+        };
+        // Cut to 63 characters, trailing '-' removed.
+        assert_eq!(
+            hostname_and_domain(&p, "cluster.local"),
+            ("a".repeat(62), String::new())
+        );
+        let spec = p.spec.as_mut().unwrap();
+        spec.hostname = Some("h".into());
+        spec.subdomain = Some("s".into());
+        assert_eq!(
+            hostname_and_domain(&p, "cluster.local"),
+            ("h".into(), "s.ns.svc.cluster.local".into())
+        );
+    }
+}

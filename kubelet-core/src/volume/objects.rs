@@ -1,0 +1,304 @@
+//! The contract for cluster objects the kubelet reads on behalf of its pods: config maps,
+//! secrets, service-account tokens (TokenRequest) and services (for service environment
+//! variables).
+//!
+//! In cluster mode an implementation over the API server (kubelet-sources' `objects`) caches
+//! objects for the pods that use them ([`ObjectStore::register_pod`] /
+//! [`ObjectStore::unregister_pod`]); in standalone mode [`StandaloneObjectStore`] answers every
+//! request with [`ObjectError::NotAvailable`], which the engine turns into an event and a
+//! waiting reason, never a crash.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+
+/// Why an object could not be read.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum ObjectError {
+    /// The object does not exist.
+    #[error("{kind} \"{name}\" not found in namespace {namespace}")]
+    NotFound {
+        /// "configmap", "secret", "serviceaccount", ...
+        kind: &'static str,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The kubelet has no API server to ask (standalone mode).
+    #[error("{kind} {namespace}/{name}: cluster objects are not available in standalone mode")]
+    NotAvailable {
+        /// What was asked for.
+        kind: &'static str,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The API server refused or failed the request.
+    #[error("{kind} {namespace}/{name}: {message}")]
+    Api {
+        /// What was asked for.
+        kind: &'static str,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The server's or client's explanation.
+        message: String,
+    },
+}
+
+impl ObjectError {
+    /// Whether the object does not exist (an `optional` reference then counts as empty).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ObjectError::NotFound { .. })
+    }
+}
+
+/// A service-account token issued through the TokenRequest API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAccountToken {
+    /// The JWT.
+    pub token: String,
+    /// When the token expires.
+    pub expiration: SystemTime,
+}
+
+/// A TokenRequest for a pod's service account.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TokenRequest {
+    /// Namespace of the pod and service account.
+    pub namespace: String,
+    /// Service account name.
+    pub service_account: String,
+    /// Audiences; empty means the API server's default audiences.
+    pub audiences: Vec<String>,
+    /// Requested lifetime in seconds.
+    pub expiration_seconds: i64,
+    /// The pod the token is bound to.
+    pub pod_name: String,
+    /// Uid of the pod the token is bound to.
+    pub pod_uid: String,
+}
+
+/// Read access to the cluster objects pods reference. See the module docs.
+#[async_trait]
+pub trait ObjectStore: Send + Sync {
+    /// The config map `namespace/name`.
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<ConfigMap, ObjectError>;
+    /// The secret `namespace/name`.
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Secret, ObjectError>;
+    /// A token for a service account, bound to a pod (TokenRequest).
+    async fn service_account_token(
+        &self,
+        request: &TokenRequest,
+    ) -> Result<ServiceAccountToken, ObjectError>;
+    /// The services of a namespace (for service environment variables).
+    async fn services(&self, namespace: &str) -> Result<Vec<Service>, ObjectError>;
+    /// The pod (now) references these objects: a cache may start following them.
+    fn register_pod(&self, _pod: &Pod) {}
+    /// The pod with this uid is gone: a cache may drop what only it used.
+    fn unregister_pod(&self, _uid: &str) {}
+}
+
+/// The standalone [`ObjectStore`]: every request fails with [`ObjectError::NotAvailable`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StandaloneObjectStore;
+
+#[async_trait]
+impl ObjectStore for StandaloneObjectStore {
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<ConfigMap, ObjectError> {
+        Err(ObjectError::NotAvailable {
+            kind: "configmap",
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Secret, ObjectError> {
+        Err(ObjectError::NotAvailable {
+            kind: "secret",
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+    async fn service_account_token(
+        &self,
+        request: &TokenRequest,
+    ) -> Result<ServiceAccountToken, ObjectError> {
+        Err(ObjectError::NotAvailable {
+            kind: "serviceaccount token",
+            namespace: request.namespace.clone(),
+            name: request.service_account.clone(),
+        })
+    }
+    async fn services(&self, namespace: &str) -> Result<Vec<Service>, ObjectError> {
+        Err(ObjectError::NotAvailable {
+            kind: "services",
+            namespace: namespace.into(),
+            name: String::new(),
+        })
+    }
+}
+
+/// When a cached token must be replaced (Go's token manager): once 80% of its lifetime has
+/// passed, or it is older than 24 hours.
+pub fn token_needs_refresh(issued: SystemTime, expiration: SystemTime, now: SystemTime) -> bool {
+    let Ok(ttl) = expiration.duration_since(issued) else {
+        return true;
+    };
+    let refresh_at = issued + ttl.mul_f64(0.8).min(Duration::from_secs(24 * 3600));
+    now >= refresh_at
+}
+
+/// An in-memory [`ObjectStore`] for tests and embedders: objects are put in and removed by
+/// hand; tokens are minted locally (`<namespace>/<service account>/<n>`) with the requested
+/// lifetime and cached per request until [`token_needs_refresh`] says they are due, as an
+/// API-server store does. Missing objects answer [`ObjectError::NotFound`].
+#[derive(Debug, Default)]
+pub struct MemoryObjectStore {
+    inner: Mutex<MemoryObjects>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryObjects {
+    config_maps: HashMap<(String, String), ConfigMap>,
+    secrets: HashMap<(String, String), Secret>,
+    services: HashMap<(String, String), Service>,
+    token_requests: Vec<TokenRequest>,
+    tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
+}
+
+fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+impl MemoryObjectStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemoryObjects> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Adds or replaces a config map (keyed by its namespace and name).
+    pub fn put_config_map(&self, cm: ConfigMap) {
+        self.lock().config_maps.insert(key_of(&cm.metadata), cm);
+    }
+    /// Adds or replaces a secret.
+    pub fn put_secret(&self, s: Secret) {
+        self.lock().secrets.insert(key_of(&s.metadata), s);
+    }
+    /// Adds or replaces a service.
+    pub fn put_service(&self, s: Service) {
+        self.lock().services.insert(key_of(&s.metadata), s);
+    }
+    /// Removes a config map.
+    pub fn remove_config_map(&self, namespace: &str, name: &str) {
+        self.lock()
+            .config_maps
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+    /// Every token minted so far (cache hits are not counted).
+    pub fn token_requests(&self) -> Vec<TokenRequest> {
+        self.lock().token_requests.clone()
+    }
+}
+
+#[async_trait]
+impl ObjectStore for MemoryObjectStore {
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<ConfigMap, ObjectError> {
+        self.lock()
+            .config_maps
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| ObjectError::NotFound {
+                kind: "configmap",
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+    }
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Secret, ObjectError> {
+        self.lock()
+            .secrets
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| ObjectError::NotFound {
+                kind: "secret",
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+    }
+    async fn service_account_token(
+        &self,
+        request: &TokenRequest,
+    ) -> Result<ServiceAccountToken, ObjectError> {
+        let mut inner = self.lock();
+        let now = SystemTime::now();
+        if let Some((t, issued)) = inner.tokens.get(request) {
+            if !token_needs_refresh(*issued, t.expiration, now) {
+                return Ok(t.clone());
+            }
+        }
+        inner.token_requests.push(request.clone());
+        let n = inner.token_requests.len();
+        let secs = u64::try_from(request.expiration_seconds.max(1)).unwrap_or(3600);
+        let token = ServiceAccountToken {
+            token: format!("{}/{}/{n}", request.namespace, request.service_account),
+            expiration: now + Duration::from_secs(secs),
+        };
+        inner.tokens.insert(request.clone(), (token.clone(), now));
+        Ok(token)
+    }
+    async fn services(&self, namespace: &str) -> Result<Vec<Service>, ObjectError> {
+        Ok(self
+            .lock()
+            .services
+            .iter()
+            .filter(|((ns, _), _)| ns == namespace)
+            .map(|(_, s)| s.clone())
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn standalone_store_says_not_available() {
+        let s = StandaloneObjectStore;
+        let e = s.config_map("ns", "cm").await.unwrap_err();
+        assert!(
+            e.to_string().contains("not available in standalone mode"),
+            "{e}"
+        );
+        assert!(!e.is_not_found());
+        assert!(s.secret("ns", "s").await.is_err());
+        assert!(s.services("ns").await.is_err());
+    }
+
+    #[test]
+    fn tokens_refresh_at_80_percent_or_a_day() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let hour = Duration::from_secs(3600);
+        let exp = t0 + hour;
+        assert!(!token_needs_refresh(t0, exp, t0));
+        assert!(!token_needs_refresh(
+            t0,
+            exp,
+            t0 + Duration::from_secs(2879)
+        ));
+        assert!(token_needs_refresh(t0, exp, t0 + Duration::from_secs(2880)));
+        let week = t0 + hour * 24 * 7;
+        assert!(!token_needs_refresh(t0, week, t0 + hour * 23));
+        assert!(token_needs_refresh(t0, week, t0 + hour * 24));
+        assert!(token_needs_refresh(exp, t0, t0), "expiration before issue");
+    }
+}

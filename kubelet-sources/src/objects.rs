@@ -1,0 +1,328 @@
+//! The API-server [`ObjectStore`]: config maps, secrets, service-account tokens and services
+//! read through kube-rs on behalf of the node's pods.
+//!
+//! Objects are cached for `ttl` (Go's TTL-based cache strategy): a read within the TTL is
+//! answered from the cache, an older one goes to the API server. The cache follows the pods:
+//! [`ObjectStore::register_pod`] records which config maps and secrets a pod references (a
+//! newly referenced object is always fetched fresh), [`ObjectStore::unregister_pod`] drops the
+//! pod's tokens and every cached object no remaining pod references. The Node authorizer lets
+//! a node read exactly the objects its pods reference, so nothing else is ever asked for.
+//!
+//! Tokens (TokenRequest, bound to the pod, with audiences and `expirationSeconds`) are cached
+//! per request and replaced once 80% of their lifetime has passed or they are a day old
+//! ([`token_needs_refresh`]), as the Go kubelet's token manager does.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use k8s_openapi::api::authentication::v1::{
+    BoundObjectReference, TokenRequest as ApiTokenRequest, TokenRequestSpec,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use kubelet_core::volume::objects::{
+    token_needs_refresh, ObjectError, ObjectStore, ServiceAccountToken, TokenRequest,
+};
+
+/// Go's default TTL of cached objects.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    ConfigMap,
+    Secret,
+}
+
+type Key = (Kind, String, String);
+
+#[derive(Clone)]
+enum Cached {
+    ConfigMap(ConfigMap),
+    Secret(Secret),
+}
+
+#[derive(Default)]
+struct State {
+    objects: HashMap<Key, (Instant, Cached)>,
+    services: HashMap<String, (Instant, Vec<Service>)>,
+    pods: HashMap<String, HashSet<Key>>,
+    tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
+}
+
+/// See the module docs.
+pub struct ApiObjectStore {
+    client: Client,
+    ttl: Duration,
+    state: Mutex<State>,
+}
+
+/// The config maps and secrets a pod references (volumes, projected sources, env, envFrom).
+pub fn pod_references(p: &Pod) -> HashSet<(bool, String)> {
+    let mut out = HashSet::new();
+    let Some(spec) = p.spec.as_ref() else {
+        return out;
+    };
+    for v in spec.volumes.iter().flatten() {
+        if let Some(cm) = v.config_map.as_ref() {
+            out.insert((false, cm.name.clone()));
+        }
+        if let Some(s) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
+            out.insert((true, s));
+        }
+        for src in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(cm) = src.config_map.as_ref() {
+                out.insert((false, cm.name.clone()));
+            }
+            if let Some(s) = src.secret.as_ref() {
+                out.insert((true, s.name.clone()));
+            }
+        }
+    }
+    let containers = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    for c in containers {
+        for e in c.env.iter().flatten() {
+            if let Some(from) = e.value_from.as_ref() {
+                if let Some(r) = from.config_map_key_ref.as_ref() {
+                    out.insert((false, r.name.clone()));
+                }
+                if let Some(r) = from.secret_key_ref.as_ref() {
+                    out.insert((true, r.name.clone()));
+                }
+            }
+        }
+        for f in c.env_from.iter().flatten() {
+            if let Some(r) = f.config_map_ref.as_ref() {
+                out.insert((false, r.name.clone()));
+            }
+            if let Some(r) = f.secret_ref.as_ref() {
+                out.insert((true, r.name.clone()));
+            }
+        }
+    }
+    for s in spec.image_pull_secrets.iter().flatten() {
+        out.insert((true, s.name.clone()));
+    }
+    out
+}
+
+fn api_error(kind: &'static str, namespace: &str, name: &str, e: kube::Error) -> ObjectError {
+    match &e {
+        kube::Error::Api(s) if s.code == 404 => ObjectError::NotFound {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+        },
+        _ => ObjectError::Api {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+            message: e.to_string(),
+        },
+    }
+}
+
+impl ApiObjectStore {
+    /// A store over `client` caching objects for `ttl` ([`DEFAULT_TTL`] is Go's).
+    pub fn new(client: Client, ttl: Duration) -> Self {
+        ApiObjectStore {
+            client,
+            ttl,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn cached(&self, key: &Key) -> Option<Cached> {
+        let st = self.lock();
+        let (at, obj) = st.objects.get(key)?;
+        (at.elapsed() < self.ttl).then(|| obj.clone())
+    }
+
+    fn store(&self, key: Key, obj: Cached) {
+        self.lock().objects.insert(key, (Instant::now(), obj));
+    }
+}
+
+#[async_trait]
+impl ObjectStore for ApiObjectStore {
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<ConfigMap, ObjectError> {
+        let key = (Kind::ConfigMap, namespace.to_string(), name.to_string());
+        if let Some(Cached::ConfigMap(cm)) = self.cached(&key) {
+            return Ok(cm);
+        }
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let cm = api
+            .get(name)
+            .await
+            .map_err(|e| api_error("configmap", namespace, name, e))?;
+        self.store(key, Cached::ConfigMap(cm.clone()));
+        Ok(cm)
+    }
+
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Secret, ObjectError> {
+        let key = (Kind::Secret, namespace.to_string(), name.to_string());
+        if let Some(Cached::Secret(s)) = self.cached(&key) {
+            return Ok(s);
+        }
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let s = api
+            .get(name)
+            .await
+            .map_err(|e| api_error("secret", namespace, name, e))?;
+        self.store(key, Cached::Secret(s.clone()));
+        Ok(s)
+    }
+
+    async fn service_account_token(
+        &self,
+        request: &TokenRequest,
+    ) -> Result<ServiceAccountToken, ObjectError> {
+        let now = SystemTime::now();
+        if let Some((t, issued)) = self.lock().tokens.get(request) {
+            if !token_needs_refresh(*issued, t.expiration, now) {
+                return Ok(t.clone());
+            }
+        }
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &request.namespace);
+        let body = ApiTokenRequest {
+            spec: Some(TokenRequestSpec {
+                audiences: Some(request.audiences.clone()).filter(|a| !a.is_empty()),
+                expiration_seconds: Some(request.expiration_seconds),
+                bound_object_ref: Some(BoundObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: Some(request.pod_name.clone()),
+                    uid: Some(request.pod_uid.clone()),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let kind = "serviceaccount token";
+        let resp = api
+            .create_token_request(&request.service_account, &PostParams::default(), &body)
+            .await
+            .map_err(|e| api_error(kind, &request.namespace, &request.service_account, e))?;
+        let incomplete = || ObjectError::Api {
+            kind,
+            namespace: request.namespace.clone(),
+            name: request.service_account.clone(),
+            message: "TokenRequest answered without a token or expiration".into(),
+        };
+        let status = resp.status.ok_or_else(incomplete)?;
+        let token = ServiceAccountToken {
+            token: status.token.ok_or_else(incomplete)?,
+            expiration: SystemTime::from(status.expiration_timestamp.ok_or_else(incomplete)?.0),
+        };
+        tracing::debug!(namespace = %request.namespace, service_account = %request.service_account, pod_uid = %request.pod_uid, "service account token issued");
+        self.lock()
+            .tokens
+            .insert(request.clone(), (token.clone(), now));
+        Ok(token)
+    }
+
+    async fn services(&self, namespace: &str) -> Result<Vec<Service>, ObjectError> {
+        if let Some((at, list)) = self.lock().services.get(namespace) {
+            if at.elapsed() < self.ttl {
+                return Ok(list.clone());
+            }
+        }
+        let api: Api<Service> = Api::namespaced(self.client.clone(), namespace);
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| api_error("services", namespace, "", e))?
+            .items;
+        self.lock()
+            .services
+            .insert(namespace.to_string(), (Instant::now(), list.clone()));
+        Ok(list)
+    }
+
+    fn register_pod(&self, p: &Pod) {
+        let ns = kubelet_core::pod::namespace(p).to_string();
+        let uid = kubelet_core::pod::uid(p).to_string();
+        let keys: HashSet<Key> = pod_references(p)
+            .into_iter()
+            .map(|(secret, name)| {
+                let kind = if secret {
+                    Kind::Secret
+                } else {
+                    Kind::ConfigMap
+                };
+                (kind, ns.clone(), name)
+            })
+            .collect();
+        let mut st = self.lock();
+        let known: HashSet<Key> = st.pods.values().flatten().cloned().collect();
+        // A reference no pod had before is read fresh.
+        for k in keys.difference(&known) {
+            st.objects.remove(k);
+        }
+        st.pods.insert(uid, keys);
+    }
+
+    fn unregister_pod(&self, uid: &str) {
+        let mut st = self.lock();
+        st.pods.remove(uid);
+        st.tokens.retain(|r, _| r.pod_uid != uid);
+        let still: HashSet<Key> = st.pods.values().flatten().cloned().collect();
+        st.objects.retain(|k, _| still.contains(k));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_of_a_pod() {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "imagePullSecrets": [{"name": "pull"}],
+                "volumes": [
+                    {"name": "a", "configMap": {"name": "cm-vol"}},
+                    {"name": "b", "secret": {"secretName": "sec-vol"}},
+                    {"name": "c", "projected": {"sources": [
+                        {"configMap": {"name": "kube-root-ca.crt"}},
+                        {"secret": {"name": "sec-proj"}},
+                        {"serviceAccountToken": {"path": "token"}}
+                    ]}}
+                ],
+                "initContainers": [{"name": "i", "envFrom": [{"secretRef": {"name": "sec-from"}}]}],
+                "containers": [{"name": "c", "env": [
+                    {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cm-env", "key": "k"}}},
+                    {"name": "B", "valueFrom": {"secretKeyRef": {"name": "sec-env", "key": "k"}}}
+                ], "envFrom": [{"configMapRef": {"name": "cm-from"}}]}]
+            }
+        }))
+        .unwrap();
+        let mut got: Vec<(bool, String)> = pod_references(&p).into_iter().collect();
+        got.sort();
+        let want: Vec<(bool, String)> = [
+            (false, "cm-env"),
+            (false, "cm-from"),
+            (false, "cm-vol"),
+            (false, "kube-root-ca.crt"),
+            (true, "pull"),
+            (true, "sec-env"),
+            (true, "sec-from"),
+            (true, "sec-proj"),
+            (true, "sec-vol"),
+        ]
+        .into_iter()
+        .map(|(s, n)| (s, n.to_string()))
+        .collect();
+        assert_eq!(got, want);
+    }
+}
