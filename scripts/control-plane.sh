@@ -14,9 +14,10 @@
 #   scripts/control-plane.sh node-kubeconfig NODE
 #                                    issue (once) a client cert CN=system:node:NODE, O=system:nodes
 #                                    (+ a kubelet serving cert) and print its kubeconfig's path
-#   scripts/control-plane.sh audit-rate [USER_PREFIX]
+#   scripts/control-plane.sh audit-rate [USER_PREFIX] [LAST_SECONDS]
 #                                    requests/min by verb and resource of system:node:* users
-#                                    (or USER_PREFIX) from the apiserver's audit log
+#                                    (or USER_PREFIX) from the apiserver's audit log (over the
+#                                    last LAST_SECONDS, default all of it)
 #   scripts/control-plane.sh apiserver-stop | apiserver-start
 #                                    stop / start only the apiserver (outage tests)
 #
@@ -664,25 +665,29 @@ cmd_node_kubeconfig() {
   echo "$CP_DIR/nodes/$node/kubeconfig"
 }
 
-# audit-rate [USER_PREFIX]: requests per minute by verb and resource[/subresource] in the audit
-# log (default: every system:node:* user), over the time span the log covers.
+# audit-rate [USER_PREFIX] [LAST_SECONDS]: requests per minute by verb and resource[/subresource]
+# (or path, for non-resource requests) in the audit log, of users whose name starts with
+# USER_PREFIX (default: system:node:, every kubelet), over the last LAST_SECONDS (default: the
+# whole time span the log covers).
 cmd_audit_rate() {
-  local prefix=${1:-system:node:} log_file="$LOGS/audit.log"
+  local prefix=${1:-system:node:} last=${2:-0} log_file="$LOGS/audit.log"
   [ -f "$log_file" ] || die "no audit log at $log_file"
+  [[ "$last" =~ ^[0-9]+$ ]] || die "LAST_SECONDS must be a number: $last"
   command -v jq >/dev/null 2>&1 || die "audit-rate needs jq (apt-get install jq)"
   jq -r --arg p "$prefix" '
     select(.stage == "ResponseComplete" and (.user.username | startswith($p)))
     | [ (.stageTimestamp | sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601),
         .verb,
-        ((.objectRef.resource // .requestURI)
+        ((.objectRef.resource // (.requestURI | sub("\\?.*$"; "")))
           + (if .objectRef.subresource then "/" + .objectRef.subresource else "" end)) ]
-    | @tsv' "$log_file" | awk -F'\t' '
-      { n[$2 " " $3]++; if (first == "" || $1 < first) first = $1; if ($1 > last) last = $1; total++ }
+    | @tsv' "$log_file" | awk -F'\t' -v now="$(date +%s)" -v last="$last" '
+      last > 0 && $1 < now - last { next }
+      { n[$2 " " $3]++; if (first == "" || $1 < first) first = $1; if ($1 > max) max = $1; total++ }
       END {
         if (total == 0) { print "no requests"; exit }
-        span = (last - first) / 60; if (span <= 0) span = 1 / 60
-        printf "%d requests over %.1f min\n", total, span
-        for (k in n) printf "%8.1f/min  %s\n", n[k] / span, k
+        span = (last > 0 ? last : max - first) / 60; if (span <= 0) span = 1 / 60
+        printf "%d requests over %.1f min: %.1f/min\n", total, span, total / span
+        for (k in n) printf "%8.1f/min  %s\n", n[k] / span, k | "sort -rn"
       }'
 }
 
@@ -696,11 +701,11 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cmd_env ;;
   node-kubeconfig) cmd_node_kubeconfig "${2:-}" ;;
-  audit-rate) cmd_audit_rate "${2:-}" ;;
+  audit-rate) cmd_audit_rate "${2:-}" "${3:-}" ;;
   apiserver-stop) cmd_apiserver_stop ;;
   apiserver-start) cmd_apiserver_start ;;
   *)
-    echo "usage: $0 build|up|down|status|env|node-kubeconfig NODE|audit-rate [USER_PREFIX]|apiserver-stop|apiserver-start" >&2
+    echo "usage: $0 build|up|down|status|env|node-kubeconfig NODE|audit-rate [USER_PREFIX] [LAST_SECONDS]|apiserver-stop|apiserver-start" >&2
     exit 2
     ;;
 esac

@@ -395,3 +395,115 @@ async fn service_account_token_passes_token_review() {
         .unwrap();
     assert_ne!(bad.authenticated, Some(true), "{bad:?}");
 }
+
+/// An `openssl s_server -www` standing in for a kubelet's HTTPS port (it answers with the TLS
+/// session, including the client's certificate), killed on drop.
+async fn fake_kubelet(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    client_ca: &std::path::Path,
+) -> (tokio::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = tokio::process::Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-Verify", "1", "-accept"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-cert")
+        .arg(cert)
+        .arg("-key")
+        .arg(key)
+        .arg("-CAfile")
+        .arg(client_ca)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "openssl s_server did not listen on {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (child, port)
+}
+
+#[tokio::test]
+async fn apiserver_reaches_kubelets_with_its_client_cert_and_trusts_only_the_kubelet_ca() {
+    let cp = ControlPlane::ensure().await.expect("control plane");
+    let admin = cp.admin_client().await.unwrap();
+    let node_name = "cp-test-proxy-node";
+    let admin_nodes: Api<Node> = Api::all(admin.clone());
+    delete_if_exists(&admin_nodes, node_name).await;
+    let identity = cp.node_identity(node_name).await.unwrap();
+    let nodes: Api<Node> = Api::all(cp.node_client(node_name).await.unwrap());
+    nodes
+        .create(
+            &PostParams::default(),
+            &Node {
+                metadata: meta(node_name, None),
+                ..Node::default()
+            },
+        )
+        .await
+        .unwrap();
+
+    // `path` through the apiserver's node proxy, to a fake kubelet serving `cert`.
+    let proxy_to = |cert: std::path::PathBuf, key: std::path::PathBuf| {
+        let cp = cp.clone();
+        let admin_nodes = admin_nodes.clone();
+        async move {
+            let (_server, port) = fake_kubelet(&cert, &key, cp.client_ca_path()).await;
+            let status = serde_json::json!({
+                "status": {
+                    "addresses": [
+                        {"type": "InternalIP", "address": "127.0.0.1"},
+                        {"type": "Hostname", "address": node_name},
+                    ],
+                    "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+                }
+            });
+            admin_nodes
+                .patch_status(
+                    node_name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&status),
+                )
+                .await
+                .unwrap();
+            let path = format!("/api/v1/nodes/{node_name}/proxy/healthz");
+            cp.kubectl(&["get", "--raw", &path]).await.unwrap()
+        }
+    };
+
+    // The node's serving cert (signed by the kubelet CA): the apiserver connects and shows its
+    // kubelet client cert.
+    let out = proxy_to(identity.serving_cert.clone(), identity.serving_key.clone()).await;
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        page.contains("CN=kube-apiserver-kubelet-client") && page.contains("O=system:masters"),
+        "{page}"
+    );
+
+    // A serving cert for 127.0.0.1 from another CA (the apiserver's own, cluster CA): refused.
+    let pki = cp.pki_dir();
+    let out = proxy_to(pki.join("apiserver.crt"), pki.join("apiserver.key")).await;
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("x509") && err.contains("unknown authority"),
+        "{err}"
+    );
+
+    delete_if_exists(&admin_nodes, node_name).await;
+}

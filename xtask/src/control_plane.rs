@@ -1,4 +1,5 @@
-//! `cargo xtask control-plane {build,up,down,status,env,node-kubeconfig,audit-rate}`: the real
+//! `cargo xtask control-plane {build,up,down,status,env,node-kubeconfig,audit-rate,
+//! apiserver-stop,apiserver-start}`: the real
 //! v1.20.2 control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler on
 //! 127.0.0.1) of `scripts/control-plane.sh`.
 
@@ -31,7 +32,14 @@ pub enum ControlPlaneCmd {
         /// Only users whose name starts with this.
         #[arg(default_value = "system:node:")]
         user_prefix: String,
+        /// Only the last this many seconds (default: all the log covers).
+        #[arg(default_value_t = 0)]
+        last_seconds: u64,
     },
+    /// Stop only the apiserver (outage tests).
+    ApiserverStop,
+    /// Start the apiserver again and wait until it is ready.
+    ApiserverStart,
 }
 
 fn script() -> PathBuf {
@@ -50,7 +58,12 @@ pub fn run(cmd: ControlPlaneCmd) -> Result<()> {
         ControlPlaneCmd::Status => vec!["status".into()],
         ControlPlaneCmd::Env => vec!["env".into()],
         ControlPlaneCmd::NodeKubeconfig { node } => vec!["node-kubeconfig".into(), node],
-        ControlPlaneCmd::AuditRate { user_prefix } => vec!["audit-rate".into(), user_prefix],
+        ControlPlaneCmd::AuditRate {
+            user_prefix,
+            last_seconds,
+        } => vec!["audit-rate".into(), user_prefix, last_seconds.to_string()],
+        ControlPlaneCmd::ApiserverStop => vec!["apiserver-stop".into()],
+        ControlPlaneCmd::ApiserverStart => vec!["apiserver-start".into()],
     };
     let path = script();
     let status = Command::new("bash")
