@@ -131,6 +131,13 @@ pub async fn cluster_member(loaded: &LoadedConfig) -> Result<Option<ClusterMembe
     let Some(kubeconfig) = &loaded.kubeconfig else {
         return Ok(None);
     };
+    let bad = kubelet_sources::apiserver::node::disallowed_node_labels(&loaded.node_labels);
+    if !bad.is_empty() {
+        bail!(
+            "--node-labels: a node may not set these labels on itself (kubernetes.io and k8s.io labels must be well-known or under kubelet.kubernetes.io/ or node.kubernetes.io/): {}",
+            bad.join(", ")
+        );
+    }
     let c = &loaded.config;
     let client_cfg = ClientConfig {
         kubeconfig: kubeconfig.clone(),
@@ -339,6 +346,21 @@ mod tests {
             Some("unix:///run/img.sock")
         );
         assert_eq!(cm_config(&d).cgroup_root, "/");
+    }
+
+    #[tokio::test]
+    async fn node_labels_a_node_may_not_set_are_refused() {
+        let l = load(&[
+            "--kubeconfig=/nonexistent/kubeconfig",
+            "--node-labels=node-role.kubernetes.io/master=,tier=edge",
+        ]);
+        let err = cluster_member(&l).await.expect_err("refused").to_string();
+        assert!(err.contains("node-role.kubernetes.io/master"), "{err}");
+        assert!(!err.contains("tier"), "{err}");
+        // Without bad labels the kubeconfig is read (and here it is missing).
+        let l = load(&["--kubeconfig=/nonexistent/kubeconfig"]);
+        let err = format!("{:#}", cluster_member(&l).await.expect_err("no kubeconfig"));
+        assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
     }
 
     #[test]

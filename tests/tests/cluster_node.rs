@@ -107,6 +107,32 @@ async fn registers_ready_node_with_capacity_and_renews_its_lease() {
     })
     .await;
     assert_eq!(node_ready(&settled).as_deref(), Some("True"));
+
+    // Node events in "default": Starting, RegisteredNode, NodeReady.
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(node.admin.clone(), "default");
+    let reasons = eventually(Duration::from_secs(30), "node events", || {
+        let events = events.clone();
+        let name = name.clone();
+        async move {
+            let list = events.list(&Default::default()).await.ok()?;
+            let reasons: Vec<String> = list
+                .items
+                .iter()
+                .filter(|e| {
+                    e.involved_object.kind.as_deref() == Some("Node")
+                        && e.involved_object.name.as_deref() == Some(name.as_str())
+                })
+                .filter_map(|e| e.reason.clone())
+                .collect();
+            ["Starting", "RegisteredNode", "NodeReady"]
+                .iter()
+                .all(|r| reasons.iter().any(|x| x == r))
+                .then_some(reasons)
+        }
+    })
+    .await;
+    assert!(!reasons.is_empty());
     node.finish().await;
 }
 

@@ -546,6 +546,50 @@ pub fn default_labels(cfg: &NodeConfig) -> BTreeMap<String, String> {
     .collect()
 }
 
+/// Labels in the `kubernetes.io`/`k8s.io` namespaces a kubelet may set on its node (what
+/// the NodeRestriction admission plugin lets a node set on itself).
+const KUBELET_LABELS: [&str; 11] = [
+    "kubernetes.io/hostname",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+];
+/// Label namespaces a kubelet may use freely.
+const KUBELET_LABEL_NAMESPACES: [&str; 2] = ["kubelet.kubernetes.io", "node.kubernetes.io"];
+
+/// Whether the kubelet may set this label on its own node (Go's `IsKubeletLabel`): labels
+/// outside the `kubernetes.io` and `k8s.io` namespaces, the well-known ones, and those under
+/// `kubelet.kubernetes.io/` and `node.kubernetes.io/`.
+pub fn is_kubelet_label(key: &str) -> bool {
+    let Some((prefix, _)) = key.split_once('/') else {
+        return true;
+    };
+    let k8s_namespace = |ns: &str| prefix == ns || prefix.ends_with(&format!(".{ns}"));
+    if !k8s_namespace("kubernetes.io") && !k8s_namespace("k8s.io") {
+        return true;
+    }
+    KUBELET_LABELS.contains(&key)
+        || KUBELET_LABEL_NAMESPACES
+            .iter()
+            .any(|ns| prefix == *ns || prefix.ends_with(&format!(".{ns}")))
+}
+
+/// The `--node-labels` a node may not set on itself (Go refuses to start with them).
+pub fn disallowed_node_labels(labels: &BTreeMap<String, String>) -> Vec<String> {
+    labels
+        .keys()
+        .filter(|k| !is_kubelet_label(k))
+        .cloned()
+        .collect()
+}
+
 /// The metadata patch that makes an existing node carry the labels and annotations the
 /// kubelet owns; `None` when it already does (Go's `reconcileExistingNode`).
 pub fn adoption_patch(existing: &Node, wanted: &Node) -> Option<Node> {
@@ -1209,6 +1253,27 @@ mod tests {
         assert!(!l.contains_key("kubernetes.io/os") && !l.contains_key("other"));
         assert_eq!(l["kubernetes.io/hostname"], "n1");
         assert!(adoption_patch(&wanted, &wanted).is_none());
+    }
+
+    #[test]
+    fn kubelet_labels() {
+        let cases = [
+            ("tier", true),
+            ("example.com/team", true),
+            ("kubernetes.io/hostname", true),
+            ("topology.kubernetes.io/zone", true),
+            (
+                "node.kubernetes.io/exclude-from-external-load-balancers",
+                true,
+            ),
+            ("kubelet.kubernetes.io/x", true),
+            ("node-role.kubernetes.io/master", false),
+            ("kubernetes.io/role", false),
+            ("example.k8s.io/x", false),
+        ];
+        for (key, want) in cases {
+            assert_eq!(is_kubelet_label(key), want, "{key}");
+        }
     }
 
     #[test]
