@@ -231,7 +231,16 @@ pub async fn create_and_init_kubelet_with(
         sources += 1;
     }
     if let Some(m) = member {
-        builder = builder.source(m.source()).status_sink(m.status_sink());
+        // Config maps, secrets, service-account tokens and services for volumes and env come
+        // from the API server, as the node identity may read them.
+        let store = kubelet_sources::objects::ApiObjectStore::new(
+            m.api_client(),
+            kubelet_sources::objects::DEFAULT_TTL,
+        );
+        builder = builder
+            .source(m.source())
+            .status_sink(m.status_sink())
+            .object_store(Arc::new(store));
         sources += 1;
     }
     if sources == 0 {

@@ -203,3 +203,82 @@ async fn scheduler_binds_a_pod_to_the_node_and_kubectl_shows_it() {
     assert!(cols[4].starts_with("v1.20.2"), "{text}");
     node.finish().await;
 }
+
+/// A pod as `kubectl run` makes it — with the default service-account token volume — runs
+/// on the node through the API-server source, reading the token secret as the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_run_pod_with_its_token_volume_runs() {
+    let Some(node) = start("cluster-run", vec![]).await else {
+        return;
+    };
+    let name = node.node_name.clone();
+    let ns = node.et.namespace.clone();
+    let overrides = format!(
+        r#"{{"apiVersion":"v1","spec":{{"nodeName":"{name}","terminationGracePeriodSeconds":2}}}}"#
+    );
+    let out = node
+        .cp
+        .kubectl(&[
+            "run",
+            "web",
+            "-n",
+            &ns,
+            "--image",
+            kubelet_tests::cri::BUSYBOX_IMAGE,
+            "--image-pull-policy=IfNotPresent",
+            "--restart=Always",
+            "--overrides",
+            &overrides,
+            "--command",
+            "--",
+            "sh",
+            "-c",
+            "cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; exec sleep 3600",
+        ])
+        .await
+        .expect("kubectl run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pods = node.pods();
+    let running = eventually(Duration::from_secs(120), "kubectl-run pod Running", || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("web").await.ok()?;
+            (phase(&p) == "Running").then_some(p)
+        }
+    })
+    .await;
+    let spec = running.spec.clone().unwrap();
+    assert!(
+        spec.volumes
+            .unwrap_or_default()
+            .iter()
+            .any(|v| v.secret.is_some() || v.projected.is_some()),
+        "kubectl run gave the pod no token volume"
+    );
+    // This harness starts no HTTP API (that is tests/tests/server_cluster.rs): read the CRI
+    // log file.
+    let log = eventually(Duration::from_secs(30), "container log", || {
+        let dir = node.et.pod_logs_dir();
+        async move {
+            let mut found = None;
+            for e in std::fs::read_dir(&dir).ok()?.flatten() {
+                let f = e.path().join("web").join("0.log");
+                if let Ok(text) = std::fs::read_to_string(&f) {
+                    found = Some(text);
+                }
+            }
+            found.filter(|t| !t.is_empty())
+        }
+    })
+    .await;
+    assert!(
+        log.contains(&format!(" {ns}")),
+        "the token volume's namespace file: {log}"
+    );
+    pods.delete("web", &Default::default()).await.unwrap();
+    node.finish().await;
+}

@@ -94,6 +94,12 @@ impl ClusterMember {
         self.source.clone()
     }
 
+    /// The rate-limited API client (for other API-server backed parts, e.g.
+    /// [`crate::objects::ApiObjectStore`]).
+    pub fn api_client(&self) -> kube::Client {
+        self.clients.api.clone()
+    }
+
     /// The status sink (set it on the kubelet builder).
     pub fn status_sink(&self) -> Arc<ApiStatusSink> {
         self.sink.clone()

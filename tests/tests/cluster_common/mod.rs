@@ -125,7 +125,11 @@ pub async fn launch(
         .runtime(et.runtime.clone())
         .container_manager(et.cm.clone() as Arc<dyn ContainerManager>)
         .source(member.source())
-        .status_sink(member.status_sink());
+        .status_sink(member.status_sink())
+        .object_store(Arc::new(kubelet_sources::objects::ApiObjectStore::new(
+            member.api_client(),
+            kubelet_sources::objects::DEFAULT_TTL,
+        )));
     for s in extra_sources {
         builder = builder.source(s);
     }
