@@ -44,6 +44,8 @@ echo "== cargo test (unit, doc and integration tests)"
 cargo test --workspace --all-features 2>&1 | tee -a "$results"
 echo "== tests that restart containerd (one at a time)"
 cargo test -p kubelet-tests -- --ignored --test-threads=1 containerd_restart 2>&1 | tee -a "$results"
+echo "== the API server outage test (stops the shared apiserver, so alone)"
+cargo test -p kubelet-tests --test cluster_apiserver_outage -- --ignored 2>&1 | tee -a "$results"
 # One closing line over every test binary (pipefail above has already stopped on a failure).
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, i }' "$results"
 rm -f "$results"

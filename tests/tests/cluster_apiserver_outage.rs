@@ -2,11 +2,11 @@
 //! heartbeats resume, the pod watch resumes (pods created meanwhile run, deleted ones
 //! stop), no panic.
 //!
-//! The restarted apiserver's watch cache starts at the current resourceVersion, so the
-//! kubelet's watch from before the outage is answered with 410 Gone: the kubelet relists
-//! (a second `list pods` in the audit log) without losing or duplicating pods. (A busy
-//! cluster cannot be used to force the 410 instead: v1.20's watch cache grows with the
-//! event rate.)
+//! The restarted apiserver's watch cache starts at the current resourceVersion; with writes
+//! in etcd during the outage (the test makes some), the kubelet's watch from before the
+//! outage is answered with 410 Gone: the kubelet relists (a second `list pods` in the audit
+//! log) without losing or duplicating pods. (A busy cluster cannot be used to force the 410
+//! instead: v1.20's watch cache grows with the event rate.)
 //!
 //! Stopping the shared apiserver disturbs every other cluster test, so this test is
 //! ignored by default; run it alone:
@@ -35,6 +35,23 @@ fn list_requests(audit: &std::path::Path, user: &str) -> usize {
                 && v["objectRef"]["resource"] == "pods"
         })
         .count()
+}
+
+fn bump_etcd_revision() {
+    for i in 0..3 {
+        let out = std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", "http://127.0.0.1:2379", "put"])
+            .arg(format!("/kubelet-rs-test/outage-{i}"))
+            .arg("x")
+            .output()
+            .expect("etcdctl");
+        assert!(
+            out.status.success(),
+            "etcdctl put: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 fn control_plane(cmd: &str) {
@@ -88,6 +105,10 @@ async fn pods_survive_an_apiserver_outage_and_the_kubelet_catches_up() {
     control_plane("apiserver-stop");
     let stopped_at = k8s_openapi::jiff::Timestamp::now();
     tokio::time::sleep(Duration::from_secs(30)).await;
+    // Writes happen in the cluster while the apiserver is away (here: straight to etcd, under
+    // a key outside /registry), so the restarted apiserver's watch cache starts past the
+    // kubelet's resourceVersion and answers its watch with 410 Gone — deterministically.
+    bump_etcd_revision();
     // Still desired and running: nothing was dropped while the server was away.
     assert!(
         node.handle.pod(&uid).is_some(),

@@ -485,6 +485,22 @@ pub fn ready_status(node: &Node) -> Option<&str> {
         .map(|c| c.status.as_str())
 }
 
+/// Whether the server's copy of the node disagrees with what the kubelet last sent about a
+/// condition it owns (status or reason) — e.g. the node lifecycle controller marked the node
+/// `Unknown` while the kubelet could not reach the API server.
+pub fn owned_conditions_drifted(server: &Node, sent: &Node) -> bool {
+    let pick = |n: &Node, t: &str| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    OWNED_CONDITIONS
+        .iter()
+        .any(|t| pick(server, t) != pick(sent, t))
+}
+
 /// Whether two statuses differ in anything but condition heartbeat times (Go's
 /// `nodeStatusHasChanged`).
 pub fn status_changed(old: &NodeStatus, new: &NodeStatus) -> bool {
@@ -830,8 +846,18 @@ impl NodeStatusLoop {
                 observed: &observed,
                 now: &now,
             };
-            let due =
+            let mut due =
                 last_report.is_none_or(|t| t.elapsed() >= self.config.status_report_frequency);
+            if !due {
+                // As Go's kubelet, start from the server's copy (a cache read): someone else
+                // may have changed a condition the kubelet owns.
+                if let Some(server) = self.refresh_cached(&name).await {
+                    if owned_conditions_drifted(&server, &last) {
+                        tracing::info!(node = %name, "node conditions on the server differ from the kubelet's; patching");
+                        due = true;
+                    }
+                }
+            }
             let Tick::Patch(node) = next_status(&last, &ctx, due) else {
                 continue;
             };
@@ -887,6 +913,16 @@ impl NodeStatusLoop {
                     tracing::warn!(node = %name, timeout = ?self.timeout, "updating the node status timed out; will retry");
                 }
             }
+        }
+    }
+
+    /// The node from the API server's cache (`resourceVersion=0`), as Go's kubelet reads it
+    /// before each status update.
+    async fn refresh_cached(&self, name: &str) -> Option<Node> {
+        let params = kube::api::GetParams::any();
+        match tokio::time::timeout(self.timeout, self.api.get_with(name, &params)).await {
+            Ok(Ok(n)) => Some(n),
+            _ => None,
         }
     }
 
@@ -1283,5 +1319,31 @@ mod tests {
             "Debian GNU/Linux 12 (bookworm)"
         );
         assert_eq!(parse_pretty_name(""), "Linux");
+    }
+
+    #[test]
+    fn drift_in_owned_conditions_only() {
+        let cond = |t: &str, st: &str| NodeCondition {
+            type_: t.into(),
+            status: st.into(),
+            ..Default::default()
+        };
+        let node = |cs: Vec<NodeCondition>| Node {
+            status: Some(NodeStatus {
+                conditions: Some(cs),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let sent = node(vec![cond("Ready", "True"), cond("MemoryPressure", "False")]);
+        let same = node(vec![
+            cond("MemoryPressure", "False"),
+            cond("Ready", "True"),
+            cond("NetworkUnavailable", "True"),
+        ]);
+        assert!(!owned_conditions_drifted(&same, &sent));
+        let unknown = node(vec![cond("Ready", "Unknown"), cond("MemoryPressure", "False")]);
+        assert!(owned_conditions_drifted(&unknown, &sent));
+        assert!(owned_conditions_drifted(&node(vec![]), &sent));
     }
 }
