@@ -48,6 +48,10 @@ pub trait Host: Send + Sync + 'static {
     fn metrics_text(&self) -> Option<String> {
         None
     }
+    /// `/metrics/probes` (`prober_probe_total`) in the Prometheus text format.
+    fn probe_metrics_text(&self) -> Option<String> {
+        None
+    }
 }
 
 fn handle_pods(handle: &KubeletHandle) -> Vec<(Arc<Pod>, Option<PodStatus>)> {
@@ -86,6 +90,9 @@ impl Host for KubeletHandle {
     }
     fn metrics_text(&self) -> Option<String> {
         Some(self.metrics().render())
+    }
+    fn probe_metrics_text(&self) -> Option<String> {
+        Some(self.probe_metrics())
     }
 }
 
@@ -170,5 +177,8 @@ impl Host for KubeletHost {
     }
     fn metrics_text(&self) -> Option<String> {
         Some(self.handle.metrics().render())
+    }
+    fn probe_metrics_text(&self) -> Option<String> {
+        Some(self.handle.probe_metrics())
     }
 }

@@ -98,10 +98,15 @@ pub(crate) async fn route(ctx: &Ctx, req: Request<Incoming>) -> Response<Body> {
             }
             pod_list(ctx.host.as_ref())
         }
-        ("spec", _) if read_only && (path == "/spec" || path == "/spec/") => match ctx.host.machine_spec() {
-            Some(v) => json_reply(&v),
-            None => status_error(StatusCode::SERVICE_UNAVAILABLE, "machine info is not available"),
-        },
+        ("spec", _) if read_only && (path == "/spec" || path == "/spec/") => {
+            match ctx.host.machine_spec() {
+                Some(v) => json_reply(&v),
+                None => status_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "machine info is not available",
+                ),
+            }
+        }
         ("stats", _) if read_only => {
             if path != "/stats/summary" && path != "/stats/summary/" {
                 return not_found();
@@ -111,12 +116,19 @@ pub(crate) async fn route(ctx: &Ctx, req: Request<Incoming>) -> Response<Body> {
                 .any(|(k, v)| k == "only_cpu_and_memory" && (v == "true" || v == "1"));
             match ctx.host.stats_summary(only).await {
                 Ok(s) => json_reply(&s),
-                Err(e) => status_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("failed to get stats summary: {e}")),
+                Err(e) => status_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("failed to get stats summary: {e}"),
+                ),
             }
         }
         ("metrics", _) if read_only => match path.as_str() {
             "/metrics" => match ctx.host.metrics_text() {
-                Some(t) => with_type(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", full(t)),
+                Some(t) => with_type(
+                    StatusCode::OK,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    full(t),
+                ),
                 None => not_found(),
             },
             "/metrics/resource" => match ctx.host.stats_summary(true).await {
@@ -125,13 +137,19 @@ pub(crate) async fn route(ctx: &Ctx, req: Request<Incoming>) -> Response<Body> {
                     "text/plain; version=0.0.4; charset=utf-8",
                     full(crate::stats::resource_metrics(&s)),
                 ),
-                Err(e) => status_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("failed to get resource metrics: {e}")),
+                Err(e) => status_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("failed to get resource metrics: {e}"),
+                ),
             },
-            "/metrics/probes" => with_type(
-                StatusCode::OK,
-                "text/plain; version=0.0.4; charset=utf-8",
-                full("# HELP prober_probe_total [BETA] Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter\n"),
-            ),
+            "/metrics/probes" => match ctx.host.probe_metrics_text() {
+                Some(t) => with_type(
+                    StatusCode::OK,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    full(t),
+                ),
+                None => not_found(),
+            },
             _ => not_found(),
         },
         ("runningpods", _) if full_api && (path == "/runningpods" || path == "/runningpods/") => {
@@ -139,7 +157,10 @@ pub(crate) async fn route(ctx: &Ctx, req: Request<Incoming>) -> Response<Body> {
         }
         ("configz", 1) if full_api => match ctx.host.configz() {
             Some(v) => json_reply(&serde_json::json!({ "kubeletconfig": v })),
-            None => status_error(StatusCode::SERVICE_UNAVAILABLE, "the configuration is not available"),
+            None => status_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the configuration is not available",
+            ),
         },
         ("logs", _) if full_api => {
             if !is_get(&method) {

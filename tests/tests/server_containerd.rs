@@ -110,7 +110,17 @@ async fn logs_exec_run_and_stats_on_containerd() {
         "srv",
         &uid,
         vec![
-            busybox("app", "echo hello; echo oops >&2; i=0; while true; i=$((i+1)); do echo tick $i; sleep 0.3; done"),
+            {
+                let mut app = busybox("app", "echo hello; echo oops >&2; i=0; while true; i=$((i+1)); do echo tick $i; sleep 0.3; done");
+                app.readiness_probe = Some(k8s_openapi::api::core::v1::Probe {
+                    exec: Some(k8s_openapi::api::core::v1::ExecAction {
+                        command: Some(vec!["true".into()]),
+                    }),
+                    period_seconds: Some(1),
+                    ..Default::default()
+                });
+                app
+            },
             busybox("crash", "echo run $$ $(cat /proc/uptime); sleep 1; exit 3"),
         ],
     );
@@ -294,6 +304,12 @@ async fn logs_exec_run_and_stats_on_containerd() {
     assert!(
         metrics.contains("node_cpu_usage_seconds_total "),
         "{metrics}"
+    );
+    let (code, probes) = get(addr, "/metrics/probes").await;
+    assert_eq!(code, 200);
+    assert!(
+        probes.contains(&format!("prober_probe_total{{container=\"app\",namespace=\"{ns}\",pod=\"srv\",pod_uid=\"{uid}\",probe_type=\"Readiness\",result=\"successful\"}}")),
+        "{probes}"
     );
 
     k.stop().await;

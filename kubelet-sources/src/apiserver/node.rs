@@ -1342,7 +1342,10 @@ mod tests {
             cond("NetworkUnavailable", "True"),
         ]);
         assert!(!owned_conditions_drifted(&same, &sent));
-        let unknown = node(vec![cond("Ready", "Unknown"), cond("MemoryPressure", "False")]);
+        let unknown = node(vec![
+            cond("Ready", "Unknown"),
+            cond("MemoryPressure", "False"),
+        ]);
         assert!(owned_conditions_drifted(&unknown, &sent));
         assert!(owned_conditions_drifted(&node(vec![]), &sent));
     }
