@@ -314,13 +314,9 @@ async fn run_once(handle: &KubeletHandle) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::load_with_hostname;
 
     fn load(args: &[&str]) -> LoadedConfig {
-        let argv = std::iter::once("kubelet")
-            .chain(args.iter().copied())
-            .map(std::ffi::OsString::from);
-        load_with_hostname(argv, || Ok("Node-A".into())).expect("load")
+        crate::config::load_for_test(args, "Node-A")
     }
 
     #[test]

@@ -206,13 +206,9 @@ pub async fn start_servers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::load_with_hostname;
 
     fn load(args: &[&str]) -> LoadedConfig {
-        let argv = std::iter::once("kubelet")
-            .chain(args.iter().copied())
-            .map(std::ffi::OsString::from);
-        load_with_hostname(argv, || Ok("node-a".into())).expect("load")
+        crate::config::load_for_test(args, "node-a")
     }
 
     #[test]

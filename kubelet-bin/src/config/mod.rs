@@ -409,3 +409,13 @@ pub fn load_with_hostname(
 
 #[cfg(test)]
 mod tests;
+
+/// Test helper: loads `kubelet <args>` with a fixed hostname; panics on an error.
+#[cfg(test)]
+pub(crate) fn load_for_test(args: &[&str], hostname: &str) -> LoadedConfig {
+    let argv = std::iter::once("kubelet")
+        .chain(args.iter().copied())
+        .map(OsString::from);
+    let hostname = hostname.to_string();
+    load_with_hostname(argv, move || Ok(hostname.clone())).expect("load")
+}

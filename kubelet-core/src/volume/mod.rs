@@ -519,36 +519,51 @@ impl VolumeManager {
             volume: name.to_string(),
             source,
         };
-        if let Some(src) = v.config_map.as_ref() {
+        // configMap and secret volumes differ only in where the keys come from.
+        let keyed = if let Some(src) = v.config_map.as_ref() {
             let optional = src.optional.unwrap_or(false);
-            let data = match self.store.config_map(ns, &src.name).await {
-                Ok(cm) => configmap::data_of(&cm),
-                Err(e) if e.is_not_found() && optional => Default::default(),
-                Err(e) => return Err(object_err(e)),
-            };
-            return configmap::key_payload(
-                name,
+            let data = self
+                .store
+                .config_map(ns, &src.name)
+                .await
+                .map(|cm| configmap::data_of(&cm));
+            Some((
                 "configmap",
-                &data,
-                src.items.as_deref(),
-                src.default_mode.unwrap_or(configmap::DEFAULT_MODE),
+                data,
                 optional,
-            );
-        }
-        if let Some(src) = v.secret.as_ref() {
+                src.items.as_deref(),
+                src.default_mode,
+            ))
+        } else if let Some(src) = v.secret.as_ref() {
             let optional = src.optional.unwrap_or(false);
             let secret_name = src.secret_name.clone().unwrap_or_default();
-            let data = match self.store.secret(ns, &secret_name).await {
-                Ok(s) => secret::data_of(&s),
+            let data = self
+                .store
+                .secret(ns, &secret_name)
+                .await
+                .map(|s| secret::data_of(&s));
+            Some((
+                "secret",
+                data,
+                optional,
+                src.items.as_deref(),
+                src.default_mode,
+            ))
+        } else {
+            None
+        };
+        if let Some((kind, data, optional, items, mode)) = keyed {
+            let data = match data {
+                Ok(d) => d,
                 Err(e) if e.is_not_found() && optional => Default::default(),
                 Err(e) => return Err(object_err(e)),
             };
             return configmap::key_payload(
                 name,
-                "secret",
+                kind,
                 &data,
-                src.items.as_deref(),
-                src.default_mode.unwrap_or(configmap::DEFAULT_MODE),
+                items,
+                mode.unwrap_or(configmap::DEFAULT_MODE),
                 optional,
             );
         }
