@@ -259,3 +259,42 @@ async fn termination_message_from_file_and_from_logs_on_error() {
     assert_eq!(got.1.as_deref(), Some("something broke\n"));
     assert_eq!(got.2.as_deref(), Some("custom\n"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exec_probe_that_outlives_its_timeout_fails() {
+    let Some(t) = EngineTest::new("probetimeout").await else {
+        return;
+    };
+    let uid = t.uid("slow");
+    let mut c = busybox("c", "exec sleep 3600");
+    c.liveness_probe = Some(Probe {
+        exec: Some(ExecAction {
+            command: Some(vec!["sleep".into(), "10".into()]),
+        }),
+        timeout_seconds: Some(1),
+        period_seconds: Some(2),
+        failure_threshold: Some(1),
+        ..Default::default()
+    });
+    let source = Arc::new(StaticSource::new(
+        "file",
+        vec![t.pod("slow", &uid, vec![c])],
+    ));
+    let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
+    wait_until(
+        Duration::from_secs(60),
+        "restarted by the timed-out probe",
+        || {
+            k.handle
+                .pod_status(&uid)
+                .filter(|s| container_status(s, "c").is_some_and(|c| c.restart_count >= 1))
+        },
+    )
+    .await;
+    let counts = k.handle.probe_counts();
+    remove_and_wait(&t, &source, &uid).await;
+    k.stop().await;
+    assert!(counts
+        .iter()
+        .any(|(k, n)| k.probe_type == "Liveness" && k.result == "failed" && *n >= 1));
+}
