@@ -81,10 +81,11 @@ async fn node_ips(loaded: &LoadedConfig) -> Vec<String> {
 }
 
 /// Go's `run`: checks and dependencies, then the kubelet itself.
-pub async fn run(loaded: LoadedConfig, shutdown: CancellationToken) -> Result<()> {
+pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Result<()> {
     for w in &loaded.warnings {
         tracing::warn!("{w}");
     }
+    loaded.root_dir = canonical_root_dir(&loaded.root_dir).await?;
     if loaded.bootstrap_kubeconfig.is_some() {
         bail!("--bootstrap-kubeconfig: TLS bootstrapping is not implemented by kubelet-rs yet; provide a --kubeconfig with client credentials instead");
     }
@@ -247,6 +248,18 @@ pub async fn create_and_init_kubelet_with(
         tracing::warn!("no pod source: set --pod-manifest-path (staticPodPath) or --manifest-url (staticPodURL)");
     }
     builder.build().context("building the kubelet")
+}
+
+/// Creates `--root-dir` and resolves it to its canonical path (as Go's kubelet does): mount
+/// points under it are found by comparing with `/proc/self/mountinfo`, which always shows
+/// resolved paths, so a symlinked or relative root would hide them from teardown.
+pub async fn canonical_root_dir(root: &std::path::Path) -> Result<std::path::PathBuf> {
+    tokio::fs::create_dir_all(root)
+        .await
+        .with_context(|| format!("--root-dir {}: creating it", root.display()))?;
+    tokio::fs::canonicalize(root)
+        .await
+        .with_context(|| format!("--root-dir {}: resolving it", root.display()))
 }
 
 /// Go's `startKubelet`: the HTTP listeners and the kubelet, until `shutdown`.

@@ -18,6 +18,8 @@ pub struct Config {
     pub node_ips: Vec<String>,
     /// `--root-dir` (default `/var/lib/kubelet`): pod directories live under `pods/`. Empty:
     /// no per-pod files at all (no termination-message files; for simulations and benchmarks).
+    /// Give a canonical path (absolute, no symlinks): mounts below it are recognised by their
+    /// resolved paths (kubelet-bin resolves `--root-dir` at start-up).
     pub root_dir: PathBuf,
     /// Pod log root (`/var/log/pods`).
     pub pod_logs_dir: PathBuf,

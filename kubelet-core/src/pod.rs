@@ -70,6 +70,13 @@ pub fn host_network(pod: &Pod) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether a pod uid can name a directory under `<root-dir>/pods`: not empty, not `.` or
+/// `..`, no `/` and no NUL. Uids come from sources and from runtime labels; one that is not
+/// safe never becomes a path (a uid of `/` joined to a path would *be* `/`).
+pub fn is_safe_uid(uid: &str) -> bool {
+    !uid.is_empty() && uid != "." && uid != ".." && !uid.contains('/') && !uid.contains('\0')
+}
+
 /// A restartable init container (a sidecar): an init container with `restartPolicy: Always`.
 pub fn is_restartable_init(c: &k8s_openapi::api::core::v1::Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
@@ -135,5 +142,21 @@ mod tests {
         );
         assert!(is_static(&pod));
         assert!(!is_mirror(&pod));
+    }
+
+    #[test]
+    fn only_safe_uids_name_directories() {
+        for (uid, ok) in [
+            ("6f1c-42", true),
+            ("static-abc", true),
+            ("", false),
+            (".", false),
+            ("..", false),
+            ("/", false),
+            ("a/b", false),
+            ("a\0b", false),
+        ] {
+            assert_eq!(is_safe_uid(uid), ok, "{uid:?}");
+        }
     }
 }

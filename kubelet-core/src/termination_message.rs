@@ -58,6 +58,12 @@ pub async fn prepare(
     if root_dir.as_os_str().is_empty() {
         return Ok(None);
     }
+    if !pod::is_safe_uid(pod::uid(p)) {
+        return Err(format!(
+            "pod uid {:?} cannot name a pod directory",
+            pod::uid(p)
+        ));
+    }
     let file = host_path(root_dir, p, &c.name, attempt);
     let dir = file.parent().unwrap_or(root_dir);
     tokio::fs::create_dir_all(dir)
@@ -162,7 +168,10 @@ pub async fn read(
     log_path: Option<&Path>,
 ) -> String {
     let mut message = String::new();
-    if container_path(c).is_some() && !root_dir.as_os_str().is_empty() {
+    if container_path(c).is_some()
+        && !root_dir.as_os_str().is_empty()
+        && pod::is_safe_uid(pod::uid(p))
+    {
         message = read_head(&host_path(root_dir, p, &c.name, attempt), MAX_MESSAGE_BYTES).await;
     }
     let fallback = c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");

@@ -377,8 +377,31 @@ async fn container_logs(
         Ok(l) => l,
         Err(r) => return r,
     };
+    // As Go: the previous instance is the pod status's lastState.terminated container (the
+    // newest exited one while the container waits to restart); otherwise the one before the
+    // newest.
+    let last_terminated = host
+        .pods()
+        .into_iter()
+        .find(|(p, _)| kubelet_core::pod::uid(p) == kubelet_core::pod::uid(&pod))
+        .and_then(|(_, s)| s)
+        .and_then(|s| {
+            s.container_statuses
+                .into_iter()
+                .chain(s.init_container_statuses)
+                .flatten()
+                .find(|c| c.name == container)
+        })
+        .and_then(|c| c.last_state?.terminated?.container_id)
+        .map(|id| {
+            id.split_once("://")
+                .map_or(id.clone(), |(_, id)| id.to_string())
+        });
     let chosen = if opts.previous {
-        list.get(1)
+        last_terminated
+            .as_deref()
+            .and_then(|id| list.iter().find(|c| c.id == id))
+            .or_else(|| list.get(1))
     } else {
         list.first()
     };

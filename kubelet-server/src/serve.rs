@@ -208,6 +208,12 @@ async fn handle(
     if declared.is_some_and(|n| n > config.limits.max_body_bytes) {
         return status_error(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
     }
+    if !crate::auth::is_canonical_path(req.uri().path()) {
+        return status_error(
+            StatusCode::BAD_REQUEST,
+            "invalid request path: empty, \".\" or \"..\" segments and encoded slashes are not allowed",
+        );
+    }
     if config.tls.is_some() {
         let authorization = req
             .headers()

@@ -357,6 +357,26 @@ async fn authorization_matrix_and_tokens() {
         }
     };
     assert_eq!(exec("t-bob").await, 403);
+    // A doubled slash must not turn the exec into something authorized as a `get`: the
+    // request is refused before authorization (the path is not canonical).
+    let raw = url(&s, "/x").replace("/x", "//exec/default/web/app?command=ls&stdout=1");
+    let doubled = plain
+        .get(raw)
+        .bearer_auth("t-bob")
+        .header("Connection", "Upgrade")
+        .header("Upgrade", "SPDY/3.1")
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(doubled, 400);
+    assert!(recorder
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|a| !a.path.starts_with("//")));
     // Authorized; the simulated runtime has no streaming server.
     assert_eq!(exec("t-carol").await, 500);
     let seen = recorder.seen.lock().unwrap().clone();
@@ -452,7 +472,9 @@ async fn endpoints_over_tls() {
         ("/containerLogs/default/missing/app", 404, None),
         ("/logs/syslog", 200, Some("node log\n")),
         ("/logs/link", 404, None),
-        ("/logs/..%2F..%2Fetc%2Fpasswd", 404, None),
+        // Encoded slashes are refused before authorization; encoded dots by /logs itself.
+        ("/logs/..%2F..%2Fetc%2Fpasswd", 400, None),
+        ("/logs/%2e%2e/%2e%2e/etc/passwd", 404, None),
         (
             "/configz",
             200,

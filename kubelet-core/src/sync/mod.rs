@@ -677,7 +677,7 @@ impl Engine {
             .await
             .map_err(|e| e.to_string())?;
         // Termination-message files; the pod directory itself belongs to the volume manager.
-        if self.config.root_dir.as_os_str().is_empty() {
+        if self.config.root_dir.as_os_str().is_empty() || !pod::is_safe_uid(uid) {
             return Ok(());
         }
         let dir = self

@@ -213,6 +213,14 @@ pub enum VolumeError {
         /// The pod ("ns/name").
         pod: String,
     },
+    /// The pod's uid cannot name a directory (empty, `.`, `..`, `/` or NUL in it).
+    #[error("pod {pod}: uid {uid:?} cannot name a pod directory")]
+    UnsafeUid {
+        /// The pod ("ns/name").
+        pod: String,
+        /// The uid.
+        uid: String,
+    },
     /// A blocking task did not finish.
     #[error("volume task failed: {0}")]
     Task(String),
@@ -371,6 +379,12 @@ impl VolumeManager {
                 });
             }
             return Ok(());
+        }
+        if !pod::is_safe_uid(&uid) {
+            return Err(VolumeError::UnsafeUid {
+                pod: pod::full_name(p),
+                uid,
+            });
         }
         let pod_dir = self.pod_dir(&uid);
         blocking({
@@ -725,7 +739,7 @@ impl VolumeManager {
     /// Unmounts everything below the pod's directory and removes it. A directory that still
     /// has a mount below it afterwards is left alone ([`VolumeError::StillMounted`]).
     pub async fn teardown_pod(&self, uid: &str) -> Result<(), VolumeError> {
-        if self.pods_dir.is_none() {
+        if self.pods_dir.is_none() || !crate::pod::is_safe_uid(uid) {
             return Ok(());
         }
         let dir = self.pod_dir(uid);
@@ -742,7 +756,7 @@ impl VolumeManager {
     /// `volume-subpaths`, keeping the rest (container data such as termination messages,
     /// `etc-hosts`) until [`VolumeManager::teardown_pod`]. For pods that terminated.
     pub async fn unmount_volumes(&self, uid: &str) -> Result<(), VolumeError> {
-        if self.pods_dir.is_none() {
+        if self.pods_dir.is_none() || !crate::pod::is_safe_uid(uid) {
             return Ok(());
         }
         let dir = self.pod_dir(uid);

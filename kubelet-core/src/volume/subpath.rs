@@ -139,6 +139,10 @@ pub(crate) fn open_with(
             source: e,
         })?;
     let mut i = 0;
+    // Per component: whether a directory was already created for it (a second ENOENT after
+    // that means a dangling symlink is in the way: never loop on it), and EAGAIN retries.
+    let mut created_at: Option<usize> = None;
+    let mut again = 0u32;
     while i < comps.len() {
         let prefix = comps[..=i].join("/");
         let opened = match walk {
@@ -150,8 +154,15 @@ pub(crate) fn open_with(
                     Mode::empty(),
                     ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
                 ) {
-                    Err(Errno::NOSYS) => {
+                    // No openat2 (old kernel) or a seccomp profile refusing it: the
+                    // conservative walk.
+                    Err(Errno::NOSYS) | Err(Errno::PERM) => {
                         walk = Walk::NoFollow;
+                        continue;
+                    }
+                    // A rename raced the lookup: try again a few times.
+                    Err(Errno::AGAIN) if again < 5 => {
+                        again += 1;
                         continue;
                     }
                     // EXDEV: the walk would leave the root; ELOOP: a magic link or a loop.
@@ -179,8 +190,14 @@ pub(crate) fn open_with(
             Ok(fd) => {
                 cur = fd;
                 i += 1;
+                again = 0;
+            }
+            Err(Errno::NOENT) if create_mode.is_some() && created_at == Some(i) => {
+                // Still missing right after mkdirat: the name is a symlink to nowhere.
+                return Err(escape());
             }
             Err(Errno::NOENT) if create_mode.is_some() => {
+                created_at = Some(i);
                 let mode = Mode::from_raw_mode(create_mode.unwrap_or(0o750));
                 match rustix::fs::mkdirat(&cur, comps[i].as_str(), mode) {
                     Ok(()) | Err(Errno::EXIST) => {}
@@ -356,5 +373,19 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         swapper.join().unwrap();
         assert!(inside > 0);
+    }
+
+    #[test]
+    fn dangling_symlink_with_create_is_refused_not_looped_on() {
+        let v = volume();
+        symlink("missing", v.path().join("dangling")).unwrap();
+        for walk in [Walk::Openat2, Walk::NoFollow] {
+            let r = open_with(v.path(), "dangling/x", Some(0o755), walk);
+            assert!(
+                matches!(r, Err(SubpathError::Escape { .. })),
+                "{walk:?}: {r:?}"
+            );
+        }
+        assert!(!v.path().join("missing").exists());
     }
 }

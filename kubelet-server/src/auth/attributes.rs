@@ -20,13 +20,11 @@ pub struct Attributes {
     pub path: String,
 }
 
-/// Paths of the streaming endpoints, whose upgrade requests need `create`.
-const STREAMING_PREFIXES: [&str; 4] = ["/exec", "/attach", "/portForward", "/run"];
-
-/// The verb for an HTTP method (Go's mapping); an upgrade (WebSocket or SPDY) of a
-/// streaming endpoint is a `create` whatever the method.
-pub fn verb_for(method: &str, path: &str, upgrade: bool) -> &'static str {
-    if upgrade && STREAMING_PREFIXES.iter().any(|p| is_subpath(path, p)) {
+/// The verb for an HTTP method (Go's mapping); an upgrade (WebSocket or SPDY) is a `create`
+/// whatever the method — Go asks this of the streaming endpoints, the only ones that accept
+/// upgrades; asking it of every upgrade leaves no path spelling that turns an exec into a `get`.
+pub fn verb_for(method: &str, upgrade: bool) -> &'static str {
+    if upgrade {
         return "create";
     }
     match method {
@@ -75,12 +73,28 @@ pub fn request_attributes(
 ) -> Attributes {
     Attributes {
         user,
-        verb: verb_for(method, path, upgrade).to_string(),
+        verb: verb_for(method, upgrade).to_string(),
         resource: "nodes".into(),
         subresource: subresource_for(path).to_string(),
         name: node_name.to_string(),
         path: path.to_string(),
     }
+}
+
+/// Whether a request path is in canonical form: it starts with `/` and has no empty, `.` or
+/// `..` segment (a trailing `/` is allowed). Anything else is refused before authorization, so
+/// the path that is authorized is the path that is served (`//exec/…` must not be authorized
+/// as something else than `/exec/…`).
+pub fn is_canonical_path(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    rest.is_empty()
+        || rest.split('/').all(|seg| {
+            let lower = seg.to_ascii_lowercase();
+            !seg.is_empty() && seg != "." && seg != ".." && !lower.contains("%2f")
+        })
 }
 
 #[cfg(test)]
@@ -110,7 +124,7 @@ mod tests {
             ("GET", "/portForward/ns/p", true, "create", "proxy"),
             ("GET", "/run/ns/p/c", true, "create", "proxy"),
             ("GET", "/exec/ns/p/c", false, "get", "proxy"),
-            ("GET", "/pods", true, "get", "proxy"),
+            ("GET", "/pods", true, "create", "proxy"),
             ("PUT", "/pods", false, "update", "proxy"),
             ("PATCH", "/pods", false, "patch", "proxy"),
             ("DELETE", "/pods", false, "delete", "proxy"),
@@ -126,5 +140,32 @@ mod tests {
             assert_eq!(a.resource, "nodes");
             assert_eq!(a.name, "n1");
         }
+    }
+
+    #[test]
+    fn only_canonical_paths_pass() {
+        let cases = [
+            ("/", true),
+            ("/pods", true),
+            ("/logs/", true),
+            ("/exec/ns/pod/c", true),
+            ("//exec/ns/pod/c", false),
+            ("/exec//ns/pod/c", false),
+            ("/./exec/ns/pod/c", false),
+            ("/logs/../exec", false),
+            ("/logs/a%2Fb", false),
+            ("/logs/a%2fb", false),
+            ("exec", false),
+        ];
+        for (path, want) in cases {
+            assert_eq!(is_canonical_path(path), want, "{path}");
+        }
+    }
+
+    #[test]
+    fn every_upgrade_is_a_create() {
+        assert_eq!(verb_for("GET", true), "create");
+        assert_eq!(verb_for("GET", false), "get");
+        assert_eq!(verb_for("POST", false), "create");
     }
 }

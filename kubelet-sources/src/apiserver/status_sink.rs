@@ -39,7 +39,12 @@ use super::events::EventRecorder;
 use super::source::PodCache;
 
 /// Status fields owned by other components, kept when the kubelet's status has none.
-const FOREIGN_STATUS_FIELDS: [&str; 1] = ["nominatedNodeName"];
+const FOREIGN_STATUS_FIELDS: [&str; 4] = [
+    "nominatedNodeName",
+    "resourceClaimStatuses",
+    "extendedResourceClaimStatus",
+    "resize",
+];
 
 #[derive(Debug, Default)]
 struct Slot {
