@@ -438,6 +438,10 @@ impl SyncLoop {
                 }
                 PodOperation::Reconcile | PodOperation::Set => {
                     for p in pods {
+                        // The source's copy of the status differs from what the kubelet
+                        // published (e.g. the node controller marked the pod not Ready while
+                        // the node was away): publish again (Go's needsReconcile).
+                        self.engine.status.resync_if_drifted(&p);
                         self.engine.pods_mut().upsert(p);
                     }
                 }

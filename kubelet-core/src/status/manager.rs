@@ -91,6 +91,40 @@ impl StatusManager {
         true
     }
 
+    /// Marks a pod's status for publishing again when the copy the source carries (the API
+    /// object's) disagrees with the kubelet's on the phase or a condition's status. The sink
+    /// decides whether a write is actually needed.
+    pub fn resync_if_drifted(&self, p: &Arc<Pod>) {
+        let Some(theirs) = p.status.as_ref() else {
+            return;
+        };
+        let uid = pod::uid(p);
+        let mut st = self.lock();
+        let Some(ours) = st.entries.get(uid).map(|e| &e.status) else {
+            return;
+        };
+        let conditions = |s: &PodStatus| {
+            let mut v: Vec<(String, String)> = s
+                .conditions
+                .iter()
+                .flatten()
+                .map(|c| (c.type_.clone(), c.status.clone()))
+                .collect();
+            v.sort();
+            v
+        };
+        let ours_conds = conditions(ours);
+        let drifted = theirs.phase != ours.phase
+            || conditions(theirs)
+                .iter()
+                .any(|c| ours_conds.iter().any(|o| o.0 == c.0 && o.1 != c.1));
+        if drifted && st.dirty.insert(uid.to_string()) {
+            drop(st);
+            tracing::debug!(pod = %pod::full_name(p), uid, "pod status on the source differs; publishing again");
+            self.notify.notify_one();
+        }
+    }
+
     /// The latest status of a pod.
     pub fn get(&self, uid: &str) -> Option<PodStatus> {
         self.lock().entries.get(uid).map(|e| e.status.clone())
@@ -165,6 +199,13 @@ impl StatusManager {
             }
         }
         for p in terminated {
+            // As Go's canBeDeleted: a pod whose final status has not been published yet is
+            // not reported terminated (in cluster mode that deletes the object).
+            if self.lock().dirty.contains(pod::uid(&p)) {
+                self.lock().terminated.push_back(p);
+                failed = true;
+                continue;
+            }
             if let Err(err) = self.sink.pod_terminated(&p).await {
                 tracing::warn!(pod = %pod::full_name(&p), uid = pod::uid(&p), error = %err, "reporting pod termination failed; will retry");
                 self.lock().terminated.push_back(p);
@@ -172,5 +213,94 @@ impl StatusManager {
             }
         }
         failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::{Event, SinkError};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Fails the first `fail` status writes; records terminations.
+    #[derive(Default)]
+    struct FlakySink {
+        fail: AtomicUsize,
+        statuses: AtomicUsize,
+        terminated: Mutex<Vec<String>>,
+    }
+
+    #[async_trait::async_trait]
+    impl StatusSink for FlakySink {
+        async fn set_pod_status(&self, _p: &Pod, _s: &PodStatus) -> Result<(), SinkError> {
+            if self.fail.load(Ordering::SeqCst) > 0 {
+                self.fail.fetch_sub(1, Ordering::SeqCst);
+                return Err(SinkError::Unavailable("down".into()));
+            }
+            self.statuses.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        async fn pod_terminated(&self, p: &Pod) -> Result<(), SinkError> {
+            self.terminated
+                .lock()
+                .unwrap()
+                .push(pod::uid(p).to_string());
+            Ok(())
+        }
+        fn record_event(&self, _e: Event) {}
+    }
+
+    #[tokio::test]
+    async fn termination_waits_for_the_final_status() {
+        let sink = Arc::new(FlakySink::default());
+        sink.fail.store(1, Ordering::SeqCst);
+        let m = StatusManager::new(sink.clone());
+        let p = Arc::new(crate::testing::pod("p", "u1", vec![]));
+        m.set(
+            &p,
+            PodStatus {
+                phase: Some("Succeeded".into()),
+                ..Default::default()
+            },
+        );
+        m.terminated(p.clone());
+        // The final status fails to publish: the termination is held back.
+        assert!(m.publish_once().await);
+        assert!(sink.terminated.lock().unwrap().is_empty());
+        // Next round: status first, then the termination.
+        assert!(!m.publish_once().await);
+        assert_eq!(sink.statuses.load(Ordering::SeqCst), 1);
+        assert_eq!(*sink.terminated.lock().unwrap(), vec!["u1".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn a_drifted_source_copy_is_published_again() {
+        let sink = Arc::new(FlakySink::default());
+        let m = StatusManager::new(sink.clone());
+        let ready = |st: &str| PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "Ready".into(),
+                status: st.into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let p = Arc::new(crate::testing::pod("p", "u1", vec![]));
+        m.set(&p, ready("True"));
+        assert!(!m.publish_once().await);
+        assert_eq!(sink.statuses.load(Ordering::SeqCst), 1);
+        // The API copy agrees: nothing to do.
+        let mut same = (*p).clone();
+        same.status = Some(ready("True"));
+        m.resync_if_drifted(&Arc::new(same));
+        assert!(!m.publish_once().await);
+        assert_eq!(sink.statuses.load(Ordering::SeqCst), 1);
+        // The node controller set Ready=False: published again.
+        let mut drifted = (*p).clone();
+        drifted.status = Some(ready("False"));
+        m.resync_if_drifted(&Arc::new(drifted));
+        assert!(!m.publish_once().await);
+        assert_eq!(sink.statuses.load(Ordering::SeqCst), 2);
     }
 }
