@@ -223,7 +223,7 @@ async fn handle(
             Authn::User(u) => u,
             Authn::Unauthorized(why) => {
                 tracing::debug!(path = req.uri().path(), reason = %why, "unauthorized request");
-                return status_error(StatusCode::UNAUTHORIZED, "Unauthorized");
+                return closing(status_error(StatusCode::UNAUTHORIZED, "Unauthorized"));
             }
         };
         let attrs = auth::request_attributes(
@@ -237,13 +237,13 @@ async fn handle(
             Ok(Decision::Allow) => {}
             Ok(Decision::Deny(reason)) => {
                 tracing::debug!(user = %attrs.user.name, verb = %attrs.verb, subresource = %attrs.subresource, reason, "forbidden request");
-                return status_error(
+                return closing(status_error(
                     StatusCode::FORBIDDEN,
                     &format!(
                         "Forbidden (user={}, verb={}, resource={}, subresource={})",
                         attrs.user.name, attrs.verb, attrs.resource, attrs.subresource
                     ),
-                );
+                ));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "authorization failed");
@@ -252,4 +252,14 @@ async fn handle(
         }
     }
     route(ctx, req).await
+}
+
+/// Asks hyper to close the connection after this response: a refused client does not keep
+/// one of the limited connection slots with keep-alive.
+fn closing(mut resp: Response<Body>) -> Response<Body> {
+    resp.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    resp
 }

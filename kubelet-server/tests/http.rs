@@ -323,6 +323,16 @@ async fn authorization_matrix_and_tokens() {
             assert!(body.contains("\"reason\":\"Forbidden\""), "{body}");
         }
     }
+    // Refused clients do not keep their connection (a slot of the connection limit).
+    let refused = plain.get(url(&s, "/pods")).send().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    assert_eq!(
+        refused
+            .headers()
+            .get("connection")
+            .and_then(|v| v.to_str().ok()),
+        Some("close")
+    );
     let seen = recorder.seen.lock().unwrap().clone();
     let alice_pods = seen.iter().find(|a| a.user.name == "alice").unwrap();
     assert_eq!(alice_pods.user.groups, vec!["admins".to_string()]);

@@ -165,7 +165,8 @@ pub enum Authn {
 }
 
 /// Go's union authenticator with anonymous as fail-on-error fallback: x509, then the bearer
-/// token, then anonymous when enabled and nothing failed.
+/// token (tried even when the client certificate failed), then anonymous when enabled and
+/// nothing failed.
 pub async fn authenticate(
     config: &AuthConfig,
     peer: &PeerCert,
@@ -178,13 +179,19 @@ pub async fn authenticate(
         PeerCert::None => {}
     }
     let token = authorization.and_then(bearer_token);
-    if let (Some(token), None) = (token, &failure) {
-        // Go: without a token authenticator a bearer token is simply not looked at.
+    if let Some(token) = token {
+        // Go's union: a failed client certificate does not stop a valid token (the error
+        // counts only when nothing succeeds). Without a token authenticator a bearer token
+        // is simply not looked at.
         if let Some(t) = &config.tokens {
             match t.authenticate_token(token).await {
                 Ok(Some(user)) => return Authn::User(user),
-                Ok(None) => failure = Some("invalid bearer token".into()),
-                Err(e) => failure = Some(e.to_string()),
+                Ok(None) => {
+                    failure.get_or_insert_with(|| "invalid bearer token".into());
+                }
+                Err(e) => {
+                    failure.get_or_insert_with(|| e.to_string());
+                }
             }
         }
     }
@@ -253,6 +260,22 @@ mod tests {
                 "cert-user",
             ),
             (true, true, PeerCert::Invalid("bad ca".into()), None, "401"),
+            // A bad client certificate does not stop a valid token (Go's union) ...
+            (
+                false,
+                true,
+                PeerCert::Invalid("bad ca".into()),
+                Some("Bearer good"),
+                "alice",
+            ),
+            // ... and a bad token after a bad certificate is still a 401, even with anonymous.
+            (
+                true,
+                true,
+                PeerCert::Invalid("bad ca".into()),
+                Some("Bearer bad"),
+                "401",
+            ),
             (false, true, PeerCert::None, Some("Bearer good"), "alice"),
             (false, true, PeerCert::None, Some("bearer good"), "alice"),
             (true, true, PeerCert::None, Some("Bearer bad"), "401"),
