@@ -104,17 +104,13 @@ impl ImageManager {
     ) -> Result<String, ImageError> {
         let image = c.image.clone().unwrap_or_default();
         let event = |event_type, reason: &str, message: String| {
-            sink.record_event(Event {
-                object: crate::sink::EventObject::Pod {
-                    namespace: pod::namespace(p).to_string(),
-                    name: pod::name(p).to_string(),
-                    uid: pod::uid(p).to_string(),
-                    field_path: format!("spec.containers{{{}}}", c.name),
-                },
+            sink.record_event(Event::for_pod(
+                p,
+                Some(&c.name),
                 event_type,
-                reason: reason.to_string(),
+                reason,
                 message,
-            })
+            ))
         };
         if image.trim().is_empty() {
             return Err(err(

@@ -49,7 +49,7 @@ use crate::pod;
 use crate::pod_workers::{PodWorkers, WorkKind, WorkerState};
 use crate::podconfig::PodConfigMerger;
 use crate::runtime::{ContainerRuntime, PodRef};
-use crate::sink::{Event, EventObject, EventType, NoopStatusSink, StatusSink};
+use crate::sink::{Event, EventType, NoopStatusSink, StatusSink};
 use crate::source::{PodOperation, PodSource, PodUpdate};
 use crate::volume::objects::{ObjectStore, StandaloneObjectStore};
 
@@ -505,17 +505,13 @@ impl SyncLoop {
 
     fn reject(&self, p: &Arc<Pod>, reason: &str, message: &str) {
         tracing::warn!(pod = %pod::full_name(p), uid = pod::uid(p), reason, message, "pod rejected at admission");
-        self.engine.sink.record_event(Event {
-            object: EventObject::Pod {
-                namespace: pod::namespace(p).to_string(),
-                name: pod::name(p).to_string(),
-                uid: pod::uid(p).to_string(),
-                field_path: String::new(),
-            },
-            event_type: EventType::Warning,
-            reason: reason.to_string(),
-            message: message.to_string(),
-        });
+        self.engine.sink.record_event(Event::for_pod(
+            p,
+            None,
+            EventType::Warning,
+            reason,
+            message.to_string(),
+        ));
         let status = PodStatus {
             phase: Some("Failed".into()),
             reason: Some(reason.to_string()),

@@ -23,13 +23,13 @@ use crate::engine::Engine;
 use crate::pod;
 use crate::prober::probe::{self, Outcome, Target};
 use crate::runtime::RuntimeError;
-use crate::sink::{Event, EventObject, EventType};
+use crate::sink::{Event, EventType};
 
 /// Go's minimum grace period for stopping a container.
 pub const MIN_GRACE_SECONDS: i64 = 2;
 
 /// Whole seconds of a duration, as the grace arithmetic counts them.
-fn whole_secs(d: Duration) -> i64 {
+pub(crate) fn whole_secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
@@ -52,20 +52,6 @@ pub(crate) struct KillTarget<'a> {
     pub spec: Option<&'a Container>,
     /// Pod IP for httpGet hooks.
     pub pod_ip: &'a str,
-}
-
-fn hook_event(p: &Pod, container: &str, reason: &str, message: String) -> Event {
-    Event {
-        object: EventObject::Pod {
-            namespace: pod::namespace(p).to_string(),
-            name: pod::name(p).to_string(),
-            uid: pod::uid(p).to_string(),
-            field_path: format!("spec.containers{{{container}}}"),
-        },
-        event_type: EventType::Warning,
-        reason: reason.to_string(),
-        message,
-    }
 }
 
 /// The container spec with this name (app, init or ephemeral-less), if the pod has one.
@@ -133,9 +119,10 @@ impl Engine {
             return Ok(());
         };
         tracing::info!(pod = %pod::full_name(p), container = %c.name, error = %message, "postStart hook failed");
-        self.sink.record_event(hook_event(
+        self.sink.record_event(Event::for_pod(
             p,
-            &c.name,
+            Some(&c.name),
+            EventType::Warning,
             "FailedPostStartHook",
             format!("PostStartHook failed: {message}"),
         ));
@@ -164,12 +151,13 @@ impl Engine {
         grace: i64,
         message: &str,
     ) -> Result<(), RuntimeError> {
-        self.sink.record_event(Event {
-            event_type: EventType::Normal,
-            reason: "Killing".into(),
-            message: message.to_string(),
-            ..hook_event(p, target.name, "Killing", String::new())
-        });
+        self.sink.record_event(Event::for_pod(
+            p,
+            Some(target.name),
+            EventType::Normal,
+            "Killing",
+            message.to_string(),
+        ));
         let started = Instant::now();
         if let Some((c, handler)) = target.spec.and_then(|c| {
             c.lifecycle
@@ -188,9 +176,10 @@ impl Engine {
                     Ok(Ok(())) => {}
                     Ok(Err(m)) => {
                         tracing::info!(pod = %pod::full_name(p), container = %target.name, error = %m, "preStop hook failed");
-                        self.sink.record_event(hook_event(
+                        self.sink.record_event(Event::for_pod(
                             p,
-                            target.name,
+                            Some(target.name),
+                            EventType::Warning,
                             "FailedPreStopHook",
                             format!("PreStopHook failed: {m}"),
                         ));

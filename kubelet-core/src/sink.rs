@@ -64,6 +64,32 @@ pub struct Event {
     pub message: String,
 }
 
+impl Event {
+    /// An event about a pod, or about one of its containers (`field_path`
+    /// `spec.containers{<name>}`, as Go records container events).
+    pub fn for_pod(
+        p: &Pod,
+        container: Option<&str>,
+        event_type: EventType,
+        reason: &str,
+        message: String,
+    ) -> Event {
+        Event {
+            object: EventObject::Pod {
+                namespace: crate::pod::namespace(p).to_string(),
+                name: crate::pod::name(p).to_string(),
+                uid: crate::pod::uid(p).to_string(),
+                field_path: container
+                    .map(|c| format!("spec.containers{{{c}}}"))
+                    .unwrap_or_default(),
+            },
+            event_type,
+            reason: reason.to_string(),
+            message,
+        }
+    }
+}
+
 /// Errors a sink reports; the engine logs them and retries on the next change.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {

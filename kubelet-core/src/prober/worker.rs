@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::probe::{self, Outcome, Target};
 use super::{ProbeCountKey, ProbeResult, ProbeType, ProberManager};
 use crate::pod;
-use crate::sink::{Event, EventObject, EventType};
+use crate::sink::{Event, EventType};
 
 /// Go's defaults and minimums.
 fn secs(v: Option<i32>, default: i32, min: i32) -> Duration {
@@ -231,16 +231,12 @@ impl Worker {
     }
 
     fn event(&self, t: EventType, reason: &str, message: String) {
-        self.manager.sink.record_event(Event {
-            object: EventObject::Pod {
-                namespace: pod::namespace(&self.pod).to_string(),
-                name: pod::name(&self.pod).to_string(),
-                uid: pod::uid(&self.pod).to_string(),
-                field_path: format!("spec.containers{{{}}}", self.container.name),
-            },
-            event_type: t,
-            reason: reason.to_string(),
+        self.manager.sink.record_event(Event::for_pod(
+            &self.pod,
+            Some(&self.container.name),
+            t,
+            reason,
             message,
-        });
+        ));
     }
 }

@@ -22,7 +22,7 @@ use crate::hash::container_hash;
 use crate::pod;
 use crate::pod_status::{self, PodRuntimeStatus};
 use crate::runtime::{ContainerConfig, ContainerKind, ContainerState, SandboxConfig, SandboxState};
-use crate::sink::{Event, EventObject, EventType};
+use crate::sink::{Event, EventType};
 use crate::status::{generate, is_terminal, StatusInputs, WaitingReason};
 use crate::termination_message;
 
@@ -30,7 +30,7 @@ use actions::{compute_pod_actions_with_probes, PodActions};
 
 /// How long to wait before retrying after a failed runtime call.
 const ERROR_RETRY: Duration = Duration::from_secs(2);
-use crate::lifecycle::{container_spec, KillTarget, MIN_GRACE_SECONDS};
+use crate::lifecycle::{container_spec, whole_secs, KillTarget, MIN_GRACE_SECONDS};
 
 /// What the worker does after a sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,22 +55,6 @@ pub(crate) struct WorkerMemory {
 /// Go's reason and message for a pod past its `activeDeadlineSeconds`.
 const DEADLINE_REASON: &str = "DeadlineExceeded";
 const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
-
-fn pod_event(p: &Pod, field: Option<&str>, t: EventType, reason: &str, message: String) -> Event {
-    Event {
-        object: EventObject::Pod {
-            namespace: pod::namespace(p).to_string(),
-            name: pod::name(p).to_string(),
-            uid: pod::uid(p).to_string(),
-            field_path: field
-                .map(|c| format!("spec.containers{{{c}}}"))
-                .unwrap_or_default(),
-        },
-        event_type: t,
-        reason: reason.to_string(),
-        message,
-    }
-}
 
 fn nothing_to_do(a: &PodActions) -> bool {
     !a.kill_pod
@@ -98,10 +82,6 @@ fn active_deadline_left(
 
 fn secs(s: i64) -> Duration {
     Duration::from_secs(u64::try_from(s).unwrap_or(0))
-}
-
-fn whole_secs(d: Duration) -> i64 {
-    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 impl Engine {
@@ -157,7 +137,7 @@ impl Engine {
         let deadline_left = match active_deadline_left(p, &status) {
             Some(left) if left.is_zero() => {
                 tracing::info!(pod = %pod::full_name(p), uid, "pod exceeded its activeDeadlineSeconds");
-                self.event(pod_event(
+                self.event(Event::for_pod(
                     p,
                     None,
                     EventType::Warning,
@@ -268,7 +248,7 @@ impl Engine {
         }
         if actions.kill_pod {
             if actions.create_sandbox && !rt.sandboxes.is_empty() {
-                self.event(pod_event(
+                self.event(Event::for_pod(
                     p,
                     None,
                     EventType::Normal,
@@ -295,7 +275,7 @@ impl Engine {
         let sandbox = match self.sandbox_config(p, actions.attempt).await {
             Ok(s) => s,
             Err(message) => {
-                self.event(pod_event(
+                self.event(Event::for_pod(
                     p,
                     None,
                     EventType::Warning,
@@ -315,7 +295,7 @@ impl Engine {
                     id
                 }
                 Err(e) => {
-                    self.event(pod_event(
+                    self.event(Event::for_pod(
                         p,
                         None,
                         EventType::Warning,
@@ -395,7 +375,7 @@ impl Engine {
             )
         };
         let event = |t: EventType, reason: &str, message: String| {
-            self.event(pod_event(p, Some(&c.name), t, reason, message));
+            self.event(Event::for_pod(p, Some(&c.name), t, reason, message));
         };
         let latest = rt.latest(&c.name);
         let hash = container_hash(c);

@@ -53,7 +53,7 @@ use crate::engine::Engine;
 use crate::env::{expand, make_environment, EnvInputs, FieldValues};
 use crate::pod;
 use crate::runtime::{EnvVar, Mount, MountPropagation};
-use crate::sink::{Event, EventObject, EventType};
+use crate::sink::{Event, EventType};
 use crate::status::WaitingReason;
 use crate::sync::WorkerMemory;
 
@@ -834,20 +834,6 @@ fn teardown_dir(dir: &Path, whole: bool) -> Result<(), VolumeError> {
     Ok(())
 }
 
-fn pod_event(p: &Pod, t: EventType, reason: &str, message: String) -> Event {
-    Event {
-        object: EventObject::Pod {
-            namespace: pod::namespace(p).to_string(),
-            name: pod::name(p).to_string(),
-            uid: pod::uid(p).to_string(),
-            field_path: String::new(),
-        },
-        event_type: t,
-        reason: reason.to_string(),
-        message,
-    }
-}
-
 impl Engine {
     /// Field values for fieldRef and downward API volumes.
     fn volume_fields(&self, pod_ip: String) -> FieldValues {
@@ -882,8 +868,9 @@ impl Engine {
             Err(e) => {
                 let message = e.to_string();
                 tracing::warn!(pod = %pod::full_name(p), uid = pod::uid(p), error = %message, "volumes not set up");
-                self.sink.record_event(pod_event(
+                self.sink.record_event(Event::for_pod(
                     p,
+                    None,
                     EventType::Warning,
                     "FailedMount",
                     message.clone(),
@@ -928,8 +915,9 @@ impl Engine {
         .await
         .map_err(|e| e.to_string())?;
         for message in out.invalid_keys {
-            self.sink.record_event(pod_event(
+            self.sink.record_event(Event::for_pod(
                 p,
+                None,
                 EventType::Warning,
                 "InvalidEnvironmentVariableNames",
                 message,
