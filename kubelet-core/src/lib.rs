@@ -38,6 +38,7 @@ pub mod backoff;
 pub mod clock;
 pub mod cm;
 pub mod config;
+pub mod cri_log;
 pub mod dns;
 mod engine;
 pub mod env;

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
+use crate::cri_log::{parse_line, Stream};
 use crate::pod;
 use crate::runtime::{Mount, MountPropagation};
 
@@ -99,25 +100,24 @@ async fn read_head(path: &Path, limit: usize) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// The content of CRI log lines (`<time> <stream> <P|F> <content>`), partial lines joined.
+/// The content of CRI log lines, partial lines joined (per stream, as they were written);
+/// lines that are not CRI records are skipped.
 pub fn decode_cri_log(raw: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut partial = String::new();
-    for line in raw.lines() {
-        let mut parts = line.splitn(4, ' ');
-        let (Some(_ts), Some(_stream), Some(tag)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let content = parts.next().unwrap_or("");
-        partial.push_str(content);
-        if tag != "P" {
-            out.push(std::mem::take(&mut partial));
+    let mut partial: std::collections::HashMap<Stream, Vec<u8>> = Default::default();
+    for record in raw.lines().filter_map(|l| parse_line(l.as_bytes())) {
+        let buf = partial.entry(record.stream).or_default();
+        buf.extend_from_slice(&record.content);
+        if !record.partial {
+            out.push(String::from_utf8_lossy(&std::mem::take(buf)).into_owned());
         }
     }
-    if !partial.is_empty() {
-        out.push(partial);
-    }
+    out.extend(
+        partial
+            .into_values()
+            .filter(|b| !b.is_empty())
+            .map(|b| String::from_utf8_lossy(&b).into_owned()),
+    );
     out
 }
 
@@ -195,6 +195,9 @@ mod tests {
                    garbage\n\
                    2024-01-01T00:00:00.000000004Z stdout F \n";
         assert_eq!(decode_cri_log(raw), vec!["hello", "partial", ""]);
+        // Tags after `P`/`F` (`P:x`) keep the partial marker.
+        let tagged = "2024-01-01T00:00:00Z stdout P:x ab\n2024-01-01T00:00:01Z stdout F:x cd\n";
+        assert_eq!(decode_cri_log(tagged), vec!["abcd"]);
     }
 
     #[tokio::test]

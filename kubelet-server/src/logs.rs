@@ -186,57 +186,12 @@ impl LogOptions {
     }
 }
 
-/// Which output stream a record is from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Stream {
-    /// stdout
-    Stdout,
-    /// stderr
-    Stderr,
-}
-
-/// One parsed CRI log record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// Time, ns since the epoch.
-    pub time_nanos: i64,
-    /// The stream.
-    pub stream: Stream,
-    /// `P`: continued by the next record of the stream.
-    pub partial: bool,
-    /// The content (no trailing newline).
-    pub content: Vec<u8>,
-}
+pub use kubelet_core::cri_log::{Record, Stream};
 
 /// Parses one line (without its newline) of a CRI log file.
 pub fn parse_cri_line(line: &[u8]) -> Result<Record, LogError> {
-    let bad =
-        || LogError::Malformed(String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned());
-    let mut parts = line.splitn(4, |b| *b == b' ');
-    let time = parts.next().ok_or_else(bad)?;
-    let stream = parts.next().ok_or_else(bad)?;
-    let tag = parts.next().ok_or_else(bad)?;
-    let content = parts.next().unwrap_or_default();
-    let time: Timestamp = std::str::from_utf8(time)
-        .map_err(|_| bad())?
-        .parse()
-        .map_err(|_| bad())?;
-    let stream = match stream {
-        b"stdout" => Stream::Stdout,
-        b"stderr" => Stream::Stderr,
-        _ => return Err(bad()),
-    };
-    // The tag is `P` or `F`, possibly followed by more `:`-separated tags.
-    let partial = match tag.split(|b| *b == b':').next() {
-        Some(b"P") => true,
-        Some(b"F") => false,
-        _ => return Err(bad()),
-    };
-    Ok(Record {
-        time_nanos: i64::try_from(time.as_nanosecond()).unwrap_or(i64::MAX),
-        stream,
-        partial,
-        content: content.to_vec(),
+    kubelet_core::cri_log::parse_line(line).ok_or_else(|| {
+        LogError::Malformed(String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned())
     })
 }
 
