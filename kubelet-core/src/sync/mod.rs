@@ -510,17 +510,15 @@ impl Engine {
     ) -> Result<(), crate::runtime::RuntimeError> {
         let pod_ip = rt.pod_ips().into_iter().next().unwrap_or_default();
         let started = tokio::time::Instant::now();
+        let inits = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.init_containers.as_deref())
+            .unwrap_or(&[]);
         let (sidecars, others): (Vec<_>, Vec<_>) = rt.running_containers().partition(|c| {
-            container_spec(p, &c.summary.name).is_some_and(|spec| {
-                pod::is_restartable_init(spec)
-                    && p.spec.as_ref().is_some_and(|s| {
-                        s.init_containers
-                            .as_deref()
-                            .unwrap_or(&[])
-                            .iter()
-                            .any(|i| i.name == c.summary.name)
-                    })
-            })
+            inits
+                .iter()
+                .any(|i| i.name == c.summary.name && pod::is_restartable_init(i))
         });
         let mut first_err = None;
         for (phase, group) in [others, sidecars].into_iter().enumerate() {
