@@ -14,13 +14,14 @@ use crate::admission::AdmitHandler;
 use crate::backoff::Backoff;
 use crate::cm::ContainerManager;
 use crate::config::Config;
+use crate::hooks::Hooks;
 use crate::images::ImageManager;
+use crate::objects::ObjectStore;
 use crate::pod_manager::PodManager;
 use crate::prober::ProberManager;
 use crate::runtime::{ContainerRuntime, DnsConfig, PodRef};
 use crate::sink::StatusSink;
 use crate::status::StatusManager;
-use crate::volume::objects::ObjectStore;
 use crate::volume::VolumeManager;
 
 /// Bound of the queue of pods whose probe results changed.
@@ -52,6 +53,8 @@ pub(crate) struct Engine {
     pub probe_updates: Mutex<Option<tokio::sync::mpsc::Receiver<String>>>,
     crash_backoff: Mutex<Backoff>,
     pub images: ImageManager,
+    /// Lifecycle hooks and container stops.
+    pub hooks: Hooks,
     runtime_name: RwLock<String>,
     pub runtime_ready: AtomicBool,
     pub network_ready: AtomicBool,
@@ -88,8 +91,10 @@ impl Engine {
             sink.clone(),
             probe_tx,
         ));
+        let hooks = Hooks::new(runtime.clone(), sink.clone(), prober.http().cloned());
         Engine {
             status,
+            hooks,
             prober,
             probe_updates: Mutex::new(Some(probe_rx)),
             config,

@@ -7,7 +7,7 @@
 //!
 //! [`make_environment`] builds a container's environment as Go's `makeEnvironmentVariables`
 //! does, reading config maps, secrets and services through an
-//! [`ObjectStore`](crate::volume::objects::ObjectStore).
+//! [`ObjectStore`](crate::objects::ObjectStore).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -15,9 +15,9 @@ use k8s_openapi::api::core::v1::{Container, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::cm::ResourceList;
+use crate::objects::{ObjectError, ObjectStore};
 use crate::resources::{milli_value, value};
 use crate::runtime::EnvVar;
-use crate::volume::objects::{ObjectError, ObjectStore};
 
 fn find_container<'a>(p: &'a Pod, name: &str) -> Option<&'a Container> {
     let spec = p.spec.as_ref()?;
@@ -599,7 +599,7 @@ pub fn expand_command(c: &Container, env: &[EnvVar]) -> (Vec<String>, Vec<String
 mod tests {
     use super::*;
 
-    use crate::volume::objects::MemoryObjectStore;
+    use crate::objects::MemoryObjectStore;
     use k8s_openapi::api::core::v1::{
         ConfigMap, ConfigMapEnvSource, ConfigMapKeySelector, EnvFromSource, EnvVar as ApiEnvVar,
         EnvVarSource, ObjectFieldSelector, PodSpec, ResourceFieldSelector, ResourceRequirements,

@@ -44,6 +44,7 @@ use crate::config::Config;
 use crate::dns::parse_resolv_conf;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::objects::{ObjectStore, StandaloneObjectStore};
 use crate::pleg::{self, Pleg};
 use crate::pod;
 use crate::pod_workers::{PodWorkers, WorkKind, WorkerState};
@@ -51,7 +52,6 @@ use crate::podconfig::PodConfigMerger;
 use crate::runtime::{ContainerRuntime, PodRef};
 use crate::sink::{Event, EventType, NoopStatusSink, StatusSink};
 use crate::source::{PodOperation, PodSource, PodUpdate};
-use crate::volume::objects::{ObjectStore, StandaloneObjectStore};
 
 /// Go's grace period for pods found in the runtime that no source wants.
 const ORPHAN_GRACE_SECONDS: i64 = 2;

@@ -45,12 +45,13 @@ pub mod env;
 pub mod error;
 mod gc;
 pub mod hash;
+mod hooks;
 pub mod images;
 pub mod kubelet;
-pub mod lifecycle;
 #[cfg(test)]
 mod lifecycle_tests;
 pub mod metrics;
+pub mod objects;
 pub mod pleg;
 pub mod pod;
 pub mod pod_manager;
@@ -59,6 +60,7 @@ pub mod pod_workers;
 pub mod podconfig;
 #[cfg(test)]
 mod probe_lifecycle_tests;
+pub mod probe_results;
 pub mod prober;
 pub mod qos;
 pub mod resources;

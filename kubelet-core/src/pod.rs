@@ -82,6 +82,16 @@ pub fn is_restartable_init(c: &k8s_openapi::api::core::v1::Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
+/// The pod's init containers, then its app containers.
+pub fn all_containers(pod: &Pod) -> impl Iterator<Item = &k8s_openapi::api::core::v1::Container> {
+    pod.spec.iter().flat_map(|s| {
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(s.containers.iter())
+    })
+}
+
 /// spec.restartPolicy with the API default ("Always").
 pub fn restart_policy(pod: &Pod) -> &str {
     pod.spec

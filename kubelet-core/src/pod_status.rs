@@ -1,6 +1,9 @@
 //! A pod's state in the runtime: its sandboxes and containers, gathered with the runtime's
 //! list and status calls (Go's `kubecontainer.PodStatus` / `GetPodStatus`).
 
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::pod;
 use crate::runtime::{
     ContainerRuntime, ContainerState, ContainerStatus, ListFilter, RuntimeError, RuntimeResult,
     SandboxStatus,
@@ -88,4 +91,24 @@ pub async fn fetch(runtime: &dyn ContainerRuntime, uid: &str) -> RuntimeResult<P
         .containers
         .sort_by_key(|c| std::cmp::Reverse((c.summary.created_at, c.summary.attempt)));
     Ok(status)
+}
+
+/// Go's `ShouldContainerBeRestarted`.
+pub fn should_start(c: &Container, p: &Pod, status: &PodRuntimeStatus) -> bool {
+    if pod::is_deleted(p) {
+        return false;
+    }
+    let Some(s) = status.latest(&c.name) else {
+        return true;
+    };
+    match s.summary.state {
+        ContainerState::Running => false,
+        ContainerState::Unknown | ContainerState::Created => true,
+        ContainerState::Exited => match pod::restart_policy(p) {
+            _ if pod::is_restartable_init(c) => true,
+            "Never" => false,
+            "OnFailure" => s.exit_code != 0,
+            _ => true,
+        },
+    }
 }

@@ -8,7 +8,7 @@
 //! snapshots. [`apiserver`] makes the kubelet a cluster member: the API server pod source,
 //! node registration and status, the node lease, pod status, events and mirror pods.
 //! [`objects::ApiObjectStore`] is the API-server implementation of
-//! [`kubelet_core::volume::objects::ObjectStore`] (config maps, secrets, tokens, services).
+//! [`kubelet_core::objects::ObjectStore`] (config maps, secrets, tokens, services).
 //!
 //! [`PodOperation::Set`]: kubelet_core::source::PodOperation::Set
 //!

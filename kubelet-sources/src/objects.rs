@@ -23,7 +23,7 @@ use k8s_openapi::api::authentication::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
-use kubelet_core::volume::objects::{
+use kubelet_core::objects::{
     token_needs_refresh, ObjectError, ObjectStore, ServiceAccountToken, TokenRequest,
 };
 

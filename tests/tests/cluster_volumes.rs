@@ -20,8 +20,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
 use kube::api::{Api, DeleteParams, PostParams};
+use kubelet_core::objects::ObjectStore;
 use kubelet_core::testing::StaticSource;
-use kubelet_core::volume::objects::ObjectStore;
 use kubelet_core::{KubeletHandle, PodSource};
 use kubelet_sources::objects::ApiObjectStore;
 use kubelet_tests::cluster::ControlPlane;

@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
+use kubelet_core::objects::{MemoryObjectStore, ObjectStore};
 use kubelet_core::testing::{RecordingSink, StaticSource};
-use kubelet_core::volume::objects::{MemoryObjectStore, ObjectStore};
 use kubelet_core::{KubeletHandle, PodSource, StatusSink};
 use kubelet_tests::engine::{
     busybox, container_status, resources, wait_running, wait_until, waiting_reason, EngineTest,

@@ -29,11 +29,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::clock::to_time;
 use crate::pod;
-use crate::pod_status::PodRuntimeStatus;
-use crate::prober::{container_ready, container_started, ProbeLookup};
+use crate::pod_status::{should_start, PodRuntimeStatus};
+use crate::probe_results::{container_ready, container_started, ProbeLookup};
 use crate::qos::pod_qos;
 use crate::runtime::{ContainerState, ContainerStatus, SandboxState};
-use crate::sync::actions::should_start;
 
 /// Why a container is waiting, from the last sync that tried to start it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -28,8 +28,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::hash::container_hash;
 use crate::pod;
-use crate::pod_status::PodRuntimeStatus;
-use crate::prober::{container_started, NoProbes, ProbeLookup, ProbeResult, ProbeType};
+use crate::pod_status::{should_start, PodRuntimeStatus};
+use crate::probe_results::{container_started, NoProbes, ProbeLookup, ProbeResult, ProbeType};
 use crate::runtime::{ContainerState, ContainerStatus, SandboxState};
 
 /// A running container to stop, and why.
@@ -150,26 +150,6 @@ pub fn next_init_container<'a>(
         }
     }
     (None, None, true)
-}
-
-/// Go's `ShouldContainerBeRestarted`.
-pub fn should_start(c: &Container, p: &Pod, status: &PodRuntimeStatus) -> bool {
-    if pod::is_deleted(p) {
-        return false;
-    }
-    let Some(s) = status.latest(&c.name) else {
-        return true;
-    };
-    match s.summary.state {
-        ContainerState::Running => false,
-        ContainerState::Unknown | ContainerState::Created => true,
-        ContainerState::Exited => match pod::restart_policy(p) {
-            _ if pod::is_restartable_init(c) => true,
-            "Never" => false,
-            "OnFailure" => s.exit_code != 0,
-            _ => true,
-        },
-    }
 }
 
 /// Why a running container must be killed because of a probe, with the probe's own

@@ -22,7 +22,7 @@
 //! pods nobody knows ([`VolumeManager::cleanup_orphans`]), never removing a directory that
 //! still has a mount below it.
 //!
-//! Cluster objects come through an [`objects::ObjectStore`]; in standalone mode a pod that
+//! Cluster objects come through an [`crate::objects::ObjectStore`]; in standalone mode a pod that
 //! references one gets a clear "not available in standalone mode" error.
 //!
 //! An empty root directory (as engine tests use) means "no pod files": pods without volumes
@@ -36,7 +36,7 @@ pub mod emptydir;
 pub mod etc_hosts;
 pub mod hostpath;
 pub mod mount;
-pub mod objects;
+
 pub mod projected;
 pub mod secret;
 pub mod subpath;
@@ -49,18 +49,14 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::{Container, Pod, Volume};
 
 use crate::cm::ResourceList;
-use crate::engine::Engine;
-use crate::env::{expand, make_environment, EnvInputs, FieldValues};
+use crate::env::{expand, FieldValues};
 use crate::pod;
 use crate::runtime::{EnvVar, Mount, MountPropagation};
-use crate::sink::{Event, EventType};
-use crate::status::WaitingReason;
-use crate::sync::WorkerMemory;
 
+use crate::objects::{self, ObjectError, ObjectStore};
 use atomic_writer::{AtomicWriteError, Payload};
 use emptydir::{EmptyDirError, Medium};
 use hostpath::HostPathError;
-use objects::{ObjectError, ObjectStore};
 use subpath::SubpathError;
 
 /// The waiting reason of containers whose volumes are not set up (as Go leaves them).
@@ -834,126 +830,10 @@ fn teardown_dir(dir: &Path, whole: bool) -> Result<(), VolumeError> {
     Ok(())
 }
 
-impl Engine {
-    /// Field values for fieldRef and downward API volumes.
-    fn volume_fields(&self, pod_ip: String) -> FieldValues {
-        FieldValues {
-            pod_ip,
-            host_ip: self.config.node_ips.first().cloned().unwrap_or_default(),
-            node_name: self.config.node_name.clone(),
-            host_ips: self.config.node_ips.clone(),
-        }
-    }
-
-    /// Sets up the pod's volumes for a sync. On failure: a `FailedMount` event, a waiting
-    /// reason on every container, `false` (the caller retries).
-    pub(crate) async fn prepare_volumes(
-        &self,
-        p: &Arc<Pod>,
-        pod_ip: Option<String>,
-        memory: &mut WorkerMemory,
-    ) -> bool {
-        let fields = self.volume_fields(pod_ip.unwrap_or_default());
-        match self
-            .volumes
-            .setup_pod(p, &fields, &self.cm.allocatable())
-            .await
-        {
-            Ok(()) => {
-                memory
-                    .reasons
-                    .retain(|_, r| r.reason != VOLUME_WAITING_REASON);
-                true
-            }
-            Err(e) => {
-                let message = e.to_string();
-                tracing::warn!(pod = %pod::full_name(p), uid = pod::uid(p), error = %message, "volumes not set up");
-                self.sink.record_event(Event::for_pod(
-                    p,
-                    None,
-                    EventType::Warning,
-                    "FailedMount",
-                    message.clone(),
-                ));
-                let spec = p.spec.as_ref();
-                let names = spec.into_iter().flat_map(|s| {
-                    s.init_containers
-                        .iter()
-                        .flatten()
-                        .chain(s.containers.iter())
-                        .map(|c| c.name.clone())
-                });
-                for name in names {
-                    memory.reasons.insert(
-                        name,
-                        WaitingReason {
-                            reason: VOLUME_WAITING_REASON.into(),
-                            message: message.clone(),
-                        },
-                    );
-                }
-                false
-            }
-        }
-    }
-
-    /// The container's environment (see [`make_environment`]); invalid `envFrom` keys become
-    /// `InvalidEnvironmentVariableNames` events.
-    pub(crate) async fn make_container_env(
-        &self,
-        p: &Arc<Pod>,
-        c: &Container,
-        fields: &FieldValues,
-    ) -> Result<Vec<EnvVar>, String> {
-        let out = make_environment(&EnvInputs {
-            pod: p,
-            container: c,
-            fields,
-            allocatable: &self.cm.allocatable(),
-            store: self.volumes.store().as_ref(),
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-        for message in out.invalid_keys {
-            self.sink.record_event(Event::for_pod(
-                p,
-                None,
-                EventType::Warning,
-                "InvalidEnvironmentVariableNames",
-                message,
-            ));
-        }
-        Ok(out.env)
-    }
-
-    /// The container's mounts (see [`VolumeManager::container_mounts`]); host-network pods
-    /// use the node's IPs for `/etc/hosts`.
-    pub(crate) async fn make_container_mounts(
-        &self,
-        p: &Arc<Pod>,
-        c: &Container,
-        env: &[EnvVar],
-        fields: &FieldValues,
-    ) -> Result<Vec<Mount>, String> {
-        let ips: Vec<String> = if pod::host_network(p) {
-            self.config.node_ips.clone()
-        } else {
-            Some(fields.pod_ip.clone())
-                .filter(|ip| !ip.is_empty())
-                .into_iter()
-                .collect()
-        };
-        self.volumes
-            .container_mounts(p, c, env, &ips)
-            .await
-            .map_err(|e| e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::volume::objects::MemoryObjectStore;
+    use crate::objects::MemoryObjectStore;
     use k8s_openapi::api::core::v1::{
         ConfigMap, ConfigMapVolumeSource, EmptyDirVolumeSource, HostPathVolumeSource, PodSpec,
         VolumeMount,

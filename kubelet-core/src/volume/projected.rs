@@ -124,7 +124,7 @@ pub async fn payload(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::volume::objects::MemoryObjectStore;
+    use crate::objects::MemoryObjectStore;
     use k8s_openapi::api::core::v1::{
         ConfigMap, ConfigMapProjection, DownwardAPIProjection, DownwardAPIVolumeFile, KeyToPath,
         ObjectFieldSelector, PodSpec, SecretProjection, ServiceAccountTokenProjection,

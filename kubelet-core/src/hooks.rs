@@ -1,5 +1,6 @@
 //! Container lifecycle hooks and stopping a container (Go's `lifecycle/handlers.go` and
-//! `kuberuntime_container.go` `killContainer`).
+//! `kuberuntime_container.go` `killContainer`), as one component, [`Hooks`], that needs only
+//! the runtime (exec and stop), the status sink (events) and an HTTP client.
 //!
 //! - **postStart** runs right after the container started (exec, httpGet or sleep). If it
 //!   fails, a `FailedPostStartHook` event is recorded, the container is killed, and the start
@@ -14,16 +15,16 @@
 //!
 //! Hooks run on the calling pod worker: a slow postStart delays only its own pod.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler, Pod};
 use tokio::time::Instant;
 
-use crate::engine::Engine;
 use crate::pod;
 use crate::prober::probe::{self, Outcome, Target};
-use crate::runtime::RuntimeError;
-use crate::sink::{Event, EventType};
+use crate::runtime::{ContainerRuntime, RuntimeError};
+use crate::sink::{Event, EventType, StatusSink};
 
 /// Go's minimum grace period for stopping a container.
 pub const MIN_GRACE_SECONDS: i64 = 2;
@@ -66,26 +67,62 @@ pub(crate) fn container_spec<'a>(p: &'a Pod, name: &str) -> Option<&'a Container
     })
 }
 
-impl Engine {
+/// Why a lifecycle hook failed; the message is what the `Failed*Hook` event says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    /// The exec or httpGet action failed.
+    #[error("{0}")]
+    Failed(String),
+    /// The handler cannot run here.
+    #[error("{0}")]
+    Unsupported(&'static str),
+}
+
+/// Runs lifecycle hooks and stops containers. See the module docs.
+pub(crate) struct Hooks {
+    runtime: Arc<dyn ContainerRuntime>,
+    sink: Arc<dyn StatusSink>,
+    http: Option<reqwest::Client>,
+}
+
+impl Hooks {
+    /// Hooks that exec and stop through `runtime`, record events on `sink` and make httpGet
+    /// requests with `http` (none: httpGet hooks fail as unavailable).
+    pub fn new(
+        runtime: Arc<dyn ContainerRuntime>,
+        sink: Arc<dyn StatusSink>,
+        http: Option<reqwest::Client>,
+    ) -> Self {
+        Hooks {
+            runtime,
+            sink,
+            http,
+        }
+    }
+
     /// Runs a lifecycle handler against a running container.
-    pub(crate) async fn run_hook(
+    pub async fn run_hook(
         &self,
         handler: &LifecycleHandler,
         target: Target<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), HookError> {
         if let Some(exec) = handler.exec.as_ref() {
             // Go runs exec hooks without a timeout of their own.
             return match probe::run_exec(self.runtime.as_ref(), target, exec, Duration::ZERO).await
             {
                 Outcome::Success(_) | Outcome::Warning(_) => Ok(()),
-                Outcome::Failure(m) | Outcome::Unknown(m) => Err(m),
+                Outcome::Failure(m) | Outcome::Unknown(m) => Err(HookError::Failed(m)),
             };
         }
         if let Some(http) = handler.http_get.as_ref() {
-            let Some(client) = self.prober.http() else {
-                return Err("HTTP lifecycle hooks are unavailable".into());
+            let Some(client) = self.http.as_ref() else {
+                return Err(HookError::Unsupported(
+                    "HTTP lifecycle hooks are unavailable",
+                ));
             };
-            return probe::run_http_hook(client, target, http).await;
+            return probe::run_http_hook(client, target, http)
+                .await
+                .map_err(HookError::Failed);
         }
         if let Some(sleep) = handler.sleep.as_ref() {
             let secs = u64::try_from(sleep.seconds.max(0)).unwrap_or(0);
@@ -93,20 +130,24 @@ impl Engine {
             return Ok(());
         }
         if handler.tcp_socket.is_some() {
-            return Err("tcpSocket lifecycle handlers are not supported (deprecated)".into());
+            return Err(HookError::Unsupported(
+                "tcpSocket lifecycle handlers are not supported (deprecated)",
+            ));
         }
-        Err("the lifecycle handler has no action".into())
+        Err(HookError::Unsupported(
+            "the lifecycle handler has no action",
+        ))
     }
 
     /// Runs the container's postStart hook, if any. On failure records the event, kills the
     /// container and returns the message.
-    pub(crate) async fn post_start(
+    pub async fn post_start(
         &self,
         p: &Pod,
         c: &Container,
         container_id: &str,
         pod_ip: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), HookError> {
         let Some(handler) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
             return Ok(());
         };
@@ -144,7 +185,7 @@ impl Engine {
 
     /// Stops one container: preStop hook (if any) within `grace` seconds, then
     /// `StopContainer` with the remaining grace (at least 2s). See the module docs.
-    pub(crate) async fn kill_container(
+    pub async fn kill_container(
         &self,
         p: &Pod,
         target: &KillTarget<'_>,

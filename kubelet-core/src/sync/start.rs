@@ -1,0 +1,365 @@
+//! Carrying out a pod's actions (Go's `kuberuntime.SyncPod` after `computePodActions`):
+//! kill what must go, create the sandbox when needed, then start the next init container,
+//! sidecars and app containers — each with its image, environment, mounts and hooks.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::clock::now_unix_nanos;
+use crate::cm::CmError;
+use crate::dns::pod_dns;
+use crate::engine::Engine;
+use crate::env::{expand_command, make_environment, EnvError, EnvInputs, FieldValues};
+use crate::hash::container_hash;
+use crate::hooks::{container_spec, whole_secs, KillTarget};
+use crate::pod;
+use crate::pod_status::PodRuntimeStatus;
+use crate::runtime::{
+    ContainerConfig, ContainerKind, ContainerState, EnvVar, Mount, SandboxConfig,
+};
+use crate::sink::{Event, EventType};
+use crate::status::WaitingReason;
+use crate::termination_message;
+use crate::volume::VolumeError;
+
+use super::actions::PodActions;
+use super::stop::kill_pod;
+use super::{field_values, grace_period, WorkerMemory, ERROR_RETRY};
+
+/// Carries out the actions; returns the earliest time a retry is due, if any.
+pub(super) async fn execute(
+    e: &Engine,
+    p: &Arc<Pod>,
+    rt: &PodRuntimeStatus,
+    actions: &PodActions,
+    memory: &mut WorkerMemory,
+) -> Option<Duration> {
+    let grace = grace_period(p, None);
+    let pod_ip = rt.pod_ips().into_iter().next().unwrap_or_default();
+    let stops = actions.containers_to_kill.iter().map(|k| {
+        let target = KillTarget {
+            id: &k.id,
+            name: &k.name,
+            spec: container_spec(p, &k.name),
+            pod_ip: &pod_ip,
+        };
+        let grace = k.grace_seconds.unwrap_or_else(|| whole_secs(grace)).max(0);
+        async move { e.hooks.kill_container(p, &target, grace, &k.message).await }
+    });
+    for r in join_all(stops).await {
+        if let Err(err) = r {
+            tracing::warn!(pod = %pod::full_name(p), error = %err, "stopping container failed");
+        }
+    }
+    if actions.kill_pod {
+        if actions.create_sandbox && !rt.sandboxes.is_empty() {
+            e.sink.record_event(Event::for_pod(
+                p,
+                None,
+                EventType::Normal,
+                "SandboxChanged",
+                "Pod sandbox changed, it will be killed and re-created.".into(),
+            ));
+        }
+        // Containers killed above with their own reason are not stopped twice.
+        let mut rest = rt.clone();
+        rest.containers.retain(|c| {
+            !actions
+                .containers_to_kill
+                .iter()
+                .any(|k| k.id == c.summary.id)
+        });
+        if let Err(err) = kill_pod(e, p, &rest, grace).await {
+            tracing::warn!(pod = %pod::full_name(p), error = %err, "killing pod failed");
+            return Some(ERROR_RETRY);
+        }
+        if !actions.create_sandbox {
+            return None;
+        }
+    }
+    let sandbox = match sandbox_config(e, p, actions.attempt).await {
+        Ok(s) => s,
+        Err(err) => {
+            e.sink.record_event(Event::for_pod(
+                p,
+                None,
+                EventType::Warning,
+                "FailedCreatePodSandBox",
+                err.to_string(),
+            ));
+            return Some(ERROR_RETRY);
+        }
+    };
+    let mut pod_ip = pod_ip;
+    let sandbox_id = if actions.create_sandbox {
+        match e.runtime.run_pod_sandbox(&sandbox).await {
+            Ok(id) => {
+                if let Ok(st) = e.runtime.pod_sandbox_status(&id).await {
+                    pod_ip = st.ip.unwrap_or_default();
+                }
+                id
+            }
+            Err(err) => {
+                e.sink.record_event(Event::for_pod(
+                    p,
+                    None,
+                    EventType::Warning,
+                    "FailedCreatePodSandBox",
+                    format!("Failed to create pod sandbox: {err}"),
+                ));
+                return Some(ERROR_RETRY);
+            }
+        }
+    } else {
+        match actions.sandbox_id.clone() {
+            Some(id) => id,
+            None => return Some(ERROR_RETRY),
+        }
+    };
+    let fields = field_values(e, pod_ip);
+    let spec = p.spec.as_ref()?;
+    let mut retry: Option<Duration> = None;
+    let mut todo: Vec<(&Container, ContainerKind)> = Vec::new();
+    let inits = spec.init_containers.as_deref().unwrap_or(&[]);
+    for i in actions
+        .next_init_container
+        .iter()
+        .chain(&actions.sidecars_to_start)
+    {
+        if let Some(c) = inits.get(*i) {
+            todo.push((c, ContainerKind::Init));
+        }
+    }
+    for &i in &actions.containers_to_start {
+        if let Some(c) = spec.containers.get(i) {
+            todo.push((c, ContainerKind::Regular));
+        }
+    }
+    for (c, kind) in todo {
+        match start_container(e, p, rt, &sandbox_id, &sandbox, c, kind, &fields).await {
+            Ok(()) => {
+                memory.reasons.remove(&c.name);
+            }
+            Err((reason, after)) => {
+                tracing::info!(pod = %pod::full_name(p), container = %c.name, reason = %reason.reason, message = %reason.message, "container not started");
+                memory.reasons.insert(c.name.clone(), reason);
+                let after = after.unwrap_or(ERROR_RETRY);
+                retry = Some(retry.map_or(after, |r| r.min(after)));
+            }
+        }
+    }
+    retry
+}
+
+/// Builds the sandbox config, asking the container manager for the cgroup parent.
+async fn sandbox_config(e: &Engine, p: &Arc<Pod>, attempt: u32) -> Result<SandboxConfig, CmError> {
+    let resources = e.cm.ensure_pod_resources(p).await?;
+    let hostname = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.hostname.clone())
+        .unwrap_or_else(|| pod::name(p).to_string());
+    let log_directory = e.config.pod_logs_dir.join(format!(
+        "{}_{}_{}",
+        pod::namespace(p),
+        pod::name(p),
+        pod::uid(p)
+    ));
+    Ok(SandboxConfig {
+        pod: p.clone(),
+        attempt,
+        hostname,
+        log_directory,
+        cgroup_parent: resources.cgroup_parent,
+        dns: Some(pod_dns(p, &e.config, &e.host_dns())),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn start_container(
+    e: &Engine,
+    p: &Arc<Pod>,
+    rt: &PodRuntimeStatus,
+    sandbox_id: &str,
+    sandbox: &SandboxConfig,
+    c: &Container,
+    kind: ContainerKind,
+    fields: &FieldValues,
+) -> Result<(), (WaitingReason, Option<Duration>)> {
+    let fail = |reason: &str, message: String| {
+        (
+            WaitingReason {
+                reason: reason.to_string(),
+                message,
+            },
+            None,
+        )
+    };
+    let event = |t: EventType, reason: &str, message: String| {
+        e.sink
+            .record_event(Event::for_pod(p, Some(&c.name), t, reason, message));
+    };
+    let latest = rt.latest(&c.name);
+    let hash = container_hash(c);
+    // Back-off looks at the newest exited attempt, even when a newer one is running and
+    // being replaced (a liveness restart), as Go's doBackOff does.
+    let newest_exited = rt
+        .containers
+        .iter()
+        .find(|s| s.summary.name == c.name && s.summary.state == ContainerState::Exited);
+    if let Some(s) = newest_exited {
+        let key = format!(
+            "{}_{}_{}_{:x}",
+            pod::name(p),
+            pod::namespace(p),
+            pod::uid(p),
+            hash
+        );
+        let now = now_unix_nanos();
+        let mut backoff = e.crash_backoff();
+        if let Some(left) = backoff.is_in_backoff_since(&key, s.finished_at, now) {
+            let delay = backoff.get(&key).unwrap_or_default();
+            drop(backoff);
+            event(
+                EventType::Warning,
+                "BackOff",
+                format!(
+                    "Back-off restarting failed container {} in pod {}",
+                    c.name,
+                    pod::full_name(p)
+                ),
+            );
+            return Err((
+                WaitingReason {
+                    reason: "CrashLoopBackOff".into(),
+                    message: format!(
+                        "back-off {}s restarting failed container={} pod={}_{}({})",
+                        delay.as_secs(),
+                        c.name,
+                        pod::name(p),
+                        pod::namespace(p),
+                        pod::uid(p)
+                    ),
+                },
+                Some(left),
+            ));
+        }
+        backoff.next(&key, s.finished_at, now);
+    }
+    let image_ref = e
+        .images
+        .ensure_image(e.runtime.as_ref(), e.sink.as_ref(), p, c, sandbox)
+        .await
+        .map_err(|err| (err.reason, err.retry_after))?;
+    let restart_count = latest.map_or(0, |s| s.summary.attempt.saturating_add(1));
+    let config_error =
+        |err: &dyn std::fmt::Display| fail("CreateContainerConfigError", err.to_string());
+    let env = container_env(e, p, c, fields)
+        .await
+        .map_err(|err| config_error(&err))?;
+    let (command, args) = expand_command(c, &env);
+    let mut mounts = container_mounts(e, p, c, &env, fields)
+        .await
+        .map_err(|err| config_error(&err))?;
+    match termination_message::prepare(&e.config.root_dir, p, c, restart_count).await {
+        Ok(Some(m)) => mounts.push(m),
+        Ok(None) => {}
+        Err(err) => return Err(config_error(&err)),
+    }
+    let config = ContainerConfig {
+        pod: p.clone(),
+        container: c.clone(),
+        kind,
+        restart_count,
+        hash,
+        image_ref,
+        command,
+        args,
+        env,
+        mounts,
+        log_path: PathBuf::from(&c.name).join(format!("{restart_count}.log")),
+    };
+    let id = match e
+        .runtime
+        .create_container(sandbox_id, &config, sandbox)
+        .await
+    {
+        Ok(id) => id,
+        Err(err) => {
+            let message = err.to_string();
+            event(EventType::Warning, "Failed", format!("Error: {message}"));
+            return Err(fail("CreateContainerError", message));
+        }
+    };
+    event(
+        EventType::Normal,
+        "Created",
+        format!("Created container {}", c.name),
+    );
+    if let Err(err) = e.runtime.start_container(&id).await {
+        let message = err.to_string();
+        event(EventType::Warning, "Failed", format!("Error: {message}"));
+        return Err(fail("RunContainerError", message));
+    }
+    event(
+        EventType::Normal,
+        "Started",
+        format!("Started container {}", c.name),
+    );
+    if let Err(err) = e.hooks.post_start(p, c, &id, &fields.pod_ip).await {
+        return Err(fail("PostStartHookError", err.to_string()));
+    }
+    Ok(())
+}
+
+/// The container's environment (see [`make_environment`]); invalid `envFrom` keys become
+/// `InvalidEnvironmentVariableNames` events.
+async fn container_env(
+    e: &Engine,
+    p: &Arc<Pod>,
+    c: &Container,
+    fields: &FieldValues,
+) -> Result<Vec<EnvVar>, EnvError> {
+    let out = make_environment(&EnvInputs {
+        pod: p,
+        container: c,
+        fields,
+        allocatable: &e.cm.allocatable(),
+        store: e.volumes.store().as_ref(),
+    })
+    .await?;
+    for message in out.invalid_keys {
+        e.sink.record_event(Event::for_pod(
+            p,
+            None,
+            EventType::Warning,
+            "InvalidEnvironmentVariableNames",
+            message,
+        ));
+    }
+    Ok(out.env)
+}
+
+/// The container's mounts (see [`crate::volume::VolumeManager::container_mounts`]);
+/// host-network pods use the node's IPs for `/etc/hosts`.
+async fn container_mounts(
+    e: &Engine,
+    p: &Arc<Pod>,
+    c: &Container,
+    env: &[EnvVar],
+    fields: &FieldValues,
+) -> Result<Vec<Mount>, VolumeError> {
+    let ips: Vec<String> = if pod::host_network(p) {
+        e.config.node_ips.clone()
+    } else {
+        Some(fields.pod_ip.clone())
+            .filter(|ip| !ip.is_empty())
+            .into_iter()
+            .collect()
+    };
+    e.volumes.container_mounts(p, c, env, &ips).await
+}
