@@ -7,10 +7,10 @@ use k8s_openapi::api::core::v1::{Pod, ProjectedVolumeSource};
 
 use super::atomic_writer::{FileProjection, Payload};
 use super::configmap::{self, key_payload, mode_bits, DEFAULT_MODE};
-use super::objects::{ObjectStore, TokenRequest};
 use super::{downward_api, secret, VolumeError};
 use crate::cm::ResourceList;
 use crate::env::FieldValues;
+use crate::objects::{ObjectStore, TokenRequest};
 
 /// Default `expirationSeconds` of a token projection (API defaulting).
 pub const DEFAULT_TOKEN_EXPIRATION_SECONDS: i64 = 3600;

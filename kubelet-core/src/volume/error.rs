@@ -1,0 +1,167 @@
+//! Why a volume operation failed: one variant per step, each naming the volume or path.
+
+use std::path::PathBuf;
+
+use super::atomic_writer::AtomicWriteError;
+use super::emptydir::EmptyDirError;
+use super::hostpath::HostPathError;
+use super::subpath::SubpathError;
+use crate::objects::ObjectError;
+
+/// Why a volume operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    /// The volume type is not supported by this kubelet.
+    #[error("volume {volume}: {kind} volumes are not supported")]
+    Unsupported {
+        /// Volume name.
+        volume: String,
+        /// The type.
+        kind: String,
+    },
+    /// An emptyDir failed.
+    #[error("volume {volume}: {source}")]
+    EmptyDir {
+        /// Volume name.
+        volume: String,
+        /// The error.
+        source: EmptyDirError,
+    },
+    /// A hostPath check failed.
+    #[error("volume {volume}: {source}")]
+    HostPath {
+        /// Volume name.
+        volume: String,
+        /// The error.
+        source: HostPathError,
+    },
+    /// A referenced config map, secret or token could not be read.
+    #[error("volume {volume}: {source}")]
+    Object {
+        /// Volume name.
+        volume: String,
+        /// The store's error.
+        source: ObjectError,
+    },
+    /// A listed key is missing from a config map or secret that is not optional.
+    #[error("volume {volume}: {kind} references non-existent key: {key}")]
+    MissingKey {
+        /// Volume name.
+        volume: String,
+        /// "configmap" or "secret".
+        kind: &'static str,
+        /// The key.
+        key: String,
+    },
+    /// A downward API field path is not supported.
+    #[error("volume {volume}: unsupported fieldRef path {path:?}")]
+    FieldRef {
+        /// Volume name.
+        volume: String,
+        /// The path.
+        path: String,
+    },
+    /// A downward API resource field cannot be resolved.
+    #[error("volume {volume}: resourceFieldRef {resource:?}: {message}")]
+    ResourceField {
+        /// Volume name.
+        volume: String,
+        /// The resource.
+        resource: String,
+        /// Why.
+        message: String,
+    },
+    /// Writing an API-data volume failed.
+    #[error("volume {volume}: {source}")]
+    Payload {
+        /// Volume name.
+        volume: String,
+        /// The error.
+        source: AtomicWriteError,
+    },
+    /// A pod directory operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What failed.
+        op: &'static str,
+        /// Where.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// One or more volumes of a pod could not be set up.
+    #[error("Unable to attach or mount volumes: unmounted volumes=[{}]: {}", volumes.join(" "), messages.join("; "))]
+    Mount {
+        /// The pod ("ns/name").
+        pod: String,
+        /// Names of the failing volumes.
+        volumes: Vec<String>,
+        /// One message per failing volume.
+        messages: Vec<String>,
+    },
+    /// A volumeMount names a volume the pod does not have (or that is not set up).
+    #[error("cannot find volume {volume:?} to mount into container {container:?}")]
+    VolumeNotFound {
+        /// Container name.
+        container: String,
+        /// Volume name.
+        volume: String,
+    },
+    /// A subPath could not be prepared (including refused escapes).
+    #[error(
+        "failed to prepare subPath for volumeMount {volume:?} of container {container:?}: {source}"
+    )]
+    Subpath {
+        /// Container name.
+        container: String,
+        /// Volume name.
+        volume: String,
+        /// The error.
+        source: SubpathError,
+    },
+    /// subPathExpr references variables that are not set.
+    #[error("subPathExpr of volumeMount {volume:?} of container {container:?}: missing value for {missing}")]
+    SubpathExpr {
+        /// Container name.
+        container: String,
+        /// Volume name.
+        volume: String,
+        /// The missing variables.
+        missing: String,
+    },
+    /// `mountPropagation` is unknown or not allowed for this container.
+    #[error("volumeMount {volume:?} of container {container:?}: {message}")]
+    Propagation {
+        /// Container name.
+        container: String,
+        /// Volume name.
+        volume: String,
+        /// Why.
+        message: String,
+    },
+    /// A pod directory still has something mounted below it; it is left in place.
+    #[error("pod directory {path} still has mounts below it: {mounts:?}")]
+    StillMounted {
+        /// The pod directory.
+        path: PathBuf,
+        /// What is still mounted.
+        mounts: Vec<PathBuf>,
+    },
+    /// The kubelet has no root directory, so the pod's volumes have nowhere to live.
+    #[error("pod {pod} has volumes but the kubelet has no root directory")]
+    NoRootDir {
+        /// The pod ("ns/name").
+        pod: String,
+    },
+    /// The pod's uid cannot name a directory (empty, `.`, `..`, `/` or NUL in it).
+    #[error("pod {pod}: uid {uid:?} cannot name a pod directory")]
+    UnsafeUid {
+        /// The pod ("ns/name").
+        pod: String,
+        /// The uid.
+        uid: String,
+    },
+    /// A blocking task did not finish.
+    #[error("volume task failed: {0}")]
+    Task(String),
+}

@@ -1,0 +1,296 @@
+//! Setting up a pod's volumes before its containers start ([`VolumeManager::setup_pod`]).
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{Pod, Volume};
+
+use super::atomic_writer::{self, Payload};
+use super::emptydir::{self, Medium};
+use super::{
+    blocking, configmap, downward_api, hostpath, io, projected, secret, SetUpVolume, VolumeError,
+    VolumeManager,
+};
+use crate::cm::ResourceList;
+use crate::env::FieldValues;
+use crate::pod;
+
+/// What kind of data an API-data volume carries, for its directory and medium.
+fn api_plugin(v: &Volume) -> Option<(&'static str, Medium)> {
+    if v.config_map.is_some() {
+        Some(("configmap", Medium::Disk))
+    } else if v.secret.is_some() {
+        Some(("secret", Medium::Memory))
+    } else if v.downward_api.is_some() {
+        Some(("downward-api", Medium::Memory))
+    } else if v.projected.is_some() {
+        Some(("projected", Medium::Memory))
+    } else {
+        None
+    }
+}
+
+/// The pod's `securityContext.fsGroup`.
+fn fs_group(p: &Pod) -> Option<u32> {
+    p.spec
+        .as_ref()?
+        .security_context
+        .as_ref()?
+        .fs_group
+        .and_then(|g| u32::try_from(g).ok())
+}
+
+/// The name of the volume type for "not supported" errors.
+pub(super) fn kind_of(v: &Volume) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|j| {
+            j.as_object()
+                .and_then(|o| o.keys().find(|k| *k != "name").cloned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl VolumeManager {
+    /// Sets up the pod's directories and every volume; see the module docs.
+    pub async fn setup_pod(
+        &self,
+        p: &Pod,
+        fields: &FieldValues,
+        allocatable: &ResourceList,
+    ) -> Result<(), VolumeError> {
+        let uid = pod::uid(p).to_string();
+        let has_volumes = p
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.volumes.as_ref().is_some_and(|v| !v.is_empty()));
+        if self.pods_dir.is_none() {
+            if has_volumes {
+                return Err(VolumeError::NoRootDir {
+                    pod: pod::full_name(p),
+                });
+            }
+            return Ok(());
+        }
+        if !pod::is_safe_uid(&uid) {
+            return Err(VolumeError::UnsafeUid {
+                pod: pod::full_name(p),
+                uid,
+            });
+        }
+        let pod_dir = self.pod_dir(&uid);
+        blocking({
+            let pod_dir = pod_dir.clone();
+            move || {
+                for sub in ["volumes", "plugins", "containers"] {
+                    let d = pod_dir.join(sub);
+                    std::fs::create_dir_all(&d).map_err(io("creating directory", &d))?;
+                }
+                std::fs::set_permissions(&pod_dir, std::fs::Permissions::from_mode(0o750))
+                    .map_err(io("setting the mode of", &pod_dir))
+            }
+        })
+        .await?;
+        self.store.register_pod(p);
+        let mut set_up = HashMap::new();
+        let mut failed = Vec::new();
+        let mut messages = Vec::new();
+        for v in p.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            match self.setup_volume(p, v, fields, allocatable).await {
+                Ok(s) => {
+                    set_up.insert(v.name.clone(), s);
+                }
+                Err(e) => {
+                    failed.push(v.name.clone());
+                    messages.push(e.to_string());
+                }
+            }
+        }
+        if !failed.is_empty() {
+            return Err(VolumeError::Mount {
+                pod: pod::full_name(p),
+                volumes: failed,
+                messages,
+            });
+        }
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid, set_up);
+        Ok(())
+    }
+
+    async fn setup_volume(
+        &self,
+        p: &Pod,
+        v: &Volume,
+        fields: &FieldValues,
+        allocatable: &ResourceList,
+    ) -> Result<SetUpVolume, VolumeError> {
+        let uid = pod::uid(p);
+        let name = v.name.clone();
+        let fs_group = fs_group(p);
+        if let Some(ed) = v.empty_dir.as_ref() {
+            let wrap = |source| VolumeError::EmptyDir {
+                volume: name.clone(),
+                source,
+            };
+            let medium = emptydir::medium(ed).map_err(wrap)?;
+            let size = match medium {
+                Medium::Memory => emptydir::memory_size(ed, p, allocatable).map_err(wrap)?,
+                Medium::Disk => None,
+            };
+            let dir = self.volume_dir(uid, "empty-dir", &name);
+            let d = dir.clone();
+            blocking(move || {
+                emptydir::setup(&d, medium, size, fs_group).map_err(|source| {
+                    VolumeError::EmptyDir {
+                        volume: name,
+                        source,
+                    }
+                })
+            })
+            .await?;
+            return Ok(SetUpVolume {
+                host_path: dir,
+                read_only: false,
+            });
+        }
+        if let Some(hp) = v.host_path.as_ref() {
+            let (path, type_) = (hp.path.clone(), hp.type_.clone());
+            let checked = path.clone();
+            blocking(move || {
+                hostpath::check_type(&checked, type_.as_deref()).map_err(|source| {
+                    VolumeError::HostPath {
+                        volume: name,
+                        source,
+                    }
+                })
+            })
+            .await?;
+            return Ok(SetUpVolume {
+                host_path: PathBuf::from(path),
+                read_only: false,
+            });
+        }
+        let Some((plugin, medium)) = api_plugin(v) else {
+            return Err(VolumeError::Unsupported {
+                volume: name,
+                kind: kind_of(v),
+            });
+        };
+        let mut payload = self.api_payload(p, v, fields, allocatable).await?;
+        if fs_group.is_some() {
+            // Readable by the group, as Go's SetVolumeOwnership for read-only volumes.
+            for f in payload.values_mut() {
+                f.mode |= 0o440;
+            }
+        }
+        let dir = self.volume_dir(uid, plugin, &name);
+        let d = dir.clone();
+        let pod_name = pod::full_name(p);
+        blocking(move || {
+            emptydir::setup(&d, medium, None, None).map_err(|source| VolumeError::EmptyDir {
+                volume: name.clone(),
+                source,
+            })?;
+            let changed = atomic_writer::write_payload_with_group(&d, &payload, fs_group).map_err(
+                |source| VolumeError::Payload {
+                    volume: name.clone(),
+                    source,
+                },
+            )?;
+            if changed {
+                tracing::info!(pod = %pod_name, volume = %name, "volume content written");
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(SetUpVolume {
+            host_path: dir,
+            read_only: true,
+        })
+    }
+
+    async fn api_payload(
+        &self,
+        p: &Pod,
+        v: &Volume,
+        fields: &FieldValues,
+        allocatable: &ResourceList,
+    ) -> Result<Payload, VolumeError> {
+        let ns = pod::namespace(p);
+        let name = v.name.as_str();
+        let object_err = |source| VolumeError::Object {
+            volume: name.to_string(),
+            source,
+        };
+        // configMap and secret volumes differ only in where the keys come from.
+        let keyed = if let Some(src) = v.config_map.as_ref() {
+            let optional = src.optional.unwrap_or(false);
+            let data = self
+                .store
+                .config_map(ns, &src.name)
+                .await
+                .map(|cm| configmap::data_of(&cm));
+            Some((
+                "configmap",
+                data,
+                optional,
+                src.items.as_deref(),
+                src.default_mode,
+            ))
+        } else if let Some(src) = v.secret.as_ref() {
+            let optional = src.optional.unwrap_or(false);
+            let secret_name = src.secret_name.clone().unwrap_or_default();
+            let data = self
+                .store
+                .secret(ns, &secret_name)
+                .await
+                .map(|s| secret::data_of(&s));
+            Some((
+                "secret",
+                data,
+                optional,
+                src.items.as_deref(),
+                src.default_mode,
+            ))
+        } else {
+            None
+        };
+        if let Some((kind, data, optional, items, mode)) = keyed {
+            let data = match data {
+                Ok(d) => d,
+                Err(e) if e.is_not_found() && optional => Default::default(),
+                Err(e) => return Err(object_err(e)),
+            };
+            return configmap::key_payload(
+                name,
+                kind,
+                &data,
+                items,
+                mode.unwrap_or(configmap::DEFAULT_MODE),
+                optional,
+            );
+        }
+        if let Some(src) = v.downward_api.as_ref() {
+            return downward_api::payload(
+                name,
+                p,
+                src.items.as_deref().unwrap_or_default(),
+                src.default_mode.unwrap_or(configmap::DEFAULT_MODE),
+                fields,
+                allocatable,
+            );
+        }
+        if let Some(src) = v.projected.as_ref() {
+            return projected::payload(name, p, src, self.store.as_ref(), fields, allocatable)
+                .await;
+        }
+        Err(VolumeError::Unsupported {
+            volume: name.to_string(),
+            kind: kind_of(v),
+        })
+    }
+}
