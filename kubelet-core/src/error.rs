@@ -17,8 +17,17 @@ pub enum Error {
         message: String,
     },
     /// The container runtime failed at start-up.
-    #[error("container runtime: {0}")]
-    Runtime(#[from] RuntimeError),
+    #[error("container runtime: {error}")]
+    Runtime {
+        /// The runtime's error.
+        error: RuntimeError,
+    },
+}
+
+impl From<RuntimeError> for Error {
+    fn from(error: RuntimeError) -> Self {
+        Error::Runtime { error }
+    }
 }
 
 /// Result alias for engine operations.

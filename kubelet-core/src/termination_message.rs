@@ -46,13 +46,31 @@ pub fn container_path(c: &Container) -> Option<&str> {
     }
 }
 
+/// Why the termination-message file of a container could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// The pod's uid cannot name a directory.
+    #[error("pod uid {0:?} cannot name a pod directory")]
+    UnsafeUid(String),
+    /// Creating the file failed.
+    #[error("{op} {path}: {error}")]
+    Io {
+        /// What was done ("creating", "chmod").
+        op: &'static str,
+        /// The path.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+}
+
 /// Creates the (empty, world-writable) host file and returns the mount for it.
 pub async fn prepare(
     root_dir: &Path,
     p: &Pod,
     c: &Container,
     attempt: u32,
-) -> Result<Option<Mount>, String> {
+) -> Result<Option<Mount>, PrepareError> {
     let Some(in_container) = container_path(c) else {
         return Ok(None);
     };
@@ -60,24 +78,25 @@ pub async fn prepare(
         return Ok(None);
     }
     if !pod::is_safe_uid(pod::uid(p)) {
-        return Err(format!(
-            "pod uid {:?} cannot name a pod directory",
-            pod::uid(p)
-        ));
+        return Err(PrepareError::UnsafeUid(pod::uid(p).to_string()));
     }
     let file = host_path(root_dir, p, &c.name, attempt);
     let dir = file.parent().unwrap_or(root_dir);
+    let io = |op, path: &Path| {
+        let path = path.to_path_buf();
+        move |error| PrepareError::Io { op, path, error }
+    };
     tokio::fs::create_dir_all(dir)
         .await
-        .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        .map_err(io("creating", dir))?;
     tokio::fs::write(&file, b"")
         .await
-        .map_err(|e| format!("creating {}: {e}", file.display()))?;
+        .map_err(io("creating", &file))?;
     {
         use std::os::unix::fs::PermissionsExt;
         tokio::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666))
             .await
-            .map_err(|e| format!("chmod {}: {e}", file.display()))?;
+            .map_err(io("chmod", &file))?;
     }
     Ok(Some(Mount {
         container_path: in_container.to_string(),

@@ -6,7 +6,24 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::cm::ResourceList;
-use crate::resources::{milli_value, value};
+use crate::resources::{milli_value, value, QuantityError};
+
+/// Why a `resourceFieldRef` cannot be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceFieldError {
+    /// Not one of `limits.*`/`requests.*` of cpu, memory, ephemeral-storage or hugepages.
+    #[error("unsupported resource")]
+    Unsupported,
+    /// The container's (or the node's) quantity does not parse.
+    #[error("{0}")]
+    Quantity(QuantityError),
+    /// The divisor does not parse.
+    #[error("divisor: {0}")]
+    Divisor(QuantityError),
+    /// The divisor is zero or negative.
+    #[error("divisor must be greater than 0")]
+    NonPositiveDivisor,
+}
 
 /// Values `fieldRef` may read that are not in the pod object.
 #[derive(Debug, Clone, Default)]
@@ -122,14 +139,14 @@ pub fn resource_field_value(
     resource: &str,
     divisor: Option<&Quantity>,
     allocatable: &ResourceList,
-) -> Result<String, String> {
+) -> Result<String, ResourceFieldError> {
     let (kind, name) = resource
         .split_once('.')
-        .ok_or_else(|| "unsupported resource".to_string())?;
+        .ok_or(ResourceFieldError::Unsupported)?;
     let supported =
         matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-");
     if !supported || !matches!(kind, "limits" | "requests") {
-        return Err("unsupported resource".into());
+        return Err(ResourceFieldError::Unsupported);
     }
     let res = c.resources.as_ref();
     let limit = res
@@ -151,16 +168,16 @@ pub fn resource_field_value(
         }
     };
     let v = match q {
-        Some(q) => amount(q).map_err(|e| format!("{e}"))?,
+        Some(q) => amount(q).map_err(ResourceFieldError::Quantity)?,
         None => 0,
     };
     let d = match divisor {
-        Some(d) => amount(d).map_err(|e| format!("divisor: {e}"))?,
+        Some(d) => amount(d).map_err(ResourceFieldError::Divisor)?,
         None if cpu => 1000,
         None => 1,
     };
     if d <= 0 {
-        return Err("divisor must be greater than 0".into());
+        return Err(ResourceFieldError::NonPositiveDivisor);
     }
     Ok(ceil_div(v, d).to_string())
 }

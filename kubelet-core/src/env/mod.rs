@@ -23,7 +23,9 @@ use crate::runtime::EnvVar;
 
 pub use expansion::expand;
 use fields::find_container;
-pub use fields::{field_ref_value, format_map, resource_field_value, FieldValues};
+pub use fields::{
+    field_ref_value, format_map, resource_field_value, FieldValues, ResourceFieldError,
+};
 use services::pod_services;
 pub use services::{service_env, MASTER_SERVICE_NAMESPACE};
 /// Why the environment of a container could not be built.
@@ -38,22 +40,22 @@ pub enum EnvError {
         path: String,
     },
     /// A `resourceFieldRef` that cannot be resolved.
-    #[error("env {var}: resourceFieldRef {resource:?}: {message}")]
+    #[error("env {var}: resourceFieldRef {resource:?}: {error}")]
     ResourceField {
         /// The variable.
         var: String,
         /// The resource, e.g. "limits.memory".
         resource: String,
         /// Why.
-        message: String,
+        error: ResourceFieldError,
     },
     /// A referenced config map or secret could not be read.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Object {
         /// What referenced it ("env FOO", "envFrom configMap ns/name").
         what: String,
         /// The store's error.
-        source: ObjectError,
+        error: ObjectError,
     },
     /// A referenced key is not in the config map or secret.
     #[error("couldn't find key {key} in {kind} {namespace}/{name}")]
@@ -168,7 +170,7 @@ pub async fn make_environment(i: &EnvInputs<'_>) -> Result<EnvOutput, EnvError> 
         match r {
             Ok(d) => Ok(Some(d)),
             Err(e) if e.is_not_found() && optional => Ok(None),
-            Err(source) => Err(EnvError::Object { what, source }),
+            Err(error) => Err(EnvError::Object { what, error }),
         }
     }
     for from in c.env_from.iter().flatten() {
@@ -226,10 +228,10 @@ pub async fn make_environment(i: &EnvInputs<'_>) -> Result<EnvOutput, EnvError> 
                     None => c,
                 };
                 resource_field_value(target, &rr.resource, rr.divisor.as_ref(), i.allocatable)
-                    .map_err(|message| EnvError::ResourceField {
+                    .map_err(|error| EnvError::ResourceField {
                         var: e.name.clone(),
                         resource: rr.resource.clone(),
-                        message,
+                        error,
                     })?
             } else if let Some(r) = src.config_map_key_ref.as_ref() {
                 let optional = r.optional.unwrap_or(false);

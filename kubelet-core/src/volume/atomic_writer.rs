@@ -54,20 +54,20 @@ pub enum AtomicWriteError {
         reason: &'static str,
     },
     /// A filesystem operation failed.
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}: {error}")]
     Io {
         /// The operation.
         op: &'static str,
         /// The path it worked on.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
 fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> AtomicWriteError {
     let path = path.to_path_buf();
-    move |source| AtomicWriteError::Io { op, path, source }
+    move |error| AtomicWriteError::Io { op, path, error }
 }
 
 /// Checks a payload path as Go's `validatePath` does.

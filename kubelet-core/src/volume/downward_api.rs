@@ -43,10 +43,10 @@ pub fn payload(
                     message: format!("container {name:?} not found in the pod"),
                 })?;
             resource_field_value(c, &rr.resource, rr.divisor.as_ref(), allocatable).map_err(
-                |message| VolumeError::ResourceField {
+                |error| VolumeError::ResourceField {
                     volume: volume.to_string(),
                     resource: rr.resource.clone(),
-                    message,
+                    message: error.to_string(),
                 },
             )?
         } else {

@@ -31,14 +31,14 @@ pub enum EmptyDirError {
     #[error("emptyDir sizeLimit {0:?} is not a valid quantity")]
     InvalidSizeLimit(String),
     /// A filesystem or mount operation failed.
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}: {error}")]
     Io {
         /// What failed.
         op: &'static str,
         /// Where.
         path: String,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -81,7 +81,7 @@ pub fn memory_size(
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EmptyDirError {
     let path = path.display().to_string();
-    move |source| EmptyDirError::Io { op, path, source }
+    move |error| EmptyDirError::Io { op, path, error }
 }
 
 /// Creates `dir` (mode 0777) and, for [`Medium::Memory`], mounts a tmpfs on it unless one is

@@ -20,28 +20,28 @@ pub enum VolumeError {
         kind: String,
     },
     /// An emptyDir failed.
-    #[error("volume {volume}: {source}")]
+    #[error("volume {volume}: {error}")]
     EmptyDir {
         /// Volume name.
         volume: String,
         /// The error.
-        source: EmptyDirError,
+        error: EmptyDirError,
     },
     /// A hostPath check failed.
-    #[error("volume {volume}: {source}")]
+    #[error("volume {volume}: {error}")]
     HostPath {
         /// Volume name.
         volume: String,
         /// The error.
-        source: HostPathError,
+        error: HostPathError,
     },
     /// A referenced config map, secret or token could not be read.
-    #[error("volume {volume}: {source}")]
+    #[error("volume {volume}: {error}")]
     Object {
         /// Volume name.
         volume: String,
         /// The store's error.
-        source: ObjectError,
+        error: ObjectError,
     },
     /// A listed key is missing from a config map or secret that is not optional.
     #[error("volume {volume}: {kind} references non-existent key: {key}")]
@@ -72,22 +72,22 @@ pub enum VolumeError {
         message: String,
     },
     /// Writing an API-data volume failed.
-    #[error("volume {volume}: {source}")]
+    #[error("volume {volume}: {error}")]
     Payload {
         /// Volume name.
         volume: String,
         /// The error.
-        source: AtomicWriteError,
+        error: AtomicWriteError,
     },
     /// A pod directory operation failed.
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}: {error}")]
     Io {
         /// What failed.
         op: &'static str,
         /// Where.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// One or more volumes of a pod could not be set up.
     #[error("Unable to attach or mount volumes: unmounted volumes=[{}]: {}", volumes.join(" "), messages.join("; "))]
@@ -109,7 +109,7 @@ pub enum VolumeError {
     },
     /// A subPath could not be prepared (including refused escapes).
     #[error(
-        "failed to prepare subPath for volumeMount {volume:?} of container {container:?}: {source}"
+        "failed to prepare subPath for volumeMount {volume:?} of container {container:?}: {error}"
     )]
     Subpath {
         /// Container name.
@@ -117,7 +117,7 @@ pub enum VolumeError {
         /// Volume name.
         volume: String,
         /// The error.
-        source: SubpathError,
+        error: SubpathError,
     },
     /// subPathExpr references variables that are not set.
     #[error("subPathExpr of volumeMount {volume:?} of container {container:?}: missing value for {missing}")]

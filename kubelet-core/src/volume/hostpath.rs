@@ -24,12 +24,12 @@ pub enum HostPathError {
         type_: String,
     },
     /// Creating the path (`DirectoryOrCreate`, `FileOrCreate`) failed.
-    #[error("hostPath {path}: creating it failed: {source}")]
+    #[error("hostPath {path}: creating it failed: {error}")]
     Create {
         /// The host path.
         path: String,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -51,7 +51,7 @@ pub fn check_type(path: &str, type_: Option<&str>) -> Result<(), HostPathError> 
                 .create(path)
                 .map_err(|source| HostPathError::Create {
                     path: path.to_string(),
-                    source,
+                    error: source,
                 }),
             Some(f) if f.is_dir() => Ok(()),
             Some(_) => Err(mismatch("directory")),
@@ -67,7 +67,7 @@ pub fn check_type(path: &str, type_: Option<&str>) -> Result<(), HostPathError> 
                 .map(|_| ())
                 .map_err(|source| HostPathError::Create {
                     path: path.to_string(),
-                    source,
+                    error: source,
                 }),
             Some(f) if f.is_file() => Ok(()),
             Some(_) => Err(mismatch("file")),

@@ -89,7 +89,7 @@ async fn blocking<T: Send + 'static>(
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError {
     let path = path.to_path_buf();
-    move |source| VolumeError::Io { op, path, source }
+    move |error| VolumeError::Io { op, path, error }
 }
 
 impl VolumeManager {
@@ -195,7 +195,9 @@ mod tests {
         assert_eq!(expand_subpath_expr("logs/$(POD)", &env).unwrap(), "logs/p1");
         assert_eq!(expand_subpath_expr("$$(POD)", &env).unwrap(), "$(POD)");
         assert_eq!(
-            expand_subpath_expr("$(NOPE)/$(EMPTY)", &env).unwrap_err(),
+            expand_subpath_expr("$(NOPE)/$(EMPTY)", &env)
+                .unwrap_err()
+                .to_string(),
             "EMPTY, NOPE"
         );
     }

@@ -12,9 +12,15 @@ use crate::env::expand;
 use crate::pod;
 use crate::runtime::{EnvVar, Mount, MountPropagation};
 
+/// The variables a `subPathExpr` references that are unset or empty, comma-separated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join(", "))]
+pub struct UnsetVariables(pub Vec<String>);
+
 /// Expands a `subPathExpr` with the container's environment (Go
-/// `ExpandContainerVolumeMounts`): a reference to an unset or empty variable is an error.
-pub fn expand_subpath_expr(expr: &str, env: &[EnvVar]) -> Result<String, String> {
+/// `ExpandContainerVolumeMounts`): a reference to an unset or empty variable is an error
+/// naming them.
+pub fn expand_subpath_expr(expr: &str, env: &[EnvVar]) -> Result<String, UnsetVariables> {
     let map: HashMap<&str, &str> = env
         .iter()
         .map(|e| (e.name.as_str(), e.value.as_str()))
@@ -32,7 +38,7 @@ pub fn expand_subpath_expr(expr: &str, env: &[EnvVar]) -> Result<String, String>
     if missing.is_empty() {
         Ok(out)
     } else {
-        Err(missing.into_iter().collect::<Vec<_>>().join(", "))
+        Err(UnsetVariables(missing.into_iter().collect()))
     }
 }
 
@@ -62,7 +68,7 @@ impl VolumeManager {
                     expand_subpath_expr(expr, env).map_err(|missing| VolumeError::SubpathExpr {
                         container: c.name.clone(),
                         volume: vm.name.clone(),
-                        missing,
+                        missing: missing.to_string(),
                     })?
                 }
                 None => vm.sub_path.clone().unwrap_or_default(),
@@ -85,7 +91,7 @@ impl VolumeManager {
                         VolumeError::Subpath {
                             container,
                             volume,
-                            source,
+                            error: source,
                         }
                     })
                 })

@@ -38,7 +38,7 @@ pub async fn payload(
     let mut out = Payload::new();
     let object_err = |source| VolumeError::Object {
         volume: volume.to_string(),
-        source,
+        error: source,
     };
     for s in src.sources.iter().flatten() {
         if let Some(sp) = s.secret.as_ref() {

@@ -134,7 +134,7 @@ impl VolumeManager {
         if let Some(ed) = v.empty_dir.as_ref() {
             let wrap = |source| VolumeError::EmptyDir {
                 volume: name.clone(),
-                source,
+                error: source,
             };
             let medium = emptydir::medium(ed).map_err(wrap)?;
             let size = match medium {
@@ -147,7 +147,7 @@ impl VolumeManager {
                 emptydir::setup(&d, medium, size, fs_group).map_err(|source| {
                     VolumeError::EmptyDir {
                         volume: name,
-                        source,
+                        error: source,
                     }
                 })
             })
@@ -164,7 +164,7 @@ impl VolumeManager {
                 hostpath::check_type(&checked, type_.as_deref()).map_err(|source| {
                     VolumeError::HostPath {
                         volume: name,
-                        source,
+                        error: source,
                     }
                 })
             })
@@ -193,12 +193,12 @@ impl VolumeManager {
         blocking(move || {
             emptydir::setup(&d, medium, None, None).map_err(|source| VolumeError::EmptyDir {
                 volume: name.clone(),
-                source,
+                error: source,
             })?;
             let changed = atomic_writer::write_payload_with_group(&d, &payload, fs_group).map_err(
                 |source| VolumeError::Payload {
                     volume: name.clone(),
-                    source,
+                    error: source,
                 },
             )?;
             if changed {
@@ -224,7 +224,7 @@ impl VolumeManager {
         let name = v.name.as_str();
         let object_err = |source| VolumeError::Object {
             volume: name.to_string(),
-            source,
+            error: source,
         };
         // configMap and secret volumes differ only in where the keys come from.
         let keyed = if let Some(src) = v.config_map.as_ref() {

@@ -40,7 +40,7 @@ pub enum SubpathError {
         volume: PathBuf,
     },
     /// A filesystem or mount operation failed.
-    #[error("subPath {subpath:?}: {op} {path}: {source}")]
+    #[error("subPath {subpath:?}: {op} {path}: {error}")]
     Io {
         /// The sub path.
         subpath: String,
@@ -49,7 +49,7 @@ pub enum SubpathError {
         /// On which path.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -113,7 +113,7 @@ pub(crate) fn open_with(
             subpath,
             op,
             path,
-            source: e.into(),
+            error: e.into(),
         }
     };
     let escape = || SubpathError::Escape {
@@ -136,7 +136,7 @@ pub(crate) fn open_with(
             subpath: subpath.to_string(),
             op: "duplicating descriptor",
             path: root.to_path_buf(),
-            source: e,
+            error: e,
         })?;
     let mut i = 0;
     // Per component: whether a directory was already created for it (a second ENOENT after
@@ -231,7 +231,7 @@ pub fn bind_subpath(
             subpath,
             op,
             path,
-            source,
+            error: source,
         }
     };
     if mount::is_mount_point(target).map_err(io("reading mountinfo", target))? {
