@@ -4,8 +4,7 @@
 //! Locks here are `std` mutexes held only for map lookups and updates, never across an
 //! `.await`.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::Semaphore;
@@ -19,7 +18,8 @@ use crate::images::ImageManager;
 use crate::objects::ObjectStore;
 use crate::pod_manager::PodManager;
 use crate::prober::ProberManager;
-use crate::runtime::{ContainerRuntime, DnsConfig, PodRef};
+use crate::runtime::ContainerRuntime;
+use crate::runtime_state::RuntimeState;
 use crate::sink::StatusSink;
 use crate::status::StatusManager;
 use crate::volume::VolumeManager;
@@ -55,17 +55,13 @@ pub(crate) struct Engine {
     pub images: ImageManager,
     /// Lifecycle hooks and container stops.
     pub hooks: Hooks,
-    runtime_name: RwLock<String>,
-    pub runtime_ready: AtomicBool,
-    pub network_ready: AtomicBool,
+    /// What the engine last learnt from the runtime.
+    pub runtime_state: RuntimeState,
     pub sources_ready: AtomicBool,
     pub sync_permits: Option<Semaphore>,
-    host_dns: RwLock<DnsConfig>,
     pub health: Health,
     /// Pod directories, volumes and the object store.
     pub volumes: VolumeManager,
-    /// Pods seen in the runtime at the last relist (for orphan cleanup).
-    runtime_pods: Mutex<HashMap<String, PodRef>>,
 }
 
 impl Engine {
@@ -105,15 +101,11 @@ impl Engine {
             pods: RwLock::new(PodManager::new()),
             crash_backoff: Mutex::new(crash_backoff),
             images,
-            runtime_name: RwLock::new("runtime".to_string()),
-            runtime_ready: AtomicBool::new(false),
-            network_ready: AtomicBool::new(false),
+            runtime_state: RuntimeState::default(),
             sources_ready: AtomicBool::new(false),
             sync_permits,
-            host_dns: RwLock::new(DnsConfig::default()),
             health: Health::default(),
             volumes,
-            runtime_pods: Mutex::new(HashMap::new()),
         }
     }
 
@@ -127,54 +119,5 @@ impl Engine {
 
     pub fn crash_backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
         self.crash_backoff.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn runtime_name(&self) -> String {
-        self.runtime_name
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    pub fn set_runtime_name(&self, name: String) {
-        *self.runtime_name.write().unwrap_or_else(|e| e.into_inner()) = name;
-    }
-
-    pub fn host_dns(&self) -> DnsConfig {
-        self.host_dns
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    pub fn set_host_dns(&self, dns: DnsConfig) {
-        *self.host_dns.write().unwrap_or_else(|e| e.into_inner()) = dns;
-    }
-
-    pub fn set_runtime_pods(&self, pods: HashMap<String, PodRef>) {
-        *self.runtime_pods.lock().unwrap_or_else(|e| e.into_inner()) = pods;
-    }
-
-    /// Pods seen in the runtime at the last relist for which `wanted` is false.
-    pub fn runtime_pods_except(&self, wanted: impl Fn(&str) -> bool) -> Vec<PodRef> {
-        self.runtime_pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .filter(|r| !wanted(&r.uid))
-            .cloned()
-            .collect()
-    }
-
-    /// Whether the last relist saw the pod in the runtime.
-    pub fn in_runtime(&self, uid: &str) -> bool {
-        self.runtime_pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(uid)
-    }
-
-    pub fn is_runtime_ready(&self) -> bool {
-        self.runtime_ready.load(Ordering::Relaxed)
     }
 }

@@ -94,7 +94,7 @@ pub(crate) async fn run(engine: Arc<Engine>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if !engine.is_runtime_ready() {
+        if !engine.runtime_state.ready() {
             continue;
         }
         match collect(&engine).await {

@@ -55,8 +55,6 @@ use crate::source::{PodOperation, PodSource, PodUpdate};
 
 /// Go's grace period for pods found in the runtime that no source wants.
 const ORPHAN_GRACE_SECONDS: i64 = 2;
-/// How often the runtime's readiness is polled.
-const RUNTIME_STATE_PERIOD: Duration = Duration::from_secs(5);
 /// Capacity of the PLEG → sync loop channel.
 const PLEG_CHANNEL_CAPACITY: usize = 1000;
 
@@ -237,9 +235,11 @@ impl Kubelet {
     /// `shutdown` fires, then stops them all and returns. Pods keep running.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
         let engine = self.handle.engine.clone();
-        init_runtime(&engine).await;
+        engine.runtime_state.init(engine.runtime.as_ref()).await;
         if !engine.config.resolv_conf.as_os_str().is_empty() {
-            engine.set_host_dns(read_resolv_conf(&engine.config.resolv_conf).await);
+            engine
+                .runtime_state
+                .set_host_dns(read_resolv_conf(&engine.config.resolv_conf).await);
         }
         let tasks = TaskTracker::new();
         let child = shutdown.child_token();
@@ -256,7 +256,10 @@ impl Kubelet {
         }
         drop(tx);
         tasks.spawn(engine.status.clone().run(child.clone()));
-        tasks.spawn(runtime_state_loop(engine.clone(), child.clone()));
+        let (e, token) = (engine.clone(), child.clone());
+        tasks.spawn(async move {
+            crate::runtime_state::run(&e.runtime_state, e.runtime.as_ref(), token).await
+        });
         tasks.spawn(crate::gc::run(engine.clone(), child.clone()));
         let (pleg_tx, pleg_rx) = mpsc::channel(PLEG_CHANNEL_CAPACITY);
         tasks.spawn(Pleg::new(engine.clone()).run(pleg_tx, child.clone()));
@@ -294,54 +297,12 @@ async fn recv_opt<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     }
 }
 
-async fn init_runtime(engine: &Engine) {
-    match engine.runtime.version().await {
-        Ok(v) => {
-            tracing::info!(runtime = %v.runtime_name, version = %v.runtime_version, api = %v.runtime_api_version, "container runtime");
-            engine.set_runtime_name(v.runtime_name);
-        }
-        Err(e) => tracing::warn!(error = %e, "container runtime version unavailable"),
-    }
-    update_runtime_state(engine).await;
-}
-
 async fn read_resolv_conf(path: &Path) -> crate::runtime::DnsConfig {
     match tokio::fs::read_to_string(path).await {
         Ok(text) => parse_resolv_conf(&text),
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e, "cannot read resolvConf; pods get no host DNS settings");
             Default::default()
-        }
-    }
-}
-
-async fn update_runtime_state(engine: &Engine) {
-    match engine.runtime.status().await {
-        Ok(s) => {
-            if !s.runtime_ready || !s.network_ready {
-                tracing::warn!(runtime_ready = s.runtime_ready, network_ready = s.network_ready, message = %s.message, "container runtime not ready");
-            }
-            engine
-                .runtime_ready
-                .store(s.runtime_ready, Ordering::Relaxed);
-            engine
-                .network_ready
-                .store(s.network_ready, Ordering::Relaxed);
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "container runtime status check failed");
-            engine.runtime_ready.store(false, Ordering::Relaxed);
-        }
-    }
-}
-
-async fn runtime_state_loop(engine: Arc<Engine>, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(RUNTIME_STATE_PERIOD);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => update_runtime_state(&engine).await,
         }
     }
 }
@@ -363,7 +324,7 @@ impl SyncLoop {
                 .health
                 .sync_loop_entered
                 .store(now_unix_nanos(), Ordering::Relaxed);
-            if !self.engine.is_runtime_ready() {
+            if !self.engine.runtime_state.ready() {
                 tracing::debug!(delay = ?not_ready_backoff, "skipping pod synchronization: container runtime not ready");
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
@@ -566,9 +527,9 @@ impl SyncLoop {
             self.admitted.remove(&uid);
         }
         // Orphans: pods in the runtime that no source wants and no worker handles.
-        let orphans = engine.runtime_pods_except(|uid| {
-            engine.pods().contains(uid) || self.workers.state(uid).is_some()
-        });
+        let orphans = engine
+            .runtime_state
+            .pods_except(|uid| engine.pods().contains(uid) || self.workers.state(uid).is_some());
         for r in &orphans {
             tracing::info!(pod = %r.full_name(), uid = %r.uid, "killing orphaned pod found in the runtime");
             self.dispatch(
@@ -595,7 +556,7 @@ impl SyncLoop {
                 for uid in uids {
                     if engine.pods().contains(&uid)
                         || self.workers.state(&uid).is_some()
-                        || engine.in_runtime(&uid)
+                        || engine.runtime_state.has_pod(&uid)
                     {
                         continue;
                     }
@@ -612,7 +573,7 @@ impl SyncLoop {
             .cleanup_orphans(|uid| {
                 engine.pods().contains(uid)
                     || self.workers.state(uid).is_some()
-                    || engine.in_runtime(uid)
+                    || engine.runtime_state.has_pod(uid)
             })
             .await;
         // Statuses of pods that are gone and have no worker.
@@ -693,7 +654,7 @@ impl KubeletHandle {
 
     /// Whether the runtime reported itself ready at the last check.
     pub fn runtime_ready(&self) -> bool {
-        self.engine.is_runtime_ready()
+        self.engine.runtime_state.ready()
     }
 
     /// A snapshot of `prober_probe_total` (probe runs by type, result, container and pod).

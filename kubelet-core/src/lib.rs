@@ -65,6 +65,7 @@ pub mod prober;
 pub mod qos;
 pub mod resources;
 pub mod runtime;
+mod runtime_state;
 pub mod sink;
 pub mod source;
 pub mod status;

@@ -181,7 +181,7 @@ impl Pleg {
             count(Observed::Exited),
         );
         self.records = current;
-        self.engine.set_runtime_pods(pods);
+        self.engine.runtime_state.set_pods(pods);
         Ok(events)
     }
 

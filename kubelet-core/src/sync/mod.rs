@@ -145,7 +145,7 @@ pub(crate) fn update_status(
     terminated: bool,
 ) -> PodStatus {
     let old = e.status.get(pod::uid(p));
-    let runtime_name = e.runtime_name();
+    let runtime_name = e.runtime_state.name();
     let status = generate(&StatusInputs {
         pod: p,
         runtime: rt,
@@ -245,7 +245,7 @@ pub(crate) async fn sync_pod(e: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory
         update_status(e, p, &rt, memory, false);
         return SyncOutcome::Requeue(ERROR_RETRY);
     }
-    if !pod::host_network(p) && !e.network_ready.load(std::sync::atomic::Ordering::Relaxed) {
+    if !pod::host_network(p) && !e.runtime_state.network_ready() {
         tracing::debug!(pod = %pod::full_name(p), "network is not ready; waiting");
         return SyncOutcome::Requeue(Duration::from_secs(1));
     }

@@ -175,7 +175,7 @@ async fn sandbox_config(e: &Engine, p: &Arc<Pod>, attempt: u32) -> Result<Sandbo
         hostname,
         log_directory,
         cgroup_parent: resources.cgroup_parent,
-        dns: Some(pod_dns(p, &e.config, &e.host_dns())),
+        dns: Some(pod_dns(p, &e.config, &e.runtime_state.host_dns())),
     })
 }
 
