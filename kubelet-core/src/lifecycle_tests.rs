@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::runtime::{ContainerRuntime, ListFilter, SandboxConfig};
 use crate::testing::{
-    container, pod, FakeContainerManager, RecordingSink, SimRuntime, StaticSource,
+    container, eventually, pod, FakeContainerManager, RecordingSink, SimRuntime, StaticSource,
 };
 use crate::{Config, Kubelet, KubeletHandle, WorkerState};
 
@@ -80,13 +80,7 @@ pub(crate) async fn start(pods: Vec<Pod>) -> Harness {
 impl Harness {
     /// Polls (in virtual time) until `f` holds; panics after `limit`.
     pub(crate) async fn until(&self, limit: Duration, what: &str, f: impl Fn(&Harness) -> bool) {
-        let deadline = tokio::time::Instant::now() + limit;
-        while !f(self) {
-            if tokio::time::Instant::now() > deadline {
-                panic!("timed out after {limit:?} waiting for: {what}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(limit, what, || async { f(self).then_some(()) }).await
     }
 
     pub(crate) fn status(&self, uid: &str) -> Option<PodStatus> {

@@ -4,6 +4,9 @@
 //! ([`StaticSource`]) and a status sink that records what it was given
 //! ([`RecordingSink`]). All of them are complete implementations: nothing panics or answers
 //! "unimplemented" except the streaming URLs of the simulator, which it does not have.
+//!
+//! Also the tests' shared vocabulary, used by every crate's tests: [`PodBuilder`],
+//! [`ContainerBuilder`] and [`eventually`].
 
 mod cm;
 mod pods;
@@ -12,7 +15,7 @@ mod sink;
 mod source;
 
 pub use cm::FakeContainerManager;
-pub use pods::{container, pod};
+pub use pods::{container, eventually, pod, ContainerBuilder, PodBuilder};
 pub use sim::{ContainerBehavior, SimRuntime};
 pub use sink::RecordingSink;
 pub use source::StaticSource;
