@@ -109,12 +109,8 @@ impl Backoff {
             .retain(|_, e| now.saturating_sub(e.last_update) <= limit);
     }
 
-    /// Number of tracked keys.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
     /// No keys tracked.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -33,47 +33,53 @@
 //! # }
 //! ```
 
+// The contracts a backend implements or an embedder supplies.
 pub mod admission;
-pub mod backoff;
-pub mod clock;
 pub mod cm;
-pub mod config;
-pub mod cri_log;
-pub mod dns;
-mod engine;
-pub mod env;
-pub mod error;
-mod gc;
-pub mod hash;
-mod hooks;
-pub mod images;
-pub mod kubelet;
-#[cfg(test)]
-mod lifecycle_tests;
-pub mod metrics;
 pub mod objects;
-pub mod pleg;
-pub mod pod;
-pub mod pod_manager;
-pub mod pod_status;
-pub mod pod_workers;
-pub mod podconfig;
-#[cfg(test)]
-mod probe_lifecycle_tests;
-pub mod probe_results;
-pub mod prober;
-pub mod qos;
-pub mod resources;
 pub mod runtime;
-mod runtime_state;
 pub mod sink;
 pub mod source;
-pub mod status;
-pub mod sync;
-pub mod termination_message;
+
+// Helpers for backends, sources and servers that speak the kubelet's language.
+pub mod clock;
+pub mod cri_log;
+pub mod hash;
+pub mod images;
+pub mod metrics;
+pub mod pod;
+pub mod qos;
+pub mod resources;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod volume;
+
+// The engine: the sync loop, pod workers and their components (internal).
+mod backoff;
+mod config;
+mod dns;
+mod engine;
+mod env;
+mod error;
+mod gc;
+mod hooks;
+mod kubelet;
+mod pleg;
+mod pod_manager;
+mod pod_status;
+mod pod_workers;
+mod podconfig;
+mod probe_results;
+mod prober;
+mod runtime_state;
+mod status;
+mod sync;
+mod termination_message;
+mod volume;
+
+#[cfg(test)]
+mod lifecycle_tests;
+#[cfg(test)]
+mod probe_lifecycle_tests;
 
 pub use admission::{AdmitAttributes, AdmitHandler, AdmitResult};
 pub use cm::{CmError, ContainerManager, PodResources, ResourceList};
@@ -81,6 +87,8 @@ pub use config::Config;
 pub use error::{Error, Result};
 pub use kubelet::{Kubelet, KubeletBuilder, KubeletHandle};
 pub use pod_workers::WorkerState;
+pub use prober::ProbeCountKey;
 pub use runtime::{ContainerRuntime, RuntimeError, RuntimeResult};
 pub use sink::{Event, EventObject, EventType, NoopStatusSink, SinkError, StatusSink};
 pub use source::{PodOperation, PodSource, PodUpdate, SourceError};
+pub use volume::mount;

@@ -66,6 +66,7 @@ impl PodManager {
     }
 
     /// The mirror pod of a static pod, if the API server has one.
+    #[cfg(test)]
     pub fn mirror_of(&self, static_pod: &Pod) -> Option<Arc<Pod>> {
         self.mirror_by_full_name
             .get(&pod::full_name(static_pod))
@@ -83,13 +84,9 @@ impl PodManager {
     }
 
     /// Number of desired pods.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.by_uid.len()
-    }
-
-    /// No desired pods.
-    pub fn is_empty(&self) -> bool {
-        self.by_uid.is_empty()
     }
 }
 

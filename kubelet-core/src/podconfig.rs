@@ -86,6 +86,7 @@ impl PodConfigMerger {
     }
 
     /// Whether `source` has delivered its first snapshot.
+    #[cfg(test)]
     pub fn seen(&self, source: &str) -> bool {
         self.seen.contains(source)
     }

@@ -61,10 +61,12 @@ pub trait ProbeLookup: Send + Sync {
     fn result(&self, container_id: &str, kind: ProbeType) -> Option<ProbeResult>;
 }
 
+#[cfg(test)]
 /// No probe results at all (every lookup answers `None`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoProbes;
 
+#[cfg(test)]
 impl ProbeLookup for NoProbes {
     fn result(&self, _container_id: &str, _kind: ProbeType) -> Option<ProbeResult> {
         None

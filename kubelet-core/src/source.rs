@@ -3,7 +3,7 @@
 //! A source runs as one task that sends [`PodUpdate`]s into the channel the engine hands it,
 //! until the shutdown token fires. Sources normally send [`PodOperation::Set`] snapshots (the
 //! complete set of pods this source wants); incremental operations are also accepted. The
-//! engine's merge ([`crate::podconfig`]) turns every source's stream into one incremental
+//! engine's merge (its `podconfig` module) turns every source's stream into one incremental
 //! stream, and only counts a source as *seen* once it has delivered its first `Set`: until all
 //! sources are seen, the kubelet never removes pods that a silent source might still want.
 

@@ -500,9 +500,9 @@ impl Drop for EngineTest {
             }
             // Volumes the engines left mounted under the pod directories (tmpfs, subPath
             // binds), so the temporary directory can be removed.
-            if let Ok(mounts) = kubelet_core::volume::mount::mount_points_under(&dir) {
+            if let Ok(mounts) = kubelet_core::mount::mount_points_under(&dir) {
                 for m in mounts {
-                    let _ = kubelet_core::volume::mount::unmount(&m);
+                    let _ = kubelet_core::mount::unmount(&m);
                 }
             }
         })

@@ -126,7 +126,7 @@ async fn wait_waiting(
 }
 
 fn is_mounted(path: &Path) -> bool {
-    kubelet_core::volume::mount::mount_points()
+    kubelet_core::mount::mount_points()
         .unwrap()
         .iter()
         .any(|m| m == path)
@@ -424,7 +424,7 @@ async fn subpath_symlink_escape_is_refused() {
     );
     // Nothing of the host's / was bind-mounted for the pod.
     let subpaths = pod_dir(&t, &uid).join("volume-subpaths");
-    let mounted: Vec<PathBuf> = kubelet_core::volume::mount::mount_points_under(&subpaths).unwrap();
+    let mounted: Vec<PathBuf> = kubelet_core::mount::mount_points_under(&subpaths).unwrap();
     assert_eq!(mounted, vec![subpaths.join("v/good/0")]);
     k.stop().await;
 }
@@ -734,7 +734,7 @@ async fn orphaned_pod_directories_are_cleaned_at_housekeeping() {
     let orphan = pod_dir(&t, "orphan-uid");
     let ram = orphan.join("volumes/kubernetes.io~empty-dir/ram");
     std::fs::create_dir_all(&ram).unwrap();
-    kubelet_core::volume::mount::mount_tmpfs(&ram, "size=65536").unwrap();
+    kubelet_core::mount::mount_tmpfs(&ram, "size=65536").unwrap();
     std::fs::write(ram.join("f"), "x").unwrap();
     let uid = t.uid("live");
     let (k, _source, _) = start(

@@ -23,11 +23,9 @@ use crate::runtime::EnvVar;
 
 pub use expansion::expand;
 use fields::find_container;
-pub use fields::{
-    field_ref_value, format_map, resource_field_value, FieldValues, ResourceFieldError,
-};
+pub use fields::{field_ref_value, resource_field_value, FieldValues, ResourceFieldError};
 use services::pod_services;
-pub use services::{service_env, MASTER_SERVICE_NAMESPACE};
+pub use services::service_env;
 /// Why the environment of a container could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvError {

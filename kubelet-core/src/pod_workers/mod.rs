@@ -31,7 +31,9 @@ use crate::sync::{self, SyncOutcome, WorkerMemory};
 
 use lifecycle::{transition, Action, Ctx, Event, State, SyncResult};
 
-/// The lifecycle state of a pod worker, as the handle reports it. See [`lifecycle`].
+/// The lifecycle state of a pod worker, as the handle reports it: a pod is synced until it
+/// must stop, then terminated (its containers stopped with the grace period), then — once
+/// it left its source or was deleted — cleaned up and finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WorkerState {
     /// Running the pod.

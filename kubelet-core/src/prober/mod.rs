@@ -45,9 +45,7 @@ use crate::runtime::ContainerRuntime;
 use crate::sink::StatusSink;
 use crate::status::StatusManager;
 
-pub use crate::probe_results::{
-    container_ready, container_started, NoProbes, ProbeLookup, ProbeResult, ProbeType,
-};
+pub use crate::probe_results::{ProbeLookup, ProbeResult, ProbeType};
 
 /// Labels of one `prober_probe_total` series.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -46,6 +46,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Whether the outcome counts as success.
+    #[cfg(test)]
     pub fn is_success(&self) -> bool {
         matches!(self, Outcome::Success(_) | Outcome::Warning(_))
     }

@@ -29,7 +29,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use crate::hash::container_hash;
 use crate::pod;
 use crate::pod_status::{should_start, PodRuntimeStatus};
-use crate::probe_results::{container_started, NoProbes, ProbeLookup, ProbeResult, ProbeType};
+use crate::probe_results::{container_started, ProbeLookup, ProbeResult, ProbeType};
 use crate::runtime::{ContainerState, ContainerStatus, SandboxState};
 
 /// A running container to stop, and why.
@@ -271,9 +271,10 @@ fn init_actions(
     true
 }
 
+#[cfg(test)]
 /// Computes the actions for one sync without probe results. See the module docs.
 pub fn compute_pod_actions(p: &Pod, status: &PodRuntimeStatus) -> PodActions {
-    compute_pod_actions_with_probes(p, status, &NoProbes)
+    compute_pod_actions_with_probes(p, status, &crate::probe_results::NoProbes)
 }
 
 /// Computes the actions for one sync. See the module docs.

@@ -208,6 +208,7 @@ fn write_file(path: &Path, f: &FileProjection, gid: Option<u32>) -> Result<(), A
 
 /// Writes `payload` into `target` (which must exist) atomically; see the module docs.
 /// Returns whether anything changed.
+#[cfg(test)]
 pub fn write_payload(target: &Path, payload: &Payload) -> Result<bool, AtomicWriteError> {
     write_payload_with_group(target, payload, None)
 }

@@ -53,7 +53,6 @@ use std::sync::{Arc, Mutex};
 use crate::objects::ObjectStore;
 
 pub use error::VolumeError;
-pub use mounts::expand_subpath_expr;
 
 /// The waiting reason of containers whose volumes are not set up (as Go leaves them).
 pub const VOLUME_WAITING_REASON: &str = "ContainerCreating";
@@ -149,6 +148,7 @@ mod tests {
     };
     use k8s_openapi::api::core::v1::{Container, Pod, Volume};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use mounts::expand_subpath_expr;
     use setup::kind_of;
 
     fn pod(volumes: Vec<Volume>, mounts: Vec<VolumeMount>) -> Pod {

@@ -212,6 +212,7 @@ pub(crate) fn open_with(
 }
 
 /// The path the descriptor refers to, as the kernel reports it.
+#[cfg(test)]
 pub fn fd_path(fd: &OwnedFd) -> std::io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
