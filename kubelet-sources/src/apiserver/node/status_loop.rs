@@ -1,7 +1,7 @@
 //! The node status loop (Go's `syncNodeStatus`/`updateNodeStatus`): register, then every
-//! `nodeStatusUpdateFrequency` compute the status from a fresh [`Observed`] snapshot and
-//! patch it when it changed, when the server's copy of an owned condition drifted, or when
-//! `nodeStatusReportFrequency` passed.
+//! `nodeStatusUpdateFrequency` compute the status from a fresh
+//! [`Observed`](super::Observed) snapshot and patch it when it changed, when the server's
+//! copy of an owned condition drifted, or when `nodeStatusReportFrequency` passed.
 
 use std::sync::Arc;
 use std::time::Duration;
