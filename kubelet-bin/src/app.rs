@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use kubelet_cm::{CmConfig, LinuxContainerManager};
+use kubelet_core::stats::summary::{SummaryCollector, SummaryConfig};
 use kubelet_core::{ContainerManager, ContainerRuntime, Kubelet, KubeletHandle};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
 use kubelet_sources::apiserver::{ApiClients, ClientConfig, ClusterMember, ClusterMemberConfig};
@@ -110,14 +111,15 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(
         kubelet_core::metrics::InstrumentedRuntime::new(Arc::new(runtime)),
     );
-    let stats_cm = cm.clone();
     let cm: Arc<dyn ContainerManager> = Arc::new(cm);
     let kubelet = create_and_init_kubelet_with(&loaded, runtime, cm, member.as_ref()).await?;
     let member_tasks = match member {
         Some(m) => Some(start_cluster_member(m, &kubelet, &shutdown).await),
         None => None,
     };
-    let result = start_kubelet_with(&loaded, kubelet, Some(stats_cm), shutdown.clone()).await;
+    // The one summary collector: the container manager's measurements and the runtime.
+    let stats = stats_collector(&loaded, &kubelet.handle());
+    let result = start_kubelet_with(&loaded, kubelet, stats, shutdown.clone()).await;
     if let Some(tasks) = member_tasks {
         // The kubelet stopped (normally on shutdown; on an error, stop the member too).
         shutdown.cancel();
@@ -262,24 +264,47 @@ pub async fn canonical_root_dir(root: &std::path::Path) -> Result<std::path::Pat
         .with_context(|| format!("--root-dir {}: resolving it", root.display()))
 }
 
-/// Go's `startKubelet`: the HTTP listeners and the kubelet, until `shutdown`.
+/// The summary collector of a built kubelet, composed from the library parts as an embedder
+/// would: its container manager's stats provider
+/// ([`ContainerManager::node_stats`]), its runtime, and the node name, root dir and pod
+/// log root of the configuration. `None` when the container manager does not measure.
+pub fn stats_collector(
+    loaded: &LoadedConfig,
+    handle: &KubeletHandle,
+) -> Option<Arc<SummaryCollector>> {
+    let provider = handle.container_manager().node_stats()?;
+    let config = SummaryConfig {
+        root_dir: loaded.root_dir.clone(),
+        ..SummaryConfig::from_config(handle.config())
+    };
+    Some(Arc::new(SummaryCollector::new(
+        provider,
+        handle.runtime(),
+        config,
+    )))
+}
+
+/// Go's `startKubelet`: the HTTP listeners (stats from [`stats_collector`]) and the kubelet,
+/// until `shutdown`.
 pub async fn start_kubelet(
     loaded: &LoadedConfig,
     kubelet: Kubelet,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    start_kubelet_with(loaded, kubelet, None, shutdown).await
+    let stats = stats_collector(loaded, &kubelet.handle());
+    start_kubelet_with(loaded, kubelet, stats, shutdown).await
 }
 
-/// [`start_kubelet`] with the container manager whose cgroups `/stats/summary` reads.
+/// [`start_kubelet`] with the summary collector `/stats/summary`, `/metrics/resource` and
+/// `/spec/` serve (`None`: those endpoints are unavailable).
 pub async fn start_kubelet_with(
     loaded: &LoadedConfig,
     kubelet: Kubelet,
-    stats_cm: Option<LinuxContainerManager>,
+    stats: Option<Arc<SummaryCollector>>,
     shutdown: CancellationToken,
 ) -> Result<()> {
     let handle = kubelet.handle();
-    crate::server::start_servers(loaded, &handle, stats_cm, None, &shutdown).await?;
+    crate::server::start_servers(loaded, &handle, stats, None, &shutdown).await?;
     let engine = tokio::spawn(kubelet.run(shutdown.clone()));
     if loaded.runonce {
         let ok = run_once(&handle).await;

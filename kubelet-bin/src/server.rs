@@ -7,13 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use kubelet_cm::LinuxContainerManager;
+use kubelet_core::stats::summary::SummaryCollector;
 use kubelet_core::KubeletHandle;
 use kubelet_server::auth::{
     AlwaysAllow, ApiServerClient, AuthConfig, Authorizer, TokenAuthenticator, WebhookAuthorizer,
     WebhookTokenAuthenticator,
 };
-use kubelet_server::stats::StatsCollector;
 use kubelet_server::tls::{ServerTls, TlsOptions};
 use kubelet_server::{Endpoints, Host, KubeletHost, ServerConfig};
 use tokio_util::sync::CancellationToken;
@@ -77,25 +76,6 @@ pub fn tls_options(loaded: &LoadedConfig, node_ips: &[IpAddr]) -> TlsOptions {
     }
 }
 
-/// cAdvisor-style machine description for `/spec/`.
-fn machine_spec(cm: &LinuxContainerManager) -> serde_json::Value {
-    let m = cm.machine_info();
-    serde_json::json!({
-        "num_cores": m.num_cores,
-        "num_physical_cores": m.num_physical_cores,
-        "num_sockets": m.num_sockets,
-        "memory_capacity": m.memory_capacity,
-        "machine_id": m.machine_id,
-        "system_uuid": m.system_uuid,
-        "boot_id": m.boot_id,
-        "hugepages": m.hugepages.iter().map(|h| serde_json::json!({
-            "page_size": h.page_size_kb, "num_pages": h.num_pages,
-        })).collect::<Vec<_>>(),
-        "kernel_version": m.kernel_version,
-        "os_image": m.os_image,
-    })
-}
-
 async fn bind(address: &str, port: i32, what: &str) -> Result<tokio::net::TcpListener> {
     let ip: IpAddr = address
         .parse()
@@ -113,26 +93,24 @@ async fn bind(address: &str, port: i32, what: &str) -> Result<tokio::net::TcpLis
 /// Binds and starts the listeners the configuration asks for: the secure port (`port`,
 /// when `enableServer`), the read-only port (`readOnlyPort` > 0) and healthz
 /// (`healthzPort` > 0). Binding happens here, so a port conflict fails start-up; serving
-/// runs in background tasks until `shutdown`. `stats_cm` enables `/stats/summary`; `api`
+/// runs in background tasks until `shutdown`. `stats` enables `/stats/summary`,
+/// `/metrics/resource` and `/spec/` (the collector's machine info); `api`
 /// is the API server client for webhook authentication and authorization (default: one
 /// from `--kubeconfig`, when given).
 pub async fn start_servers(
     loaded: &LoadedConfig,
     handle: &KubeletHandle,
-    stats_cm: Option<LinuxContainerManager>,
+    stats: Option<Arc<SummaryCollector>>,
     api: Option<ApiServerClient>,
     shutdown: &CancellationToken,
 ) -> Result<()> {
     let c = &loaded.config;
     let mut host = KubeletHost::new(handle.clone())
         .with_configz(serde_json::to_value(c).context("encoding the configuration")?);
-    if let Some(cm) = stats_cm {
-        host = host.with_spec(machine_spec(&cm));
-        host = host.with_stats(Arc::new(StatsCollector::new(
-            cm,
-            loaded.root_dir.clone(),
-            None,
-        )));
+    if let Some(stats) = stats {
+        host = host
+            .with_machine_info(&stats.machine_info())
+            .with_stats(stats);
     }
     let host: Arc<dyn Host> = Arc::new(host);
     let handlers = kubelet_server::HandlerOptions {
@@ -306,6 +284,53 @@ mod tests {
         // A port in use fails start-up.
         let again = start_servers(&loaded, &kubelet.handle(), None, None, &shutdown).await;
         assert!(again.is_err());
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn stats_and_spec_from_the_composed_collector() {
+        use kubelet_core::testing::{FakeContainerManager, SimRuntime};
+        let root = tempfile::tempdir().expect("tempdir");
+        let read_only = free_port();
+        let loaded = load(&[
+            "--address=127.0.0.1",
+            "--healthz-port=0",
+            &format!("--read-only-port={read_only}"),
+            &format!("--port={}", free_port()),
+            &format!("--root-dir={}", root.path().display()),
+        ]);
+        let kubelet = kubelet_core::Kubelet::builder()
+            .config(loaded.engine_config())
+            .runtime(Arc::new(SimRuntime::new()))
+            .container_manager(Arc::new(FakeContainerManager::default()))
+            .build()
+            .expect("kubelet");
+        let handle = kubelet.handle();
+        let stats = crate::app::stats_collector(&loaded, &handle).expect("the fake measures");
+        assert_eq!(stats.config().root_dir, loaded.root_dir);
+        assert_eq!(stats.config().node_name, "node-a");
+        let shutdown = CancellationToken::new();
+        start_servers(&loaded, &handle, Some(stats), None, &shutdown)
+            .await
+            .expect("listeners start");
+        let get = |path: &str| {
+            let url = format!("http://127.0.0.1:{read_only}{path}");
+            async move {
+                let r = reqwest::get(url).await.expect("get");
+                (r.status().as_u16(), r.text().await.expect("body"))
+            }
+        };
+        let (code, body) = get("/stats/summary").await;
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(v["node"]["nodeName"], "node-a");
+        let (code, body) = get("/spec/").await;
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(v["num_cores"], 4);
+        let (code, body) = get("/metrics/resource").await;
+        assert_eq!(code, 200);
+        assert!(body.contains("node_cpu_usage_seconds_total 0 "), "{body}");
         shutdown.cancel();
     }
 }

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kubelet_cm::machine::check_swap;
-use kubelet_cm::{cgroups, CmConfig, MachineInfo, NodeResources};
+use kubelet_cm::machine::{check_swap, hugepage_resource_name, read_machine_info};
+use kubelet_cm::{cgroups, CmConfig, NodeResources};
 
 fn main() -> Result<(), kubelet_cm::Error> {
     let config = CmConfig {
@@ -16,7 +16,7 @@ fn main() -> Result<(), kubelet_cm::Error> {
             .unwrap_or_else(|| CmConfig::default().root_dir),
         ..CmConfig::default()
     };
-    let machine = MachineInfo::read(&config.root, &config.root_dir)?;
+    let machine = read_machine_info(&config.root, &config.root_dir)?;
     println!("machine info:");
     println!(
         "  cpus: {} (physical cores {}, sockets {})",
@@ -24,7 +24,7 @@ fn main() -> Result<(), kubelet_cm::Error> {
     );
     println!("  memory: {} bytes", machine.memory_capacity);
     for h in &machine.hugepages {
-        println!("  {}: {} pages", h.resource_name(), h.num_pages);
+        println!("  {}: {} pages", hugepage_resource_name(h), h.num_pages);
     }
     println!("  boot id: {}", machine.boot_id);
     println!("  machine id: {}", machine.machine_id);
@@ -32,6 +32,7 @@ fn main() -> Result<(), kubelet_cm::Error> {
     println!("  kernel: {}", machine.kernel_version);
     println!("  os image: {}", machine.os_image);
     println!("  pid_max: {}", machine.max_pids);
+    println!("  boot time: {} (Unix seconds)", machine.boot_time_seconds);
     println!(
         "  ephemeral storage ({}): {} bytes, {} inodes",
         config.root_dir.display(),

@@ -12,12 +12,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kubelet_core::cpu::parse_cpuset;
 use kubelet_core::resources::{milli_value, value};
 use kubelet_core::ResourceList;
 
 use crate::error::Error;
-use crate::machine::MachineInfo;
-use crate::quantity::{binary, decimal, decimal_from_milli, parse_cpuset};
+use crate::machine::{hugepage_resource_name, MachineInfo};
+use crate::quantity::{binary, decimal, decimal_from_milli};
 
 /// The internal-only resource name Go uses for the node's PID limit (`pid`).
 pub const RESOURCE_PID: &str = "pid";
@@ -157,9 +158,9 @@ pub fn apply_reserved_cpus(
     if reserved_cpus.trim().is_empty() {
         return Ok(());
     }
-    let set = parse_cpuset(reserved_cpus).map_err(|reason| Error::InvalidCpuSet {
+    let set = parse_cpuset(reserved_cpus).map_err(|e| Error::InvalidCpuSet {
         value: reserved_cpus.to_string(),
-        reason,
+        reason: e.to_string(),
     })?;
     if set.is_empty() {
         return Ok(());
@@ -192,7 +193,7 @@ pub fn capacity_amounts(machine: &MachineInfo, max_pods: u32) -> Amounts {
         to_i64(machine.ephemeral_storage_capacity),
     );
     for h in &machine.hugepages {
-        c.insert(h.resource_name(), to_i64(h.total_bytes()));
+        c.insert(hugepage_resource_name(h), to_i64(h.total_bytes()));
     }
     c
 }
@@ -353,6 +354,7 @@ mod tests {
             max_pids: 32768,
             ephemeral_storage_capacity: 100 * GI as u64,
             ephemeral_storage_inodes: 1000,
+            boot_time_seconds: 0,
         }
     }
 

@@ -1,41 +1,12 @@
-//! CPU shares/quota conversions and the pod cgroup resource config (Go's `helpers_linux.go`).
+//! The pod cgroup resource config (Go's `helpers_linux.go`); the CPU shares/quota
+//! conversions are [`kubelet_core::cpu`]'s.
 
 use k8s_openapi::api::core::v1::{Container, Pod};
+use kubelet_core::cpu::{milli_cpu_to_quota, milli_cpu_to_shares, MIN_SHARES};
 use kubelet_core::qos::{pod_qos, QosClass};
 use kubelet_core::resources::{amount, pod_request, QuantityError};
 
 use crate::cgroups::ResourceConfig;
-
-/// Minimum `cpu.shares` the kernel accepts (and what BestEffort gets).
-pub const MIN_SHARES: u64 = 2;
-/// Maximum `cpu.shares`.
-pub const MAX_SHARES: u64 = 262_144;
-/// Shares per whole CPU.
-pub const SHARES_PER_CPU: u64 = 1024;
-/// The smallest CFS quota the kubelet sets, in µs (1ms).
-pub const MIN_QUOTA_PERIOD: i64 = 1000;
-/// The default CFS period, in µs (100ms).
-pub const QUOTA_PERIOD: u64 = 100_000;
-
-/// Millicores → `cpu.shares`: 1024 per CPU, 0 → 2, clamped to [2, 262144].
-pub fn milli_cpu_to_shares(milli_cpu: i64) -> u64 {
-    if milli_cpu <= 0 {
-        return MIN_SHARES;
-    }
-    let shares = (milli_cpu as u64).saturating_mul(SHARES_PER_CPU) / 1000;
-    shares.clamp(MIN_SHARES, MAX_SHARES)
-}
-
-/// Millicores → CFS quota in µs for `period_us`: `milli × period / 1000`, at least 1ms;
-/// 0 for no limit.
-pub fn milli_cpu_to_quota(milli_cpu: i64, period_us: u64) -> i64 {
-    if milli_cpu <= 0 {
-        return 0;
-    }
-    let period = i64::try_from(period_us).unwrap_or(i64::MAX);
-    let quota = milli_cpu.saturating_mul(period) / 1000;
-    quota.max(MIN_QUOTA_PERIOD)
-}
 
 fn container_limit(c: &Container, name: &str) -> Result<Option<i64>, QuantityError> {
     match c.resources.as_ref().and_then(|r| r.limits.as_ref()) {
@@ -100,7 +71,7 @@ pub fn resource_config_for_pod(
     let cpu_limits = pod_limit(pod, "cpu")?.unwrap_or(0);
     let memory_limits = pod_limit(pod, "memory")?.unwrap_or(0);
     let shares = milli_cpu_to_shares(cpu_requests);
-    let mut quota = milli_cpu_to_quota(cpu_limits, period_us);
+    let mut quota = milli_cpu_to_quota(cpu_limits, i64::try_from(period_us).unwrap_or(i64::MAX));
     if !enforce_cpu_limits {
         quota = -1;
     }
@@ -173,6 +144,9 @@ pub(crate) mod tests {
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use std::collections::BTreeMap;
 
+    /// The default CFS period as the config carries it.
+    const QUOTA_PERIOD_US: u64 = kubelet_core::cpu::QUOTA_PERIOD.unsigned_abs();
+
     type Pairs<'a> = &'a [(&'a str, &'a str)];
 
     fn list(pairs: Pairs<'_>) -> Option<BTreeMap<String, Quantity>> {
@@ -213,52 +187,6 @@ pub(crate) mod tests {
                 ..Default::default()
             }),
             ..Default::default()
-        }
-    }
-
-    #[test]
-    fn shares_table() {
-        let cases: &[(i64, u64)] = &[
-            (0, 2),
-            (1, 2),
-            (1, MIN_SHARES),
-            (2, 2),
-            (3, 3),
-            (100, 102),
-            (250, 256),
-            (500, 512),
-            (1000, 1024),
-            (1500, 1536),
-            (256_000, 262_144),
-            (1_000_000, 262_144),
-            (-5, 2),
-        ];
-        for (milli, want) in cases {
-            assert_eq!(milli_cpu_to_shares(*milli), *want, "milli {milli}");
-        }
-    }
-
-    #[test]
-    fn quota_table() {
-        let cases: &[(i64, u64, i64)] = &[
-            (0, 100_000, 0),
-            (5, 100_000, 1000),
-            (9, 100_000, 1000),
-            (10, 100_000, 1000),
-            (11, 100_000, 1100),
-            (200, 100_000, 20_000),
-            (500, 100_000, 50_000),
-            (1000, 100_000, 100_000),
-            (1500, 100_000, 150_000),
-            (200, 50_000, 10_000),
-            (10, 50_000, 1000),
-        ];
-        for (milli, period, want) in cases {
-            assert_eq!(
-                milli_cpu_to_quota(*milli, *period),
-                *want,
-                "milli {milli} period {period}"
-            );
         }
     }
 
@@ -335,7 +263,7 @@ pub(crate) mod tests {
         ];
         for (name, p, enforce, want) in cases {
             assert_eq!(
-                resource_config_for_pod(&p, enforce, QUOTA_PERIOD).unwrap(),
+                resource_config_for_pod(&p, enforce, QUOTA_PERIOD_US).unwrap(),
                 want,
                 "{name}"
             );
@@ -362,7 +290,7 @@ pub(crate) mod tests {
             }]);
         }
         assert_eq!(pod_limit(&p, "memory").unwrap(), Some(2 << 30));
-        let rc = resource_config_for_pod(&p, true, QUOTA_PERIOD).unwrap();
+        let rc = resource_config_for_pod(&p, true, QUOTA_PERIOD_US).unwrap();
         assert_eq!(rc.hugepage_limits.get(&(2 << 20)), Some(&(4 << 20)));
         assert_eq!(hugepage_size_bytes("hugepages-1Gi"), Some(1 << 30));
         assert_eq!(hugepage_size_bytes("memory"), None);

@@ -7,8 +7,10 @@
 //! hard eviction thresholds), detects cgroup v1 / v2 / hybrid from the mount table, creates
 //! the QoS hierarchy (`kubepods`, `kubepods/burstable`, `kubepods/besteffort`) with node
 //! allocatable enforced on `kubepods`, and creates/removes the per-pod `pod<uid>` cgroups
-//! that the runtime uses as cgroup parent. Cgroup CPU and memory usage are readable for
-//! stats.
+//! that the runtime uses as cgroup parent. It measures the node for the core stats contract
+//! ([`CgroupStats`], a [`kubelet_core::NodeStatsProvider`] returned by
+//! [`ContainerManager::node_stats`](kubelet_core::ContainerManager::node_stats)): cgroup CPU
+//! and memory usage, network interfaces from `/proc`, filesystems from `statvfs`.
 //!
 //! ```no_run
 //! use kubelet_cm::{CmConfig, LinuxContainerManager};
@@ -32,6 +34,7 @@ pub mod helpers;
 pub mod machine;
 mod manager;
 pub mod quantity;
+mod stats;
 
 pub use cgroups::{CgroupManager, CgroupMode, CgroupName, ResourceConfig, Usage};
 pub use error::Error;
@@ -39,3 +42,4 @@ pub use machine::MachineInfo;
 pub use manager::{
     CmConfig, LinuxContainerManager, NodeResources, ENFORCE_PODS, NODE_ALLOCATABLE_CGROUP,
 };
+pub use stats::{parse_net_dev, CgroupStats};

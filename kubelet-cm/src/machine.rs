@@ -1,4 +1,5 @@
-//! Machine information, as cAdvisor reports it to the Go kubelet.
+//! Machine information, as cAdvisor reports it to the Go kubelet: [`read_machine_info`]
+//! fills the core [`MachineInfo`] from `/proc`, `/sys` and `/etc`.
 //!
 //! Every reader takes a `root` path that the absolute `/proc`, `/sys` and `/etc` paths are
 //! resolved under: `/` in production, a fixture directory in tests.
@@ -8,75 +9,16 @@ use std::path::{Path, PathBuf};
 
 use procfs::{CpuInfo, FromRead, Meminfo};
 
+use kubelet_core::cpu::parse_cpuset;
+
 use crate::error::Error;
-use crate::quantity::parse_cpuset;
 
-/// One logical CPU and where it sits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpuTopology {
-    /// Logical CPU id.
-    pub cpu: u32,
-    /// Core id within the socket.
-    pub core: u32,
-    /// Socket (physical package) id.
-    pub socket: u32,
-}
+pub use kubelet_core::stats::{CpuTopology, HugePages, MachineInfo};
 
-/// Huge pages of one size.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HugePages {
-    /// Page size in KiB (2048 for 2Mi pages).
-    pub page_size_kb: u64,
-    /// Number of pages reserved (`nr_hugepages`).
-    pub num_pages: u64,
-}
-
-impl HugePages {
-    /// The Kubernetes resource name, e.g. `hugepages-2Mi`.
-    pub fn resource_name(&self) -> String {
-        let bytes = i64::try_from(self.page_size_kb.saturating_mul(1024)).unwrap_or(i64::MAX);
-        format!("hugepages-{}", crate::quantity::binary(bytes).0)
-    }
-
-    /// Total bytes reserved in pages of this size.
-    pub fn total_bytes(&self) -> u64 {
-        self.page_size_kb
-            .saturating_mul(1024)
-            .saturating_mul(self.num_pages)
-    }
-}
-
-/// What the node is made of.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MachineInfo {
-    /// Number of online logical CPUs.
-    pub num_cores: u32,
-    /// Number of distinct physical cores.
-    pub num_physical_cores: u32,
-    /// Number of sockets.
-    pub num_sockets: u32,
-    /// Per-CPU topology, sorted by CPU id.
-    pub topology: Vec<CpuTopology>,
-    /// Total memory in bytes (`MemTotal`).
-    pub memory_capacity: u64,
-    /// Huge pages per page size, sorted by size.
-    pub hugepages: Vec<HugePages>,
-    /// `/proc/sys/kernel/random/boot_id`.
-    pub boot_id: String,
-    /// `/etc/machine-id` (or `/var/lib/dbus/machine-id`); empty when neither exists.
-    pub machine_id: String,
-    /// `/sys/class/dmi/id/product_uuid`; empty when absent or unreadable.
-    pub system_uuid: String,
-    /// `/proc/sys/kernel/osrelease`.
-    pub kernel_version: String,
-    /// `PRETTY_NAME` from `/etc/os-release` (`"Linux"` if absent, as cAdvisor).
-    pub os_image: String,
-    /// `/proc/sys/kernel/pid_max`.
-    pub max_pids: u64,
-    /// Size in bytes of the filesystem holding the kubelet root dir.
-    pub ephemeral_storage_capacity: u64,
-    /// Inodes of the filesystem holding the kubelet root dir.
-    pub ephemeral_storage_inodes: u64,
+/// The Kubernetes resource name of a huge page size, e.g. `hugepages-2Mi`.
+pub fn hugepage_resource_name(h: &HugePages) -> String {
+    let bytes = i64::try_from(h.page_size_kb.saturating_mul(1024)).unwrap_or(i64::MAX);
+    format!("hugepages-{}", crate::quantity::binary(bytes).0)
 }
 
 /// Resolves an absolute path under `root`.
@@ -105,76 +47,75 @@ fn parse_u64(path: &Path, text: &str) -> Result<u64, Error> {
     })
 }
 
-impl MachineInfo {
-    /// Reads machine info from the `/proc`, `/sys` and `/etc` trees under `root`, and the
-    /// filesystem size of `root_dir` (the kubelet root dir, an absolute path on the real
-    /// system; its nearest existing ancestor is used if it does not exist yet).
-    pub fn read(root: &Path, root_dir: &Path) -> Result<MachineInfo, Error> {
-        let topology = read_topology(root)?;
-        let num_cores = u32::try_from(topology.len()).unwrap_or(u32::MAX);
-        let num_physical_cores = u32::try_from(
-            topology
-                .iter()
-                .map(|t| (t.socket, t.core))
-                .collect::<BTreeSet<_>>()
-                .len(),
-        )
-        .unwrap_or(u32::MAX);
-        let num_sockets = u32::try_from(
-            topology
-                .iter()
-                .map(|t| t.socket)
-                .collect::<BTreeSet<_>>()
-                .len(),
-        )
-        .unwrap_or(u32::MAX);
+/// Reads machine info from the `/proc`, `/sys` and `/etc` trees under `root`, and the
+/// filesystem size of `root_dir` (the kubelet root dir, an absolute path on the real
+/// system; its nearest existing ancestor is used if it does not exist yet).
+pub fn read_machine_info(root: &Path, root_dir: &Path) -> Result<MachineInfo, Error> {
+    let topology = read_topology(root)?;
+    let num_cores = u32::try_from(topology.len()).unwrap_or(u32::MAX);
+    let num_physical_cores = u32::try_from(
+        topology
+            .iter()
+            .map(|t| (t.socket, t.core))
+            .collect::<BTreeSet<_>>()
+            .len(),
+    )
+    .unwrap_or(u32::MAX);
+    let num_sockets = u32::try_from(
+        topology
+            .iter()
+            .map(|t| t.socket)
+            .collect::<BTreeSet<_>>()
+            .len(),
+    )
+    .unwrap_or(u32::MAX);
 
-        let meminfo_path = under(root, "/proc/meminfo");
-        let meminfo = Meminfo::from_file(&meminfo_path).map_err(|e| Error::ParseFile {
-            path: meminfo_path.clone(),
-            message: e.to_string(),
-        })?;
+    let meminfo_path = under(root, "/proc/meminfo");
+    let meminfo = Meminfo::from_file(&meminfo_path).map_err(|e| Error::ParseFile {
+        path: meminfo_path.clone(),
+        message: e.to_string(),
+    })?;
 
-        let boot_id_path = under(root, "/proc/sys/kernel/random/boot_id");
-        let boot_id = read_string(&boot_id_path)?.trim().to_string();
-        let machine_id = read_trimmed_opt(&under(root, "/etc/machine-id"))
-            .or_else(|| read_trimmed_opt(&under(root, "/var/lib/dbus/machine-id")))
-            .unwrap_or_default();
-        let system_uuid =
-            read_trimmed_opt(&under(root, "/sys/class/dmi/id/product_uuid")).unwrap_or_default();
-        let kernel_path = under(root, "/proc/sys/kernel/osrelease");
-        let kernel_version = read_string(&kernel_path)?.trim().to_string();
-        let os_image = read_os_image(root);
-        let pid_max_path = under(root, "/proc/sys/kernel/pid_max");
-        let max_pids = parse_u64(&pid_max_path, &read_string(&pid_max_path)?)?;
-        let (ephemeral_storage_capacity, ephemeral_storage_inodes) = fs_capacity(root_dir)?;
+    let boot_id_path = under(root, "/proc/sys/kernel/random/boot_id");
+    let boot_id = read_string(&boot_id_path)?.trim().to_string();
+    let machine_id = read_trimmed_opt(&under(root, "/etc/machine-id"))
+        .or_else(|| read_trimmed_opt(&under(root, "/var/lib/dbus/machine-id")))
+        .unwrap_or_default();
+    let system_uuid =
+        read_trimmed_opt(&under(root, "/sys/class/dmi/id/product_uuid")).unwrap_or_default();
+    let kernel_path = under(root, "/proc/sys/kernel/osrelease");
+    let kernel_version = read_string(&kernel_path)?.trim().to_string();
+    let os_image = read_os_image(root);
+    let pid_max_path = under(root, "/proc/sys/kernel/pid_max");
+    let max_pids = parse_u64(&pid_max_path, &read_string(&pid_max_path)?)?;
+    let (ephemeral_storage_capacity, ephemeral_storage_inodes) = fs_capacity(root_dir)?;
 
-        Ok(MachineInfo {
-            num_cores,
-            num_physical_cores,
-            num_sockets,
-            topology,
-            memory_capacity: meminfo.mem_total,
-            hugepages: read_hugepages(root)?,
-            boot_id,
-            machine_id,
-            system_uuid,
-            kernel_version,
-            os_image,
-            max_pids,
-            ephemeral_storage_capacity,
-            ephemeral_storage_inodes,
-        })
-    }
+    Ok(MachineInfo {
+        num_cores,
+        num_physical_cores,
+        num_sockets,
+        topology,
+        memory_capacity: meminfo.mem_total,
+        hugepages: read_hugepages(root)?,
+        boot_id,
+        machine_id,
+        system_uuid,
+        kernel_version,
+        os_image,
+        max_pids,
+        ephemeral_storage_capacity,
+        ephemeral_storage_inodes,
+        boot_time_seconds: read_boot_time(root),
+    })
 }
 
 /// Online CPUs with their core and socket ids, from sysfs; falls back to /proc/cpuinfo.
 fn read_topology(root: &Path) -> Result<Vec<CpuTopology>, Error> {
     let online_path = under(root, "/sys/devices/system/cpu/online");
     if let Some(online) = read_trimmed_opt(&online_path) {
-        let cpus = parse_cpuset(&online).map_err(|message| Error::ParseFile {
+        let cpus = parse_cpuset(&online).map_err(|e| Error::ParseFile {
             path: online_path.clone(),
-            message,
+            message: e.to_string(),
         })?;
         let mut out = Vec::with_capacity(cpus.len());
         for cpu in cpus {
@@ -265,12 +206,29 @@ fn read_os_image(root: &Path) -> String {
     let text = read_trimmed_opt(&under(root, "/etc/os-release"))
         .or_else(|| read_trimmed_opt(&under(root, "/usr/lib/os-release")))
         .unwrap_or_default();
-    for line in text.lines() {
-        if let Some(v) = line.trim().strip_prefix("PRETTY_NAME=") {
-            return v.trim().trim_matches('"').trim_matches('\'').to_string();
-        }
-    }
-    "Linux".to_string()
+    parse_pretty_name(&text)
+}
+
+/// `PRETTY_NAME` from os-release text, unquoted (`"Linux"` when absent or empty, as Go).
+pub fn parse_pretty_name(os_release: &str) -> String {
+    os_release
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim().trim_matches('"').trim_matches('\'').to_string())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "Linux".to_string())
+}
+
+/// The boot time in Unix seconds: `btime` of `/proc/stat` (0 when unreadable).
+fn read_boot_time(root: &Path) -> i64 {
+    std::fs::read_to_string(under(root, "/proc/stat"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        })
+        .unwrap_or_default()
 }
 
 /// Capacity in bytes and total inodes of the filesystem holding `path` (cAdvisor:
@@ -371,7 +329,7 @@ pub(crate) mod tests {
     fn reads_fixture_machine() {
         let dir = tempfile::tempdir().unwrap();
         fixture_machine(dir.path());
-        let info = MachineInfo::read(dir.path(), dir.path()).unwrap();
+        let info = read_machine_info(dir.path(), dir.path()).unwrap();
         assert_eq!(info.num_cores, 4);
         assert_eq!(info.num_physical_cores, 4);
         assert_eq!(info.num_sockets, 2);
@@ -389,8 +347,8 @@ pub(crate) mod tests {
                 }
             ]
         );
-        assert_eq!(info.hugepages[0].resource_name(), "hugepages-2Mi");
-        assert_eq!(info.hugepages[1].resource_name(), "hugepages-1Gi");
+        assert_eq!(hugepage_resource_name(&info.hugepages[0]), "hugepages-2Mi");
+        assert_eq!(hugepage_resource_name(&info.hugepages[1]), "hugepages-1Gi");
         assert_eq!(info.boot_id, "d1f9bbf2-2857-4ede-8ccc-bca1d2285675");
         assert_eq!(info.machine_id, "dbusid", "falls back to dbus machine-id");
         assert_eq!(info.system_uuid, "");
@@ -402,9 +360,43 @@ pub(crate) mod tests {
         // /etc/machine-id wins over dbus; product_uuid is read when present.
         write(dir.path(), "/etc/machine-id", "etcid\n");
         write(dir.path(), "/sys/class/dmi/id/product_uuid", "UUID-1\n");
-        let info = MachineInfo::read(dir.path(), dir.path()).unwrap();
+        let info = read_machine_info(dir.path(), dir.path()).unwrap();
         assert_eq!(info.machine_id, "etcid");
         assert_eq!(info.system_uuid, "UUID-1");
+    }
+
+    #[test]
+    fn pretty_name() {
+        assert_eq!(
+            parse_pretty_name("ID=debian\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"),
+            "Debian GNU/Linux 12 (bookworm)"
+        );
+        assert_eq!(parse_pretty_name(""), "Linux");
+        assert_eq!(parse_pretty_name("PRETTY_NAME=''\n"), "Linux");
+    }
+
+    #[test]
+    fn boot_time_from_proc_stat() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_machine(dir.path());
+        assert_eq!(
+            read_machine_info(dir.path(), dir.path())
+                .unwrap()
+                .boot_time_seconds,
+            0,
+            "unknown without /proc/stat"
+        );
+        write(
+            dir.path(),
+            "/proc/stat",
+            "cpu  1 2 3 4\nintr 5\nbtime 1714557600\nprocesses 9\n",
+        );
+        assert_eq!(
+            read_machine_info(dir.path(), dir.path())
+                .unwrap()
+                .boot_time_seconds,
+            1_714_557_600
+        );
     }
 
     #[test]
@@ -417,7 +409,7 @@ pub(crate) mod tests {
             "/proc/cpuinfo",
             "processor\t: 0\nphysical id\t: 0\ncore id\t\t: 0\n\nprocessor\t: 1\nphysical id\t: 0\ncore id\t\t: 0\n\nprocessor\t: 2\nphysical id\t: 0\ncore id\t\t: 1\n\n",
         );
-        let info = MachineInfo::read(dir.path(), dir.path()).unwrap();
+        let info = read_machine_info(dir.path(), dir.path()).unwrap();
         assert_eq!(info.num_cores, 3);
         assert_eq!(info.num_physical_cores, 2);
         assert_eq!(info.num_sockets, 1);
@@ -428,7 +420,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         fixture_machine(dir.path());
         std::fs::remove_file(under(dir.path(), "/proc/sys/kernel/pid_max")).unwrap();
-        let err = MachineInfo::read(dir.path(), dir.path()).unwrap_err();
+        let err = read_machine_info(dir.path(), dir.path()).unwrap_err();
         assert!(err.to_string().contains("pid_max"), "{err}");
     }
 

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
+use kubelet_core::cpu::{milli_cpu_to_shares, MIN_SHARES};
 use kubelet_core::qos::{pod_qos, QosClass};
 use kubelet_core::resources::pod_request;
+use kubelet_core::stats::NodeStatsProvider;
 use kubelet_core::{CmError, ContainerManager, PodResources, ResourceList};
 
 use crate::allocatable::{
@@ -17,13 +19,12 @@ use crate::allocatable::{
     validate_reservation, Amounts, RESOURCE_PID,
 };
 use crate::cgroups::{
-    detect, manager_for, CgroupManager, CgroupMounts, CgroupName, ResourceConfig, Usage,
+    detect, manager_for, CgroupManager, CgroupMounts, CgroupName, ResourceConfig,
 };
 use crate::error::Error;
-use crate::helpers::{
-    hugepage_size_bytes, milli_cpu_to_shares, resource_config_for_pod, MIN_SHARES,
-};
-use crate::machine::{check_swap, MachineInfo};
+use crate::helpers::{hugepage_size_bytes, resource_config_for_pod};
+use crate::machine::{check_swap, read_machine_info, MachineInfo};
+use crate::stats::CgroupStats;
 
 /// The node-allocatable cgroup Go creates under `cgroupRoot` when `cgroupsPerQOS` is on.
 pub const NODE_ALLOCATABLE_CGROUP: &str = "kubepods";
@@ -158,10 +159,11 @@ struct TrackedPod {
     cpu_request_milli: i64,
 }
 
+/// The manager's state, shared with its stats provider.
 #[derive(Debug)]
-struct Inner {
-    config: CmConfig,
-    cgroups: Box<dyn CgroupManager>,
+pub(crate) struct Inner {
+    pub(crate) config: CmConfig,
+    pub(crate) cgroups: Box<dyn CgroupManager>,
     /// `cgroupRoot/kubepods` (or `cgroupRoot` when cgroups per QoS are off).
     node_cgroup: CgroupName,
     pods: Mutex<HashMap<String, TrackedPod>>,
@@ -178,6 +180,7 @@ struct Inner {
 pub struct LinuxContainerManager {
     inner: Arc<Inner>,
     machine: Arc<MachineInfo>,
+    stats: Arc<CgroupStats>,
     mounts: CgroupMounts,
     capacity: ResourceList,
     allocatable: ResourceList,
@@ -212,7 +215,7 @@ impl LinuxContainerManager {
             )));
         }
 
-        let machine = MachineInfo::read(&config.root, &config.root_dir)?;
+        let machine = read_machine_info(&config.root, &config.root_dir)?;
         if config.fail_swap_on {
             check_swap(&config.root)?;
         }
@@ -264,9 +267,11 @@ impl LinuxContainerManager {
         if inner.config.cgroups_per_qos {
             inner.setup_qos(&machine)?;
         }
+        let machine = Arc::new(machine);
         Ok(LinuxContainerManager {
+            stats: Arc::new(CgroupStats::new(inner.clone(), machine.clone())),
             inner,
-            machine: Arc::new(machine),
+            machine,
             mounts,
             capacity: resources.capacity,
             allocatable: resources.allocatable,
@@ -302,31 +307,12 @@ impl LinuxContainerManager {
 
     /// The pod's cgroup (`…/pod<uid>`) as cgroupfs path, or None when cgroups per QoS are off.
     pub fn pod_cgroup_name(&self, pod: &Pod) -> Option<CgroupName> {
-        if !self.inner.config.cgroups_per_qos {
-            return None;
-        }
-        let uid = pod.metadata.uid.as_deref()?;
-        Some(
-            self.inner
-                .qos_cgroup(pod_qos(pod))
-                .child(&format!("pod{uid}")),
-        )
+        self.inner.pod_cgroup(pod)
     }
 
-    /// Resource usage of a pod's cgroup (blocking file reads).
-    pub fn pod_usage(&self, uid: &str) -> Result<Usage, Error> {
-        let name = self.inner.find_pod_cgroup(uid).ok_or_else(|| {
-            Error::Cgroup(crate::cgroups::CgroupError::Missing {
-                name: format!("pod{uid}"),
-                missing: Vec::new(),
-            })
-        })?;
-        Ok(self.inner.cgroups.usage(&name)?)
-    }
-
-    /// Resource usage of the whole node (the root cgroup; blocking file reads).
-    pub fn node_usage(&self) -> Result<Usage, Error> {
-        Ok(self.inner.cgroups.usage(&CgroupName::root())?)
+    /// The stats provider over this manager's cgroups (also [`ContainerManager::node_stats`]).
+    pub fn stats(&self) -> Arc<CgroupStats> {
+        self.stats.clone()
     }
 }
 
@@ -443,17 +429,14 @@ impl Inner {
         Ok(())
     }
 
-    /// The pod's cgroup under whichever QoS parent holds it.
-    fn find_pod_cgroup(&self, uid: &str) -> Option<CgroupName> {
-        let leaf = format!("pod{uid}");
-        [
-            QosClass::Guaranteed,
-            QosClass::Burstable,
-            QosClass::BestEffort,
-        ]
-        .into_iter()
-        .map(|q| self.qos_cgroup(q).child(&leaf))
-        .find(|n| self.cgroups.paths(n).iter().any(|p| p.is_dir()))
+    /// The pod's cgroup (`…/pod<uid>` under its QoS parent), or None when cgroups per QoS
+    /// are off.
+    pub(crate) fn pod_cgroup(&self, pod: &Pod) -> Option<CgroupName> {
+        if !self.config.cgroups_per_qos {
+            return None;
+        }
+        let uid = pod.metadata.uid.as_deref()?;
+        Some(self.qos_cgroup(pod_qos(pod)).child(&format!("pod{uid}")))
     }
 
     fn ensure_pod(&self, pod: &Pod, pod_ref: &str) -> Result<PodResources, String> {
@@ -604,6 +587,10 @@ impl ContainerManager for LinuxContainerManager {
                 uid: pod_uid.to_string(),
                 message,
             })
+    }
+
+    fn node_stats(&self) -> Option<Arc<dyn NodeStatsProvider>> {
+        Some(self.stats.clone())
     }
 
     async fn pods_with_resources(&self) -> Result<Vec<String>, CmError> {

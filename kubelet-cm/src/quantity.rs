@@ -1,10 +1,8 @@
-//! Formatting integers as canonical Kubernetes quantity strings, and parsing cpuset lists.
+//! Formatting integers as canonical Kubernetes quantity strings.
 //!
 //! Go's `resource.Quantity` prints in the format it was created with: `DecimalSI` for cpu and
 //! pods (`"2"`, `"1500m"`, `"110"`, `"1k"`), `BinarySI` for memory, storage and hugepages
 //! (`"24684084Ki"`, `"2Gi"`, or plain bytes when not a multiple of 1024).
-
-use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -83,35 +81,6 @@ fn format_binary(bytes: i64) -> String {
     format!("{m}{}", SUFFIXES[i])
 }
 
-/// Parses a Linux cpuset list ("0-1,3", "" = empty) into the set of CPU ids.
-pub fn parse_cpuset(text: &str) -> Result<BTreeSet<u32>, String> {
-    let mut out = BTreeSet::new();
-    for part in text.trim().split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            continue;
-        }
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let lo: u32 = lo
-            .parse()
-            .map_err(|_| format!("{part:?} is not a cpu number or range"))?;
-        let hi: u32 = hi
-            .parse()
-            .map_err(|_| format!("{part:?} is not a cpu number or range"))?;
-        if lo > hi {
-            return Err(format!("range {part:?} is reversed"));
-        }
-        if hi - lo > 65_536 {
-            return Err(format!("range {part:?} is too large"));
-        }
-        out.extend(lo..=hi);
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,24 +122,6 @@ mod tests {
         ];
         for (bytes, want) in cases {
             assert_eq!(binary(*bytes).0, *want, "bytes {bytes}");
-        }
-    }
-
-    #[test]
-    fn cpuset_table() {
-        let ok: &[(&str, &[u32])] = &[
-            ("", &[]),
-            ("0", &[0]),
-            ("0-1,3", &[0, 1, 3]),
-            (" 2 , 0-1 ", &[0, 1, 2]),
-            ("0-3\n", &[0, 1, 2, 3]),
-        ];
-        for (text, want) in ok {
-            let got: Vec<u32> = parse_cpuset(text).unwrap().into_iter().collect();
-            assert_eq!(got, *want, "{text:?}");
-        }
-        for bad in ["a", "1-", "3-1", "0,x"] {
-            assert!(parse_cpuset(bad).is_err(), "{bad:?}");
         }
     }
 }

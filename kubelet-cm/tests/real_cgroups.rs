@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubelet_cm::cgroups::{detect, manager_for, CgroupManager, CgroupMode};
 use kubelet_cm::{CgroupName, CmConfig, LinuxContainerManager, ResourceConfig};
+use kubelet_core::stats::{PodSampleRequest, Sample, SampleRequest};
 use kubelet_core::ContainerManager;
 
 type Pairs<'a> = &'a [(&'a str, &'a str)];
@@ -259,13 +260,35 @@ async fn qos_and_pod_cgroups_on_this_machine() {
         std::fs::write(p.join("cgroup.procs"), pid.to_string()).unwrap();
     }
     assert_eq!(cm.cgroup_manager().pids(&bname).unwrap(), vec![pid]);
-    let before = cm.pod_usage("burstable-1").unwrap();
+    // Usage through the core stats contract, as the summary collector reads it.
+    let stats = cm.node_stats().unwrap();
+    let b = std::sync::Arc::new(b);
+    let sample = |network: bool| {
+        let stats = stats.clone();
+        let b = b.clone();
+        async move {
+            stats
+                .sample(SampleRequest {
+                    pods: vec![PodSampleRequest {
+                        pod: b,
+                        container_ids: vec![],
+                        network,
+                    }],
+                    network,
+                    ..SampleRequest::default()
+                })
+                .await
+                .unwrap()
+        }
+    };
+    let pod_usage = |s: &Sample| s.pods["burstable-1"].usage.unwrap();
+    let before = pod_usage(&sample(false).await);
     stdin.write_all(b"go\n").unwrap();
     drop(stdin);
     // Wait (bounded) for the busy loop to show up as CPU time of the pod cgroup.
     let mut after = before;
     for _ in 0..200 {
-        after = cm.pod_usage("burstable-1").unwrap();
+        after = pod_usage(&sample(false).await);
         if after.cpu_usage_ns > before.cpu_usage_ns {
             break;
         }
@@ -276,7 +299,10 @@ async fn qos_and_pod_cgroups_on_this_machine() {
         "{before:?} {after:?}"
     );
     assert!(after.nanocores_since(&before).is_some());
-    let node = cm.node_usage().unwrap();
+    let last = sample(true).await;
+    let node = last.node.unwrap();
+    // The process shares the test's network namespace: its interfaces are the node's.
+    assert_eq!(last.pods["burstable-1"].interfaces, last.node_interfaces);
     assert!(
         node.cpu_usage_ns > 0 && node.memory_working_set_bytes > 0,
         "{node:?}"

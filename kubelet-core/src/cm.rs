@@ -4,12 +4,18 @@
 //! pod-level resources before the sandbox is created (for cgroupfs: the `pod<uid>` cgroup under
 //! its QoS parent, handed to the runtime as the cgroup parent) and tears them down after the
 //! pod's containers are gone. The engine's resource admission reads allocatable from it.
+//!
+//! A manager that also measures the node (machine info, cgroup usage, filesystems) offers a
+//! [`NodeStatsProvider`] through [`ContainerManager::node_stats`]; see [`crate::stats`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::stats::NodeStatsProvider;
 
 /// A Kubernetes resource list: resource name ("cpu", "memory", "pods", …) → quantity.
 pub type ResourceList = BTreeMap<String, Quantity>;
@@ -64,4 +70,10 @@ pub trait ContainerManager: Send + Sync {
     async fn remove_pod_resources(&self, pod_uid: &str) -> Result<(), CmError>;
     /// Uids of pods that have resources set up (for orphan cleanup at housekeeping).
     async fn pods_with_resources(&self) -> Result<Vec<String>, CmError>;
+    /// The node's measurements (machine info, cgroup usage, network, filesystems), when this
+    /// manager takes them: what node status, the summary collector and `/spec/` read.
+    /// `None` (the default): it does not measure.
+    fn node_stats(&self) -> Option<Arc<dyn NodeStatsProvider>> {
+        None
+    }
 }

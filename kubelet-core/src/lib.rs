@@ -40,9 +40,11 @@ pub mod objects;
 pub mod runtime;
 pub mod sink;
 pub mod source;
+pub mod stats;
 
 // Helpers for backends, sources and servers that speak the kubelet's language.
 pub mod clock;
+pub mod cpu;
 pub mod cri_log;
 pub mod hash;
 pub mod images;
@@ -91,4 +93,5 @@ pub use prober::ProbeCountKey;
 pub use runtime::{ContainerRuntime, RuntimeError, RuntimeResult};
 pub use sink::{Event, EventObject, EventType, NoopStatusSink, SinkError, StatusSink};
 pub use source::{PodOperation, PodSource, PodUpdate, SourceError};
+pub use stats::{MachineInfo, NodeStatsProvider, StatsError};
 pub use volume::mount;

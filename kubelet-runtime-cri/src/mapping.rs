@@ -42,39 +42,16 @@ pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
 pub const POD_DELETION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.deletionGracePeriod";
 
 /// CFS period the kubelet uses for quotas (100ms).
-pub const QUOTA_PERIOD: i64 = 100_000;
+pub const QUOTA_PERIOD: i64 = kubelet_core::cpu::QUOTA_PERIOD;
 /// Smallest CFS quota the kernel accepts (1ms).
-pub const MIN_QUOTA: i64 = 1_000;
-/// Smallest cpu.shares value.
-pub const MIN_SHARES: i64 = 2;
-/// Largest cpu.shares value.
-pub const MAX_SHARES: i64 = 262_144;
-const SHARES_PER_CPU: i64 = 1024;
-const MILLI_CPU_TO_CPU: i64 = 1000;
+pub const MIN_QUOTA: i64 = kubelet_core::cpu::MIN_QUOTA_PERIOD;
+// cpu.shares/quota conversions (Go `MilliCPUToShares`/`MilliCPUToQuota`) are the core's.
+pub use kubelet_core::cpu::{milli_cpu_to_quota, milli_cpu_to_shares, MAX_SHARES, MIN_SHARES};
 
 /// OOM score adjustment the Go kubelet gives Guaranteed containers.
 pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
 /// OOM score adjustment of BestEffort containers.
 pub const BEST_EFFORT_OOM_SCORE_ADJ: i64 = 1000;
-
-/// cpu.shares for a cpu request in millicores (Go `MilliCPUToShares`).
-pub fn milli_cpu_to_shares(milli_cpu: i64) -> i64 {
-    if milli_cpu <= 0 {
-        return MIN_SHARES;
-    }
-    let shares = milli_cpu.saturating_mul(SHARES_PER_CPU) / MILLI_CPU_TO_CPU;
-    shares.clamp(MIN_SHARES, MAX_SHARES)
-}
-
-/// CFS quota for a cpu limit in millicores and a period in µs (Go `MilliCPUToQuota`);
-/// 0 means "no quota".
-pub fn milli_cpu_to_quota(milli_cpu: i64, period: i64) -> i64 {
-    if milli_cpu <= 0 {
-        return 0;
-    }
-    let quota = milli_cpu.saturating_mul(period) / MILLI_CPU_TO_CPU;
-    quota.max(MIN_QUOTA)
-}
 
 /// The Go kubelet's OOM score adjustment for a container (`GetContainerOOMScoreAdjust`),
 /// before the clamp: Guaranteed −997, BestEffort 1000, Burstable
@@ -431,7 +408,7 @@ pub fn container_resources(
         milli_cpu_to_shares(cpu_request)
     };
     let mut resources = cri::LinuxContainerResources {
-        cpu_shares: shares,
+        cpu_shares: i64::try_from(shares).unwrap_or(i64::MAX),
         memory_limit_in_bytes: memory_limit.max(0),
         oom_score_adj: oom_score_adj(pod_qos(pod), memory_request, memory_capacity),
         ..Default::default()

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kubelet_core::{ContainerRuntime, KubeletHandle};
 use serde_json::Value;
 
-use crate::stats::{StatsCollector, StatsError, Summary};
+use crate::stats::{machine_spec, MachineInfo, StatsError, Summary, SummaryCollector};
 
 /// What the HTTP server reads from the kubelet. Everything the endpoints serve goes through
 /// it, so an embedder implementing it gets the whole API.
@@ -96,12 +96,13 @@ impl Host for KubeletHandle {
     }
 }
 
-/// The stock kubelet's host: the engine handle plus node stats (cgroups), the machine
-/// spec and the configuration, which the engine alone does not know.
+/// The stock kubelet's host: the engine handle plus node stats (the core
+/// [`SummaryCollector`]), the machine spec and the configuration, which the bare handle does
+/// not serve.
 #[derive(Clone)]
 pub struct KubeletHost {
     handle: KubeletHandle,
-    stats: Option<Arc<StatsCollector>>,
+    stats: Option<Arc<SummaryCollector>>,
     spec: Option<Value>,
     configz: Option<Value>,
     node_logs_dir: Option<PathBuf>,
@@ -118,10 +119,15 @@ impl KubeletHost {
             node_logs_dir: Some(PathBuf::from("/var/log")),
         }
     }
-    /// Serve `/stats/summary` and `/metrics/resource` from `stats`.
-    pub fn with_stats(mut self, stats: Arc<StatsCollector>) -> Self {
+    /// Serve `/stats/summary` and `/metrics/resource` from `stats` (over the pods of the
+    /// handle).
+    pub fn with_stats(mut self, stats: Arc<SummaryCollector>) -> Self {
         self.stats = Some(stats);
         self
+    }
+    /// Serve `/spec/` from this machine info ([`machine_spec`]).
+    pub fn with_machine_info(self, machine: &MachineInfo) -> Self {
+        self.with_spec(machine_spec(machine))
     }
     /// Serve `/spec/` with this machine description.
     pub fn with_spec(mut self, spec: Value) -> Self {
@@ -171,7 +177,7 @@ impl Host for KubeletHost {
     }
     async fn stats_summary(&self, only_cpu_and_memory: bool) -> Result<Summary, StatsError> {
         match &self.stats {
-            Some(s) => s.summary(&self.handle, only_cpu_and_memory).await,
+            Some(s) => s.summary_of(&self.handle, only_cpu_and_memory).await,
             None => Err(StatsError::Unavailable),
         }
     }

@@ -3,7 +3,10 @@
 //! The kubelet's HTTP API, served over a narrow [`Host`] interface (like Go's
 //! `server.HostInterface`) so that an embedder gets the same API for its own node agent.
 //! [`KubeletHandle`](kubelet_core::KubeletHandle) implements [`Host`]; [`KubeletHost`] adds
-//! stats, the machine spec and `/configz` for the stock kubelet.
+//! stats, the machine spec and `/configz` for the stock kubelet. The server depends on the
+//! core contracts only: stats come from the core
+//! [`SummaryCollector`](kubelet_core::stats::summary::SummaryCollector) and `/spec/` from the
+//! core [`MachineInfo`](kubelet_core::MachineInfo), whatever backend measures them.
 //!
 //! Three listeners, as the Go kubelet: the secure port (`:10250`, HTTPS, every endpoint,
 //! requests authenticated by client certificate, bearer token or — when enabled —

@@ -577,6 +577,63 @@ async fn follow_streams_new_lines() {
 }
 
 #[tokio::test]
+async fn stats_metrics_and_spec_from_the_core_collector() {
+    let n = node().await;
+    let collector = Arc::new(
+        kubelet_server::stats::SummaryCollector::for_kubelet(&n.handle)
+            .expect("the fake container manager measures"),
+    );
+    let host = kubelet_server::KubeletHost::new(n.handle.clone())
+        .with_machine_info(&collector.machine_info())
+        .with_stats(collector);
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(kubelet_server::serve(
+        l,
+        Arc::new(host),
+        Endpoints::ReadOnly,
+        n.shutdown.clone(),
+    ));
+    let c = reqwest::Client::new();
+    let get = |path: &str| {
+        let c = c.clone();
+        let u = format!("http://{addr}{path}");
+        async move {
+            let r = c.get(u).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let (code, text) = get("/stats/summary").await;
+    assert_eq!(code, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["node"]["nodeName"], "node-1");
+    assert_eq!(v["node"]["startTime"], "2023-11-14T22:13:20Z");
+    assert_eq!(v["node"]["memory"]["availableBytes"], 8u64 << 30);
+    assert_eq!(v["node"]["fs"]["capacityBytes"], 100u64 << 30);
+    assert_eq!(v["pods"][0]["podRef"]["name"], "web");
+    let names: Vec<&str> = v["pods"][0]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["app", "side"]);
+    let (code, text) = get("/stats/summary?only_cpu_and_memory=true").await;
+    assert_eq!(code, 200);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(v["node"].get("fs").is_none(), "{v}");
+    let (code, text) = get("/metrics/resource").await;
+    assert_eq!(code, 200);
+    assert!(text.contains("node_memory_working_set_bytes 0 "), "{text}");
+    let (code, text) = get("/spec/").await;
+    assert_eq!(code, 200);
+    let spec: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(spec["num_cores"], 4);
+    assert_eq!(spec["boot_id"], "fake-boot-id");
+    n.shutdown.cancel();
+}
+
+#[tokio::test]
 async fn read_only_and_healthz_listeners_serve_only_their_endpoints() {
     let n = node().await;
     let mut addrs = Vec::new();

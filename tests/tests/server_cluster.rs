@@ -21,7 +21,7 @@ use kubelet_core::PodSource;
 use kubelet_server::auth::{
     ApiServerClient, AuthConfig, WebhookAuthorizer, WebhookTokenAuthenticator,
 };
-use kubelet_server::stats::StatsCollector;
+use kubelet_server::stats::SummaryCollector;
 use kubelet_server::tls::{ServerTls, TlsOptions};
 use kubelet_server::{Endpoints, KubeletHost, ServerConfig};
 use kubelet_tests::cluster::ControlPlane;
@@ -113,11 +113,9 @@ async fn kubectl_through_the_apiserver_and_webhook_auth() {
             Duration::from_secs(30),
         )),
     };
-    let host = KubeletHost::new(k.handle.clone()).with_stats(Arc::new(StatsCollector::new(
-        (*t.cm).clone(),
-        t.dir.path().join("root"),
-        None,
-    )));
+    let host = KubeletHost::new(k.handle.clone()).with_stats(Arc::new(
+        SummaryCollector::for_kubelet(&k.handle).expect("kubelet-cm measures"),
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(kubelet_server::serve_with(

@@ -10,22 +10,21 @@ use std::time::Duration;
 
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
-use kubelet_server::stats::StatsCollector;
+use kubelet_server::stats::SummaryCollector;
 use kubelet_server::{Endpoints, KubeletHost, ServerConfig};
 use kubelet_tests::cri::eventually;
 use kubelet_tests::engine::{busybox, container_status, wait_running, EngineTest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn serve(
-    t: &EngineTest,
     handle: &kubelet_core::KubeletHandle,
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> SocketAddr {
-    let host = KubeletHost::new(handle.clone()).with_stats(Arc::new(StatsCollector::new(
-        (*t.cm).clone(),
-        t.dir.path().join("root"),
-        None,
-    )));
+    // The one collector, over the kubelet's container manager (cgroups) and runtime.
+    let stats = Arc::new(SummaryCollector::for_kubelet(handle).expect("kubelet-cm measures"));
+    let host = KubeletHost::new(handle.clone())
+        .with_machine_info(&stats.machine_info())
+        .with_stats(stats);
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(kubelet_server::serve_with(
@@ -127,7 +126,7 @@ async fn logs_exec_run_and_stats_on_containerd() {
     let source = Arc::new(StaticSource::new("file", vec![pod]));
     let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
     wait_running(&k.handle, &uid, Duration::from_secs(60)).await;
-    let addr = serve(&t, &k.handle, &k.shutdown).await;
+    let addr = serve(&k.handle, &k.shutdown).await;
     let ns = t.namespace.clone();
 
     // Logs: the first lines, then options.
@@ -297,6 +296,13 @@ async fn logs_exec_run_and_stats_on_containerd() {
         "{app}"
     );
     assert!(app["logs"]["usedBytes"].as_u64().unwrap() > 0, "{app}");
+
+    // /spec/: the machine from the same provider.
+    let (code, spec) = get(addr, "/spec/").await;
+    assert_eq!(code, 200, "{spec}");
+    let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
+    assert!(spec["num_cores"].as_u64().unwrap() > 0, "{spec}");
+    assert!(!spec["boot_id"].as_str().unwrap().is_empty(), "{spec}");
 
     let (code, metrics) = get(addr, "/metrics/resource").await;
     assert_eq!(code, 200);

@@ -146,27 +146,6 @@ pub(crate) fn eviction_thresholds(
     errs.0
 }
 
-/// Parses a cpuset list ("0-3,5") into CPU ids.
-pub fn parse_cpuset(text: &str) -> Result<Vec<u32>, String> {
-    let mut cpus = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: u32 = a.trim().parse().map_err(|_| format!("bad CPU {a:?}"))?;
-                let b: u32 = b.trim().parse().map_err(|_| format!("bad CPU {b:?}"))?;
-                if a > b {
-                    return Err(format!("bad CPU range {part:?}"));
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.parse().map_err(|_| format!("bad CPU {part:?}"))?),
-        }
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
-}
-
 /// Validates the configuration, returning every problem found (empty: valid).
 pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
     let mut errs = Errors(Vec::new());
@@ -278,8 +257,9 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
     errs.0
         .extend(eviction_thresholds("evictionSoft", &c.eviction_soft));
     if !c.reserved_system_cpus.is_empty() {
-        if let Err(e) = parse_cpuset(&c.reserved_system_cpus) {
-            errs.add("reservedSystemCPUs", e);
+        // The container manager's parser: bounded, so a huge range fails at once.
+        if let Err(e) = kubelet_core::cpu::parse_cpuset(&c.reserved_system_cpus) {
+            errs.add("reservedSystemCPUs", e.to_string());
         }
     }
     for (i, v) in c.enforce_node_allocatable.iter().enumerate() {
@@ -339,4 +319,36 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
         );
     }
     errs.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_system_cpus_use_the_bounded_cpuset_parser() {
+        let with = |cpus: &str| {
+            let c = KubeletConfiguration {
+                reserved_system_cpus: cpus.into(),
+                ..KubeletConfiguration::default()
+            };
+            validate(&c)
+                .into_iter()
+                .filter(|e| e.field == "reservedSystemCPUs")
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert!(with("0-1,3").is_empty());
+        let start = std::time::Instant::now();
+        let errs = with("0-4000000000");
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(
+            errs,
+            ["reservedSystemCPUs: bad CPU 4000000000 in \"0-4000000000\": CPU ids go up to 8191 (Linux supports at most 8192 CPUs)"]
+        );
+        assert_eq!(
+            with("0-x"),
+            ["reservedSystemCPUs: bad CPU \"x\" in \"0-x\": not a CPU number"]
+        );
+    }
 }

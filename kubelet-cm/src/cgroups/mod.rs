@@ -18,7 +18,7 @@ mod v2;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use procfs::process::MountInfos;
 use procfs::FromRead;
@@ -254,42 +254,8 @@ pub struct ResourceConfig {
     pub hugepage_limits: BTreeMap<u64, i64>,
 }
 
-/// Resource usage of a cgroup at one point in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Usage {
-    /// When the sample was taken.
-    pub timestamp: Instant,
-    /// Cumulative CPU time in nanoseconds.
-    pub cpu_usage_ns: u64,
-    /// Memory usage in bytes (page cache included).
-    pub memory_usage_bytes: u64,
-    /// Working set: usage − inactive file pages (never below zero), as cAdvisor.
-    pub memory_working_set_bytes: u64,
-    /// Anonymous (RSS) memory in bytes.
-    pub memory_rss_bytes: u64,
-}
-
-impl Usage {
-    /// CPU usage rate in nanocores (1e9 = one full CPU) between an `earlier` sample and this
-    /// one; `None` when no time passed or the counter went backwards (cgroup re-created).
-    pub fn nanocores_since(&self, earlier: &Usage) -> Option<u64> {
-        nanocores(
-            earlier.cpu_usage_ns,
-            self.cpu_usage_ns,
-            self.timestamp.checked_duration_since(earlier.timestamp)?,
-        )
-    }
-}
-
-/// CPU usage rate in nanocores from two cumulative nanosecond counters `elapsed` apart.
-pub fn nanocores(prev_ns: u64, cur_ns: u64, elapsed: Duration) -> Option<u64> {
-    let delta = cur_ns.checked_sub(prev_ns)?;
-    let elapsed_ns = elapsed.as_nanos();
-    if elapsed_ns == 0 {
-        return None;
-    }
-    u64::try_from(u128::from(delta) * 1_000_000_000 / elapsed_ns).ok()
-}
+/// Resource usage of a cgroup at one point in time (the core stats sample type).
+pub use kubelet_core::stats::ResourceUsage as Usage;
 
 /// Working set as cAdvisor computes it: usage minus inactive file pages, floored at zero.
 pub(crate) fn working_set(usage: u64, inactive_file: u64) -> u64 {
@@ -652,30 +618,6 @@ pub(crate) mod tests {
             n.dir_in(Path::new("/sys/fs/cgroup/memory")),
             PathBuf::from("/sys/fs/cgroup/memory/kubepods/burstable")
         );
-    }
-
-    #[test]
-    fn nanocores_table() {
-        let s = Duration::from_secs(1);
-        assert_eq!(nanocores(0, 500_000_000, s), Some(500_000_000));
-        assert_eq!(nanocores(1_000, 2_000_001_000, s * 2), Some(1_000_000_000));
-        assert_eq!(nanocores(10, 5, s), None, "counter reset");
-        assert_eq!(nanocores(0, 5, Duration::ZERO), None);
-        let t0 = Instant::now();
-        let a = Usage {
-            timestamp: t0,
-            cpu_usage_ns: 0,
-            memory_usage_bytes: 0,
-            memory_working_set_bytes: 0,
-            memory_rss_bytes: 0,
-        };
-        let b = Usage {
-            timestamp: t0 + Duration::from_millis(500),
-            cpu_usage_ns: 250_000_000,
-            ..a
-        };
-        assert_eq!(b.nanocores_since(&a), Some(500_000_000));
-        assert_eq!(a.nanocores_since(&b), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Test doubles for the core contracts, for this crate's tests and for downstream users
 //! (feature `testing`): a deterministic in-memory runtime ([`SimRuntime`]), a container
-//! manager with fixed capacity ([`FakeContainerManager`]), a pod source a test can drive
+//! manager with fixed capacity ([`FakeContainerManager`]) measuring the node through a
+//! [`FakeNodeStats`], a pod source a test can drive
 //! ([`StaticSource`]) and a status sink that records what it was given
 //! ([`RecordingSink`]). All of them are complete implementations: nothing panics or answers
 //! "unimplemented" except the streaming URLs of the simulator, which it does not have.
@@ -14,7 +15,7 @@ mod sim;
 mod sink;
 mod source;
 
-pub use cm::FakeContainerManager;
+pub use cm::{CgroupUsage, FakeContainerManager, FakeNodeStats};
 pub use pods::{container, eventually, pod, ContainerBuilder, PodBuilder};
 pub use sim::{ContainerBehavior, SimRuntime};
 pub use sink::RecordingSink;

@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use super::client::ApiClients;
 use super::events::{EventRecorder, EventWorker};
 use super::lease::{KubeLeaseClient, LeaseConfig, LeaseController};
-use super::node::{MachineInfo, NodeConfig, NodeStatusLoop};
+use super::node::{NodeConfig, NodeStatusLoop};
 use super::source::ApiSource;
 use super::status_sink::{ApiStatusSink, MirrorPods};
 
@@ -114,13 +114,14 @@ impl ClusterMember {
     /// the mirror pod manager. The returned tracker is closed; wait on it after `shutdown`.
     pub async fn start(self, handle: KubeletHandle, shutdown: CancellationToken) -> TaskTracker {
         let tasks = TaskTracker::new();
-        let machine = MachineInfo::read().await;
+        if handle.container_manager().node_stats().is_none() {
+            tracing::warn!(node = %self.config.node.node_name, "the container manager does not measure the node: nodeInfo machine and boot ids, kernel and OS image stay empty");
+        }
         tasks.spawn(self.events.run(shutdown.clone()));
         let status_loop = NodeStatusLoop {
             api: Api::all(self.clients.heartbeat.clone()),
             config: self.config.node.clone(),
             handle: handle.clone(),
-            machine,
             events: self.sink.clone(),
             timeout: self.clients.heartbeat_timeout,
         };

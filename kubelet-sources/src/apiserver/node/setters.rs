@@ -1,0 +1,516 @@
+//! The node status setters (Go's `nodestatus/setters.go`): each updates part of the Node
+//! from the [`Observed`] snapshot, in Go's order ([`SETTERS`]).
+
+use k8s_openapi::api::core::v1::{
+    ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
+    NodeStatus, NodeSystemInfo,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kubelet_core::runtime::ImageInfo;
+
+use super::{go_arch, NodeConfig, Observed, OWNED_CONDITIONS};
+
+/// Go's `maxNamesPerImageInNodeStatus`.
+const MAX_NAMES_PER_IMAGE: usize = 5;
+/// Everything a setter needs besides the node.
+#[derive(Debug, Clone, Copy)]
+pub struct SetterContext<'a> {
+    /// Static configuration.
+    pub config: &'a NodeConfig,
+    /// The snapshot.
+    pub observed: &'a Observed,
+    /// Now (heartbeat and transition times).
+    pub now: &'a Time,
+}
+
+/// A status setter: updates part of the node from the snapshot.
+pub type Setter = fn(&mut Node, &SetterContext<'_>);
+
+/// The setters, in Go's order.
+pub const SETTERS: [Setter; 9] = [
+    set_addresses,
+    set_resources,
+    set_node_info,
+    set_daemon_endpoints,
+    set_images,
+    set_memory_pressure,
+    set_disk_pressure,
+    set_pid_pressure,
+    set_ready,
+];
+
+/// Applies every setter.
+pub fn set_node_status(node: &mut Node, ctx: &SetterContext<'_>) {
+    for s in SETTERS {
+        s(node, ctx);
+    }
+}
+
+pub(crate) fn status(node: &mut Node) -> &mut NodeStatus {
+    node.status.get_or_insert_with(Default::default)
+}
+
+/// InternalIP per node IP, then Hostname.
+pub fn set_addresses(node: &mut Node, ctx: &SetterContext<'_>) {
+    let mut addrs: Vec<NodeAddress> = ctx
+        .config
+        .node_ips
+        .iter()
+        .map(|ip| NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip.clone(),
+        })
+        .collect();
+    addrs.push(NodeAddress {
+        type_: "Hostname".into(),
+        address: ctx.config.hostname.clone(),
+    });
+    status(node).addresses = Some(addrs);
+}
+
+/// Capacity and allocatable from the container manager (unknown resources others added,
+/// such as extended resources from device plugins, are kept).
+pub fn set_resources(node: &mut Node, ctx: &SetterContext<'_>) {
+    let st = status(node);
+    let cap = st.capacity.get_or_insert_with(Default::default);
+    for (k, v) in &ctx.observed.capacity {
+        cap.insert(k.clone(), v.clone());
+    }
+    let alloc = st.allocatable.get_or_insert_with(Default::default);
+    for (k, v) in &ctx.observed.allocatable {
+        alloc.insert(k.clone(), v.clone());
+    }
+}
+
+/// nodeInfo: machine identity, OS, architecture, runtime and kubelet versions.
+pub fn set_node_info(node: &mut Node, ctx: &SetterContext<'_>) {
+    let m = &ctx.observed.machine;
+    status(node).node_info = Some(NodeSystemInfo {
+        machine_id: m.machine_id.clone(),
+        system_uuid: m.system_uuid.clone(),
+        boot_id: m.boot_id.clone(),
+        kernel_version: m.kernel_version.clone(),
+        os_image: m.os_image.clone(),
+        operating_system: "linux".into(),
+        architecture: go_arch().into(),
+        container_runtime_version: ctx.observed.runtime_version.clone(),
+        kubelet_version: ctx.config.kubelet_version.clone(),
+        kube_proxy_version: ctx.config.kubelet_version.clone(),
+        ..Default::default()
+    });
+}
+
+/// daemonEndpoints: the kubelet port.
+pub fn set_daemon_endpoints(node: &mut Node, ctx: &SetterContext<'_>) {
+    status(node).daemon_endpoints = Some(NodeDaemonEndpoints {
+        kubelet_endpoint: Some(DaemonEndpoint {
+            port: ctx.config.kubelet_port,
+        }),
+    });
+}
+
+/// images: largest first, at most `max_images`, names = digests then tags (at most 5).
+pub fn set_images(node: &mut Node, ctx: &SetterContext<'_>) {
+    let mut images: Vec<&ImageInfo> = ctx.observed.images.iter().collect();
+    images.sort_by(|a, b| b.size_bytes.cmp(&a.size_bytes).then(a.id.cmp(&b.id)));
+    if ctx.config.max_images >= 0 {
+        images.truncate(usize::try_from(ctx.config.max_images).unwrap_or(0));
+    }
+    let list: Vec<ContainerImage> = images
+        .into_iter()
+        .map(|i| {
+            let mut names: Vec<String> = i
+                .repo_digests
+                .iter()
+                .chain(i.repo_tags.iter())
+                .cloned()
+                .collect();
+            if names.is_empty() {
+                names.push(i.id.clone());
+            }
+            names.truncate(MAX_NAMES_PER_IMAGE);
+            ContainerImage {
+                names: Some(names),
+                size_bytes: i64::try_from(i.size_bytes).ok(),
+            }
+        })
+        .collect();
+    status(node).images = Some(list);
+}
+
+/// Sets (or adds) a condition: heartbeat is always `now`; transition only when the status
+/// changed (or the condition is new).
+pub fn set_condition(
+    node: &mut Node,
+    now: &Time,
+    type_: &str,
+    status_: bool,
+    reason: &str,
+    message: &str,
+) {
+    let want = if status_ { "True" } else { "False" };
+    let conds = status(node).conditions.get_or_insert_with(Vec::new);
+    let existing = conds.iter_mut().find(|c| c.type_ == type_);
+    match existing {
+        Some(c) => {
+            if c.status != want {
+                c.last_transition_time = Some(now.clone());
+            }
+            c.status = want.into();
+            c.reason = Some(reason.into());
+            c.message = Some(message.into());
+            c.last_heartbeat_time = Some(now.clone());
+        }
+        None => conds.push(NodeCondition {
+            type_: type_.into(),
+            status: want.into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            last_heartbeat_time: Some(now.clone()),
+            last_transition_time: Some(now.clone()),
+        }),
+    }
+}
+
+/// MemoryPressure.
+pub fn set_memory_pressure(node: &mut Node, ctx: &SetterContext<'_>) {
+    if ctx.observed.memory_pressure {
+        set_condition(
+            node,
+            ctx.now,
+            "MemoryPressure",
+            true,
+            "KubeletHasInsufficientMemory",
+            "kubelet has insufficient memory available",
+        );
+    } else {
+        set_condition(
+            node,
+            ctx.now,
+            "MemoryPressure",
+            false,
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        );
+    }
+}
+
+/// DiskPressure.
+pub fn set_disk_pressure(node: &mut Node, ctx: &SetterContext<'_>) {
+    if ctx.observed.disk_pressure {
+        set_condition(
+            node,
+            ctx.now,
+            "DiskPressure",
+            true,
+            "KubeletHasDiskPressure",
+            "kubelet has disk pressure",
+        );
+    } else {
+        set_condition(
+            node,
+            ctx.now,
+            "DiskPressure",
+            false,
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+        );
+    }
+}
+
+/// PIDPressure.
+pub fn set_pid_pressure(node: &mut Node, ctx: &SetterContext<'_>) {
+    if ctx.observed.pid_pressure {
+        set_condition(
+            node,
+            ctx.now,
+            "PIDPressure",
+            true,
+            "KubeletHasInsufficientPID",
+            "kubelet has insufficient PID available",
+        );
+    } else {
+        set_condition(
+            node,
+            ctx.now,
+            "PIDPressure",
+            false,
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+        );
+    }
+}
+
+/// The reasons the node is not ready (empty: ready), as Go's `ReadyCondition` setter.
+pub fn not_ready_reasons(o: &Observed) -> Vec<String> {
+    let mut errs = Vec::new();
+    if !o.runtime_ready {
+        errs.push(
+            format!("container runtime is down: {}", o.runtime_message)
+                .trim_end_matches(": ")
+                .to_string(),
+        );
+    }
+    if !o.network_ready {
+        errs.push(
+            format!("container runtime network not ready: {}", o.runtime_message)
+                .trim_end_matches(": ")
+                .to_string(),
+        );
+    }
+    if let Err(e) = &o.health {
+        errs.push(e.clone());
+    }
+    let missing: Vec<&str> = ["cpu", "memory", "pods"]
+        .into_iter()
+        .filter(|r| !o.capacity.contains_key(*r))
+        .collect();
+    if !missing.is_empty() {
+        errs.push(format!(
+            "missing node capacity for resources: {}",
+            missing.join(", ")
+        ));
+    }
+    errs
+}
+
+/// Ready: runtime and network ready, sync loop and PLEG healthy, capacity known.
+pub fn set_ready(node: &mut Node, ctx: &SetterContext<'_>) {
+    let errs = not_ready_reasons(ctx.observed);
+    if errs.is_empty() {
+        set_condition(
+            node,
+            ctx.now,
+            "Ready",
+            true,
+            "KubeletReady",
+            "kubelet is posting ready status",
+        );
+    } else {
+        set_condition(
+            node,
+            ctx.now,
+            "Ready",
+            false,
+            "KubeletNotReady",
+            &errs.join(","),
+        );
+    }
+}
+
+/// The node's Ready condition status ("True"/"False"/"Unknown"), if set.
+pub fn ready_status(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str())
+}
+
+/// Whether the server's copy of the node disagrees with what the kubelet last sent about a
+/// condition it owns (status or reason) — e.g. the node lifecycle controller marked the node
+/// `Unknown` while the kubelet could not reach the API server.
+pub fn owned_conditions_drifted(server: &Node, sent: &Node) -> bool {
+    let pick = |n: &Node, t: &str| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    OWNED_CONDITIONS
+        .iter()
+        .any(|t| pick(server, t) != pick(sent, t))
+}
+
+/// Whether two statuses differ in anything but condition heartbeat times (Go's
+/// `nodeStatusHasChanged`).
+pub fn status_changed(old: &NodeStatus, new: &NodeStatus) -> bool {
+    fn strip(s: &NodeStatus) -> NodeStatus {
+        let mut s = s.clone();
+        for c in s.conditions.iter_mut().flatten() {
+            c.last_heartbeat_time = None;
+        }
+        s
+    }
+    // Compare as the API would store them (times at second precision, empty = absent).
+    let a = serde_json::to_value(strip(old)).unwrap_or_default();
+    let b = serde_json::to_value(strip(new)).unwrap_or_default();
+    a != b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::node::fixtures::{cond, observed, t};
+    use k8s_openapi::api::core::v1::NodeStatus;
+
+    type ReadyCase = (
+        &'static str,
+        Box<dyn Fn(&mut Observed)>,
+        &'static str,
+        &'static str,
+    );
+
+    #[test]
+    fn ready_condition_cases() {
+        let cases: Vec<ReadyCase> = vec![
+            (
+                "healthy",
+                Box::new(|_| {}),
+                "True",
+                "kubelet is posting ready status",
+            ),
+            (
+                "runtime down",
+                Box::new(|o| {
+                    o.runtime_ready = false;
+                    o.runtime_message = "x".into();
+                }),
+                "False",
+                "container runtime is down: x",
+            ),
+            (
+                "network",
+                Box::new(|o| o.network_ready = false),
+                "False",
+                "container runtime network not ready",
+            ),
+            (
+                "pleg",
+                Box::new(|o| o.health = Err("PLEG is not healthy".into())),
+                "False",
+                "PLEG is not healthy",
+            ),
+            (
+                "capacity",
+                Box::new(|o| {
+                    o.capacity.remove("pods");
+                }),
+                "False",
+                "missing node capacity for resources: pods",
+            ),
+        ];
+        for (name, edit, status, message) in cases {
+            let mut o = observed();
+            edit(&mut o);
+            let cfg = NodeConfig::new("n1");
+            let now = t(0);
+            let mut node = Node::default();
+            set_ready(
+                &mut node,
+                &SetterContext {
+                    config: &cfg,
+                    observed: &o,
+                    now: &now,
+                },
+            );
+            let c = cond(&node, "Ready");
+            assert_eq!(c.status, status, "{name}");
+            assert_eq!(c.message.as_deref(), Some(message), "{name}");
+        }
+    }
+
+    #[test]
+    fn transition_time_moves_only_on_status_change() {
+        let cfg = NodeConfig::new("n1");
+        let mut o = observed();
+        let mut node = Node::default();
+        let (t0, t1, t2) = (t(0), t(10), t(20));
+        set_node_status(
+            &mut node,
+            &SetterContext {
+                config: &cfg,
+                observed: &o,
+                now: &t0,
+            },
+        );
+        set_node_status(
+            &mut node,
+            &SetterContext {
+                config: &cfg,
+                observed: &o,
+                now: &t1,
+            },
+        );
+        let c = cond(&node, "Ready");
+        assert_eq!(c.last_transition_time, Some(t0.clone()));
+        assert_eq!(c.last_heartbeat_time, Some(t1.clone()));
+        o.network_ready = false;
+        set_node_status(
+            &mut node,
+            &SetterContext {
+                config: &cfg,
+                observed: &o,
+                now: &t2,
+            },
+        );
+        let c = cond(&node, "Ready");
+        assert_eq!(c.status, "False");
+        assert_eq!(c.last_transition_time, Some(t2.clone()));
+        assert_eq!(cond(&node, "MemoryPressure").last_transition_time, Some(t0));
+    }
+
+    #[test]
+    fn images_are_largest_first_and_capped() {
+        let mut cfg = NodeConfig::new("n1");
+        cfg.max_images = 2;
+        let mut o = observed();
+        for (i, size) in [(1, 5u64), (2, 50), (3, 20)] {
+            o.images.push(ImageInfo {
+                id: format!("sha256:{i}"),
+                repo_tags: (0..7).map(|k| format!("img{i}:{k}")).collect(),
+                repo_digests: vec![format!("img{i}@sha256:{i}")],
+                size_bytes: size,
+            });
+        }
+        let now = t(0);
+        let mut node = Node::default();
+        set_images(
+            &mut node,
+            &SetterContext {
+                config: &cfg,
+                observed: &o,
+                now: &now,
+            },
+        );
+        let imgs = node.status.unwrap().images.unwrap();
+        assert_eq!(imgs.len(), 2);
+        assert_eq!(imgs[0].size_bytes, Some(50));
+        assert_eq!(imgs[1].size_bytes, Some(20));
+        let names = imgs[0].names.as_ref().unwrap();
+        assert_eq!(names.len(), MAX_NAMES_PER_IMAGE);
+        assert_eq!(names[0], "img2@sha256:2");
+    }
+
+    #[test]
+    fn drift_in_owned_conditions_only() {
+        let cond = |t: &str, st: &str| NodeCondition {
+            type_: t.into(),
+            status: st.into(),
+            ..Default::default()
+        };
+        let node = |cs: Vec<NodeCondition>| Node {
+            status: Some(NodeStatus {
+                conditions: Some(cs),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let sent = node(vec![cond("Ready", "True"), cond("MemoryPressure", "False")]);
+        let same = node(vec![
+            cond("MemoryPressure", "False"),
+            cond("Ready", "True"),
+            cond("NetworkUnavailable", "True"),
+        ]);
+        assert!(!owned_conditions_drifted(&same, &sent));
+        let unknown = node(vec![
+            cond("Ready", "Unknown"),
+            cond("MemoryPressure", "False"),
+        ]);
+        assert!(owned_conditions_drifted(&unknown, &sent));
+        assert!(owned_conditions_drifted(&node(vec![]), &sent));
+    }
+}
