@@ -6,7 +6,7 @@
 //! without knowing anything about the lifecycle. The engine decides *when* to call what; a
 //! backend only carries the call out.
 //!
-//! Requests carry the Kubernetes [`Pod`](k8s_openapi::api::core::v1::Pod) and
+//! Requests carry the Kubernetes [`Pod`] and
 //! [`Container`](k8s_openapi::api::core::v1::Container) they are for plus everything the
 //! engine resolved (restart attempt, spec hash, cgroup parent, log paths, expanded command and
 //! environment, mounts), so a backend never re-derives lifecycle decisions.
