@@ -15,9 +15,10 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
 use crate::runtime::{
-    AttachRequest, ContainerConfig, ContainerRuntime, ContainerStatus, ContainerSummary,
-    ExecOutput, ExecRequest, ImageInfo, ListFilter, PullImageRequest, RuntimeResult, RuntimeStatus,
-    RuntimeVersion, SandboxConfig, SandboxStatus, SandboxSummary,
+    AttachRequest, ContainerConfig, ContainerEventStream, ContainerRuntime, ContainerStats,
+    ContainerStatus, ContainerSummary, ExecOutput, ExecRequest, ImageFsInfo, ImageInfo, ListFilter,
+    PullImageRequest, RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig, SandboxStatus,
+    SandboxSummary,
 };
 
 /// Prometheus' default buckets.
@@ -340,7 +341,10 @@ impl Metrics {
 }
 
 /// A [`ContainerRuntime`] that records `kubelet_runtime_operations_*` for every call and
-/// forwards it to the wrapped runtime unchanged.
+/// forwards it to the wrapped runtime unchanged — every method, the defaulted ones included,
+/// so the wrapped backend's own answers (and its `Unimplemented`s) come through. The
+/// `operation_type` labels are Go's (`instrumented_services.go`); `get_container_events`
+/// times establishing the stream, not its lifetime.
 pub struct InstrumentedRuntime {
     inner: Arc<dyn ContainerRuntime>,
     metrics: &'static Metrics,
@@ -489,6 +493,35 @@ impl ContainerRuntime for InstrumentedRuntime {
         )
         .await
     }
+    async fn image_fs_info(&self) -> RuntimeResult<ImageFsInfo> {
+        self.record("image_fs_info", self.inner.image_fs_info())
+            .await
+    }
+    async fn container_stats(&self, container_id: &str) -> RuntimeResult<ContainerStats> {
+        self.record("container_stats", self.inner.container_stats(container_id))
+            .await
+    }
+    async fn list_container_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> RuntimeResult<Vec<ContainerStats>> {
+        self.record(
+            "list_container_stats",
+            self.inner.list_container_stats(filter),
+        )
+        .await
+    }
+    async fn reopen_container_log(&self, container_id: &str) -> RuntimeResult<()> {
+        self.record(
+            "reopen_container_log",
+            self.inner.reopen_container_log(container_id),
+        )
+        .await
+    }
+    async fn container_events(&self) -> RuntimeResult<ContainerEventStream> {
+        self.record("get_container_events", self.inner.container_events())
+            .await
+    }
 }
 
 #[cfg(test)]
@@ -540,6 +573,7 @@ mod tests {
         assert_eq!(m.pod_start_duration.count(), 1);
     }
 
+    /// Only the required core plus `version` and `status`; the rest are the trait's defaults.
     struct Failing;
 
     #[async_trait]
@@ -552,12 +586,6 @@ mod tests {
         }
         async fn list_pod_sandboxes(&self, _: &ListFilter) -> RuntimeResult<Vec<SandboxSummary>> {
             Ok(vec![])
-        }
-        async fn pod_sandbox_status(&self, id: &str) -> RuntimeResult<SandboxStatus> {
-            Err(RuntimeError::NotFound {
-                kind: "sandbox",
-                id: id.into(),
-            })
         }
         async fn run_pod_sandbox(&self, _: &SandboxConfig) -> RuntimeResult<String> {
             Ok(String::new())
@@ -585,38 +613,11 @@ mod tests {
         ) -> RuntimeResult<String> {
             Ok(String::new())
         }
-        async fn start_container(&self, _: &str) -> RuntimeResult<()> {
-            Ok(())
-        }
         async fn stop_container(&self, _: &str, _: Duration) -> RuntimeResult<()> {
             Ok(())
         }
         async fn remove_container(&self, _: &str) -> RuntimeResult<()> {
             Ok(())
-        }
-        async fn image_status(&self, _: &str) -> RuntimeResult<Option<ImageInfo>> {
-            Ok(None)
-        }
-        async fn pull_image(&self, _: &PullImageRequest) -> RuntimeResult<String> {
-            Ok(String::new())
-        }
-        async fn list_images(&self) -> RuntimeResult<Vec<ImageInfo>> {
-            Ok(vec![])
-        }
-        async fn remove_image(&self, _: &str) -> RuntimeResult<()> {
-            Ok(())
-        }
-        async fn exec_sync(&self, _: &str, _: &[String], _: Duration) -> RuntimeResult<ExecOutput> {
-            Ok(ExecOutput::default())
-        }
-        async fn exec_url(&self, _: &ExecRequest) -> RuntimeResult<String> {
-            Ok(String::new())
-        }
-        async fn attach_url(&self, _: &AttachRequest) -> RuntimeResult<String> {
-            Ok(String::new())
-        }
-        async fn port_forward_url(&self, _: &str, _: &[i32]) -> RuntimeResult<String> {
-            Ok(String::new())
         }
     }
 
@@ -649,5 +650,50 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[tokio::test]
+    async fn instrumented_runtime_forwards_the_capabilities_with_go_labels() {
+        let m: &'static Metrics = Box::leak(Box::default());
+        let sim = Arc::new(crate::testing::SimRuntime::new());
+        sim.add_image("busybox");
+        let rt = InstrumentedRuntime {
+            inner: sim.clone(),
+            metrics: m,
+        };
+        // The simulator's own answers come through, not the trait's defaults.
+        let fs = rt.image_fs_info().await.unwrap();
+        assert_eq!(fs.image_filesystems.len(), 1);
+        assert!(rt
+            .list_container_stats(&ListFilter::all())
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(rt.container_stats("nope").await.is_err());
+        assert!(rt.reopen_container_log("nope").await.is_err());
+        assert!(rt.container_events().await.is_ok());
+        assert_eq!(sim.calls("ImageFsInfo"), 1);
+        assert_eq!(sim.calls("GetContainerEvents"), 1);
+        for (op, errors) in [
+            ("image_fs_info", 0),
+            ("list_container_stats", 0),
+            ("container_stats", 1),
+            ("reopen_container_log", 1),
+            ("get_container_events", 0),
+        ] {
+            assert_eq!(m.runtime_operations.get(op), 1, "{op}");
+            assert_eq!(m.runtime_operation_errors.get(op), errors, "{op}");
+        }
+        // A backend without a capability: its Unimplemented is counted as an error.
+        let bare = InstrumentedRuntime {
+            inner: Arc::new(Failing),
+            metrics: m,
+        };
+        assert!(bare
+            .exec_sync("c", &[], Duration::ZERO)
+            .await
+            .unwrap_err()
+            .is_unimplemented());
+        assert_eq!(m.runtime_operation_errors.get("exec_sync"), 1);
     }
 }

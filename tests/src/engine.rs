@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     Container, ContainerStatus as K8sContainerStatus, Pod, PodSpec, PodStatus, ResourceRequirements,
 };
@@ -32,9 +33,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubelet_cm::{CmConfig, LinuxContainerManager};
 use kubelet_core::runtime::{
-    AttachRequest, ContainerConfig, ContainerRuntime, ContainerStatus, ContainerSummary,
-    ExecOutput, ExecRequest, ImageInfo, ListFilter, PullImageRequest, RuntimeResult, RuntimeStatus,
-    RuntimeVersion, SandboxConfig, SandboxStatus, SandboxSummary,
+    AttachRequest, ContainerConfig, ContainerEventStream, ContainerRuntime, ContainerStats,
+    ContainerStatus, ContainerSummary, ExecOutput, ExecRequest, ImageFsInfo, ImageInfo, ListFilter,
+    PullImageRequest, RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig, SandboxStatus,
+    SandboxSummary,
 };
 use kubelet_core::{Config, ContainerManager, Kubelet, KubeletBuilder, KubeletHandle, PodSource};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
@@ -46,7 +48,9 @@ use crate::cri::{endpoint, BUSYBOX_IMAGE, TEST_CGROUP_ROOT};
 pub const NODE_NAME: &str = "kubelet-rs-itest";
 
 /// A [`ContainerRuntime`] that forwards every call to the real runtime but lists only the
-/// sandboxes and containers of pods in one namespace. See the module docs.
+/// sandboxes and containers of pods in one namespace (and their stats and events). See the
+/// module docs. It forwards every method, the trait's defaulted ones included, so no
+/// capability of the real runtime is lost behind it.
 pub struct ScopedRuntime {
     inner: Arc<CriRuntime>,
     namespace: String,
@@ -142,6 +146,33 @@ impl ContainerRuntime for ScopedRuntime {
     }
     async fn port_forward_url(&self, sandbox_id: &str, ports: &[i32]) -> RuntimeResult<String> {
         self.inner.port_forward_url(sandbox_id, ports).await
+    }
+    async fn image_fs_info(&self) -> RuntimeResult<ImageFsInfo> {
+        self.inner.image_fs_info().await
+    }
+    async fn container_stats(&self, container_id: &str) -> RuntimeResult<ContainerStats> {
+        self.inner.container_stats(container_id).await
+    }
+    async fn list_container_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> RuntimeResult<Vec<ContainerStats>> {
+        let mut list = self.inner.list_container_stats(filter).await?;
+        list.retain(|s| s.pod.namespace == self.namespace);
+        Ok(list)
+    }
+    async fn reopen_container_log(&self, container_id: &str) -> RuntimeResult<()> {
+        self.inner.reopen_container_log(container_id).await
+    }
+    async fn container_events(&self) -> RuntimeResult<ContainerEventStream> {
+        let namespace = self.namespace.clone();
+        let events = self.inner.container_events().await?;
+        Ok(events
+            .filter(move |e| {
+                let keep = e.as_ref().map_or(true, |e| e.pod.namespace == namespace);
+                std::future::ready(keep)
+            })
+            .boxed())
     }
 }
 

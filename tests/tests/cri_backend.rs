@@ -729,3 +729,122 @@ async fn pod_ip_and_host_port_serve_http() {
 async fn http_get_owned(addr: String) -> Option<String> {
     http_get(&addr).await.filter(|r| r.contains("200 OK"))
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_fs_container_stats_log_reopen_and_events() {
+    let Some(t) = runtime_or_skip("image_fs_container_stats").await else {
+        return;
+    };
+    let rt = &t.runtime;
+
+    // The image filesystem: containerd's snapshotter mount, with the images' bytes.
+    let fs = rt.image_fs_info().await.unwrap();
+    let image_fs = fs.image_filesystems.first().expect("an image filesystem");
+    assert!(!image_fs.mountpoint.is_empty(), "{fs:?}");
+    assert!(image_fs.used_bytes.unwrap_or(0) > 0, "{fs:?}");
+    assert!(image_fs.timestamp > 0, "{fs:?}");
+
+    // GetContainerEvents: containerd 1.7 streams events, 1.6 has no such method.
+    let version = rt.version().await.unwrap();
+    let events = rt.container_events().await;
+    if version.runtime_version.starts_with("1.6.") {
+        match events {
+            Err(RuntimeError::Unimplemented { operation }) => {
+                assert_eq!(operation, "GetContainerEvents")
+            }
+            Err(e) => panic!("expected Unimplemented from {version:?}, got {e:?}"),
+            Ok(_) => panic!("expected Unimplemented from {version:?}, got a stream"),
+        }
+    } else {
+        assert!(events.is_ok(), "{version:?}: {:?}", events.err());
+    }
+
+    let image_ref = busybox_ref(rt).await;
+    let uid = unique_uid("stats");
+    let pod = pod(
+        "stats",
+        &uid,
+        vec![busybox(
+            "busy",
+            "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo counted; exec sleep 3600",
+        )],
+    );
+    let sandbox = sandbox_config(&t, &pod);
+    let result = async {
+        let sandbox_id = rt.run_pod_sandbox(&sandbox).await.unwrap();
+        let cfg = container_config(&pod, 0, &image_ref);
+        let id = rt
+            .create_container(&sandbox_id, &cfg, &sandbox)
+            .await
+            .unwrap();
+        rt.start_container(&id).await.unwrap();
+        let log = sandbox.log_directory.join(&cfg.log_path);
+        let counted = eventually(WAIT, || {
+            let log = log.clone();
+            async move { read_or_empty(&log).await.contains("counted").then_some(()) }
+        })
+        .await;
+        assert!(counted.is_some(), "the container never finished counting");
+
+        // A running container's stats: CPU time spent counting, memory in use.
+        let stats = rt.container_stats(&id).await.unwrap();
+        assert_eq!(stats.container_id, id);
+        assert_eq!(stats.name, "busy");
+        assert_eq!(stats.pod.uid, uid);
+        let cpu = stats.cpu.expect("cpu stats");
+        assert!(cpu.usage_core_nano_seconds.unwrap_or(0) > 0, "{cpu:?}");
+        let memory = stats.memory.expect("memory stats");
+        assert!(memory.working_set_bytes.unwrap_or(0) > 0, "{memory:?}");
+        let listed = rt
+            .list_container_stats(&ListFilter::pod(&uid))
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].container_id, id);
+        assert!(matches!(
+            rt.container_stats("no-such-container").await,
+            Err(RuntimeError::NotFound { .. })
+        ));
+
+        // Log rotation: the runtime reopens the log of a running container, and new output
+        // lands in the new file.
+        let rotated = log.with_extension("log.1");
+        std::fs::rename(&log, &rotated).unwrap();
+        rt.reopen_container_log(&id).await.unwrap();
+        assert!(log.exists(), "reopen did not create {}", log.display());
+        rt.exec_sync(
+            &id,
+            &[
+                "sh".into(),
+                "-c".into(),
+                "echo after-rotation > /proc/1/fd/1".into(),
+            ],
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        let after = eventually(WAIT, || {
+            let log = log.clone();
+            async move {
+                read_or_empty(&log)
+                    .await
+                    .contains("after-rotation")
+                    .then_some(())
+            }
+        })
+        .await;
+        assert!(after.is_some(), "no output in the reopened log");
+        assert!(read_or_empty(&rotated).await.contains("counted"));
+
+        // Not running any more: nothing to reopen.
+        rt.stop_container(&id, Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert!(rt.reopen_container_log(&id).await.is_err());
+    };
+    let outcome = AssertUnwindSafe(result).catch_unwind().await;
+    cleanup_pod(rt, &uid).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}

@@ -130,6 +130,10 @@ pub async fn run_exec(
             cmd.join(" "),
             timeout.as_secs()
         )),
+        // A backend without exec (an optional capability): the probe or hook fails, saying why.
+        Err(e @ RuntimeError::Unimplemented { .. }) => {
+            Outcome::Failure(format!("command {:?} cannot run: {e}", cmd.join(" ")))
+        }
         Err(e) => Outcome::Unknown(e.to_string()),
     }
 }

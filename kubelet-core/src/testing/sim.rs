@@ -15,9 +15,24 @@
 //! echoes its arguments. [`SimRuntime::execs`] lists what ran.
 //!
 //! Image pulls succeed and add the image unless the image was marked with
-//! [`SimRuntime::fail_pulls`]; [`SimRuntime::add_image`] preloads one.
+//! [`SimRuntime::fail_pulls`]; [`SimRuntime::add_image`] preloads one. Every image is 1 MiB,
+//! on a simulated image filesystem (`image_fs_info`).
 //! [`SimRuntime::set_unavailable`] makes every call fail with `Unavailable`, like a
 //! runtime that is restarting. [`SimRuntime::calls`] counts calls per operation.
+//!
+//! It implements every optional capability but the streaming URLs (it has no streaming
+//! server): container stats come from simulated rates (`SIM_CPU_MILLICORES`, default 10m, of
+//! CPU time while running; a working set of `SIM_MEMORY_BYTES`, default 8 MiB, while
+//! running; a writable layer of `SIM_DISK_BYTES`, default 4 KiB); `reopen_container_log`
+//! succeeds on a running container; `container_events` streams its own state changes
+//! (created, started, stopped, deleted) in order. As exits are evaluated lazily, the
+//! `Stopped` event of a container that ends by itself is sent when the exit is first
+//! observed (the next call that reads the container), stamped with the exit time.
+
+mod events;
+#[cfg(test)]
+mod tests;
+mod usage;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
@@ -27,11 +42,13 @@ use async_trait::async_trait;
 
 use crate::clock::now_unix_nanos;
 use crate::runtime::{
-    AttachRequest, ContainerConfig, ContainerRuntime, ContainerState, ContainerStatus,
-    ContainerSummary, ExecOutput, ExecRequest, ImageInfo, ListFilter, PodRef, PullImageRequest,
-    RuntimeError, RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig, SandboxState,
-    SandboxStatus, SandboxSummary,
+    ContainerConfig, ContainerEventKind, ContainerEventStream, ContainerRuntime, ContainerState,
+    ContainerStats, ContainerStatus, ContainerSummary, ExecOutput, ImageFsInfo, ImageInfo,
+    ListFilter, PullImageRequest, RuntimeError, RuntimeResult, RuntimeStatus, RuntimeVersion,
+    SandboxConfig, SandboxState, SandboxStatus, SandboxSummary,
 };
+use events::Events;
+use usage::Usage;
 
 /// What a simulated container does once started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,6 +74,8 @@ struct SimSandbox {
 struct SimContainer {
     status: ContainerStatus,
     behavior: ContainerBehavior,
+    /// What it uses while it runs (stats).
+    usage: Usage,
     /// The container's simulated files (`touch`, `rm`, `test -f`).
     files: HashSet<String>,
 }
@@ -92,6 +111,7 @@ struct State {
 #[derive(Debug, Default)]
 pub struct SimRuntime {
     state: Mutex<State>,
+    events: Events,
 }
 
 fn behavior_from_env(config: &ContainerConfig, base: ContainerBehavior) -> ContainerBehavior {
@@ -122,8 +142,8 @@ fn not_found(kind: &'static str, id: &str) -> RuntimeError {
     }
 }
 
-/// Marks a running container exited if its run time is over.
-fn advance(c: &mut SimContainer, now: i64) {
+/// Marks a running container exited if its run time is over (and says so).
+fn advance(c: &mut SimContainer, now: i64, events: &Events) {
     if c.status.summary.state != ContainerState::Running {
         return;
     }
@@ -135,30 +155,27 @@ fn advance(c: &mut SimContainer, now: i64) {
         .started_at
         .saturating_add(i64::try_from(run_for.as_nanos()).unwrap_or(i64::MAX));
     if now >= end {
-        exit(
-            c,
-            end,
-            if c.behavior.oom {
-                137
-            } else {
-                c.behavior.exit_code
-            },
-            c.behavior.oom,
-        );
+        let code = if c.behavior.oom {
+            137
+        } else {
+            c.behavior.exit_code
+        };
+        exit(c, end, code, c.behavior.oom, events);
     }
 }
 
-fn exit(c: &mut SimContainer, at: i64, code: i32, oom: bool) {
-    c.status.summary.state = ContainerState::Exited;
-    c.status.finished_at = at;
-    c.status.exit_code = code;
-    c.status.reason = if oom {
-        "OOMKilled".into()
-    } else if code == 0 {
-        "Completed".into()
-    } else {
-        "Error".into()
-    };
+fn exit(c: &mut SimContainer, at: i64, code: i32, oom: bool, events: &Events) {
+    c.status.set_exited(at, code, oom);
+    events.emit(c, ContainerEventKind::Stopped, at);
+}
+
+fn sim_image(image: &str) -> ImageInfo {
+    ImageInfo {
+        id: format!("sha256:{image}"),
+        repo_tags: vec![image.to_string()],
+        size_bytes: usage::IMAGE_BYTES,
+        ..Default::default()
+    }
 }
 
 impl SimRuntime {
@@ -194,14 +211,9 @@ impl SimRuntime {
 
     /// Makes the image present.
     pub fn add_image(&self, image: &str) {
-        self.lock().images.insert(
-            image.to_string(),
-            ImageInfo {
-                id: format!("sha256:{image}"),
-                repo_tags: vec![image.to_string()],
-                ..Default::default()
-            },
-        );
+        self.lock()
+            .images
+            .insert(image.to_string(), sim_image(image));
     }
 
     /// Makes every call fail with `Unavailable` (or work again).
@@ -239,7 +251,7 @@ impl SimRuntime {
         let mut st = self.lock();
         if let Some(c) = st.containers.get_mut(container_id) {
             if c.status.summary.state == ContainerState::Running {
-                exit(c, now_unix_nanos(), code, false);
+                exit(c, now_unix_nanos(), code, false, &self.events);
             }
         }
     }
@@ -327,25 +339,16 @@ impl ContainerRuntime for SimRuntime {
         let mut st = self.enter("RunPodSandbox")?;
         let id = Self::next_id(&mut st, "sb");
         let n = st.next_id;
-        let pod = PodRef {
-            uid: crate::pod::uid(&config.pod).to_string(),
-            name: crate::pod::name(&config.pod).to_string(),
-            namespace: crate::pod::namespace(&config.pod).to_string(),
-        };
+        let summary = SandboxSummary::new(id.clone(), config);
+        let uid = summary.pod.uid.clone();
         let sandbox = SimSandbox {
-            summary: SandboxSummary {
-                id: id.clone(),
-                pod: pod.clone(),
-                attempt: config.attempt,
-                state: SandboxState::Ready,
-                created_at: now_unix_nanos(),
-            },
+            summary,
             ip: format!("10.88.{}.{}", (n >> 8) & 0xff, (n & 0xff).max(1)),
             host_network: crate::pod::host_network(&config.pod),
         };
         st.sandboxes.insert(id.clone(), sandbox);
         st.by_pod
-            .entry(pod.uid)
+            .entry(uid)
             .or_insert_with(new_index)
             .0
             .push(id.clone());
@@ -367,11 +370,11 @@ impl ContainerRuntime for SimRuntime {
             .unwrap_or_default();
         for id in ids {
             if let Some(c) = st.containers.get_mut(&id) {
-                advance(c, now);
+                advance(c, now, &self.events);
                 if c.status.summary.sandbox_id == sandbox_id
                     && c.status.summary.state == ContainerState::Running
                 {
-                    exit(c, now, 137, false);
+                    exit(c, now, 137, false, &self.events);
                 }
             }
         }
@@ -390,8 +393,11 @@ impl ContainerRuntime for SimRuntime {
             .filter(|(_, c)| c.status.summary.sandbox_id == sandbox_id)
             .map(|(id, _)| id.clone())
             .collect();
+        let now = now_unix_nanos();
         for id in &containers {
-            st.containers.remove(id);
+            if let Some(c) = st.containers.remove(id) {
+                self.events.emit(&c, ContainerEventKind::Deleted, now);
+            }
         }
         if let Some((ss, cs)) = st.by_pod.get_mut(&uid) {
             ss.retain(|x| x != sandbox_id);
@@ -417,7 +423,7 @@ impl ContainerRuntime for SimRuntime {
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             if let Some(c) = st.containers.get_mut(&id) {
-                advance(c, now);
+                advance(c, now, &self.events);
                 out.push(c.status.summary.clone());
             }
         }
@@ -430,7 +436,7 @@ impl ContainerRuntime for SimRuntime {
             .containers
             .get_mut(container_id)
             .ok_or_else(|| not_found("container", container_id))?;
-        advance(c, now_unix_nanos());
+        advance(c, now_unix_nanos(), &self.events);
         Ok(c.status.clone())
     }
 
@@ -450,40 +456,24 @@ impl ContainerRuntime for SimRuntime {
         let image = config.container.image.clone().unwrap_or_default();
         let base = st.behaviors.get(&image).copied().unwrap_or_default();
         let id = Self::next_id(&mut st, "c");
-        let status = ContainerStatus {
-            summary: ContainerSummary {
-                id: id.clone(),
-                sandbox_id: sandbox_id.to_string(),
-                pod: pod.clone(),
-                name: config.container.name.clone(),
-                attempt: config.restart_count,
-                hash: config.hash,
-                image,
-                image_ref: config.image_ref.clone(),
-                state: ContainerState::Created,
-                created_at: now_unix_nanos(),
-            },
-            started_at: 0,
-            finished_at: 0,
-            exit_code: 0,
-            reason: String::new(),
-            message: String::new(),
-            log_path: Some(sandbox.log_directory.join(&config.log_path)),
+        let mut status = ContainerStatus::new(id.clone(), sandbox_id, config, sandbox);
+        // The sandbox's pod, as the runtime recorded it.
+        status.summary.pod = pod.clone();
+        let c = SimContainer {
+            status,
+            behavior: behavior_from_env(config, base),
+            usage: Usage::from_env(config),
+            files: config
+                .env
+                .iter()
+                .filter(|e| e.name == "SIM_FILES")
+                .flat_map(|e| e.value.split(',').map(str::to_string))
+                .filter(|f| !f.is_empty())
+                .collect(),
         };
-        st.containers.insert(
-            id.clone(),
-            SimContainer {
-                status,
-                behavior: behavior_from_env(config, base),
-                files: config
-                    .env
-                    .iter()
-                    .filter(|e| e.name == "SIM_FILES")
-                    .flat_map(|e| e.value.split(',').map(str::to_string))
-                    .filter(|f| !f.is_empty())
-                    .collect(),
-            },
-        );
+        self.events
+            .emit(&c, ContainerEventKind::Created, c.status.summary.created_at);
+        st.containers.insert(id.clone(), c);
         st.by_pod
             .entry(pod.uid)
             .or_insert_with(new_index)
@@ -504,8 +494,9 @@ impl ContainerRuntime for SimRuntime {
                 message: format!("container {container_id} is not in created state"),
             });
         }
-        c.status.summary.state = ContainerState::Running;
-        c.status.started_at = now_unix_nanos();
+        c.status.set_running();
+        self.events
+            .emit(c, ContainerEventKind::Started, c.status.started_at);
         Ok(())
     }
 
@@ -515,12 +506,12 @@ impl ContainerRuntime for SimRuntime {
             let Some(c) = st.containers.get_mut(container_id) else {
                 return Ok(());
             };
-            advance(c, now_unix_nanos());
+            advance(c, now_unix_nanos(), &self.events);
             if c.status.summary.state != ContainerState::Running {
                 return Ok(());
             }
             if !c.behavior.ignore_term {
-                exit(c, now_unix_nanos(), 143, false);
+                exit(c, now_unix_nanos(), 143, false, &self.events);
                 return Ok(());
             }
             true
@@ -529,9 +520,9 @@ impl ContainerRuntime for SimRuntime {
             tokio::time::sleep(timeout).await;
             let mut st = self.lock();
             if let Some(c) = st.containers.get_mut(container_id) {
-                advance(c, now_unix_nanos());
+                advance(c, now_unix_nanos(), &self.events);
                 if c.status.summary.state == ContainerState::Running {
-                    exit(c, now_unix_nanos(), 137, false);
+                    exit(c, now_unix_nanos(), 137, false, &self.events);
                 }
             }
         }
@@ -544,6 +535,8 @@ impl ContainerRuntime for SimRuntime {
             if let Some((_, cs)) = st.by_pod.get_mut(&c.status.summary.pod.uid) {
                 cs.retain(|x| x != container_id);
             }
+            self.events
+                .emit(&c, ContainerEventKind::Deleted, now_unix_nanos());
         }
         Ok(())
     }
@@ -561,15 +554,9 @@ impl ContainerRuntime for SimRuntime {
                 message: "simulated registry: not found".into(),
             });
         }
-        let id = format!("sha256:{}", request.image);
-        st.images.insert(
-            request.image.clone(),
-            ImageInfo {
-                id: id.clone(),
-                repo_tags: vec![request.image.clone()],
-                ..Default::default()
-            },
-        );
+        let image = sim_image(&request.image);
+        let id = image.id.clone();
+        st.images.insert(request.image.clone(), image);
         Ok(id)
     }
 
@@ -605,7 +592,7 @@ impl ContainerRuntime for SimRuntime {
                 .containers
                 .get_mut(container_id)
                 .ok_or_else(|| not_found("container", container_id))?;
-            advance(c, now);
+            advance(c, now, &self.events);
             if c.status.summary.state != ContainerState::Running {
                 return Err(RuntimeError::OperationFailed {
                     operation: "ExecSync",
@@ -652,19 +639,60 @@ impl ContainerRuntime for SimRuntime {
         Ok(code(0))
     }
 
-    async fn exec_url(&self, _request: &ExecRequest) -> RuntimeResult<String> {
-        Err(RuntimeError::Unimplemented { operation: "Exec" })
+    // No streaming server: exec_url, attach_url and port_forward_url keep the trait's
+    // Unimplemented answers.
+
+    async fn image_fs_info(&self) -> RuntimeResult<ImageFsInfo> {
+        let st = self.enter("ImageFsInfo")?;
+        Ok(usage::image_fs(st.images.values(), now_unix_nanos()))
     }
 
-    async fn attach_url(&self, _request: &AttachRequest) -> RuntimeResult<String> {
-        Err(RuntimeError::Unimplemented {
-            operation: "Attach",
-        })
+    async fn container_stats(&self, container_id: &str) -> RuntimeResult<ContainerStats> {
+        let mut st = self.enter("ContainerStats")?;
+        let now = now_unix_nanos();
+        let c = st
+            .containers
+            .get_mut(container_id)
+            .ok_or_else(|| not_found("container", container_id))?;
+        advance(c, now, &self.events);
+        Ok(usage::container_stats(c, now))
     }
 
-    async fn port_forward_url(&self, _sandbox_id: &str, _ports: &[i32]) -> RuntimeResult<String> {
-        Err(RuntimeError::Unimplemented {
-            operation: "PortForward",
-        })
+    async fn list_container_stats(
+        &self,
+        filter: &ListFilter,
+    ) -> RuntimeResult<Vec<ContainerStats>> {
+        let mut st = self.enter("ListContainerStats")?;
+        let now = now_unix_nanos();
+        let mut out: Vec<ContainerStats> = Vec::new();
+        for c in st.containers.values_mut() {
+            if filter.matches(&c.status.summary.pod) {
+                advance(c, now, &self.events);
+                out.push(usage::container_stats(c, now));
+            }
+        }
+        out.sort_by(|a, b| a.container_id.cmp(&b.container_id));
+        Ok(out)
+    }
+
+    async fn reopen_container_log(&self, container_id: &str) -> RuntimeResult<()> {
+        let mut st = self.enter("ReopenContainerLog")?;
+        let c = st
+            .containers
+            .get_mut(container_id)
+            .ok_or_else(|| not_found("container", container_id))?;
+        advance(c, now_unix_nanos(), &self.events);
+        if c.status.summary.state != ContainerState::Running {
+            return Err(RuntimeError::OperationFailed {
+                operation: "ReopenContainerLog",
+                message: format!("container {container_id} is not running"),
+            });
+        }
+        Ok(())
+    }
+
+    async fn container_events(&self) -> RuntimeResult<ContainerEventStream> {
+        let _st = self.enter("GetContainerEvents")?;
+        Ok(self.events.subscribe())
     }
 }
