@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use kubelet_cm::{CmConfig, LinuxContainerManager};
-use kubelet_core::stats::summary::{SummaryCollector, SummaryConfig};
+use kubelet_core::summary::{SummaryCollector, SummaryConfig};
 use kubelet_core::{ContainerManager, ContainerRuntime, Kubelet, KubeletHandle};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
 use kubelet_sources::apiserver::{ApiClients, ClientConfig, ClusterMember, ClusterMemberConfig};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use kubelet_core::stats::summary::SummaryCollector;
+use kubelet_core::summary::SummaryCollector;
 use kubelet_core::KubeletHandle;
 use kubelet_server::auth::{
     AlwaysAllow, ApiServerClient, AuthConfig, Authorizer, TokenAuthenticator, WebhookAuthorizer,

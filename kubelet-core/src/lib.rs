@@ -33,14 +33,11 @@
 //! # }
 //! ```
 
-// The contracts a backend implements or an embedder supplies.
+// The contracts a backend implements or an embedder supplies (see `contracts`), each also
+// at the crate root under its own name.
 pub mod admission;
-pub mod cm;
-pub mod objects;
-pub mod runtime;
-pub mod sink;
-pub mod source;
-pub mod stats;
+pub mod contracts;
+pub use contracts::{cm, objects, runtime, sink, source, stats};
 
 // Helpers for backends, sources and servers that speak the kubelet's language.
 pub mod clock;
@@ -52,6 +49,7 @@ pub mod metrics;
 pub mod pod;
 pub mod qos;
 pub mod resources;
+pub mod summary;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

@@ -5,7 +5,7 @@
 //! [`KubeletHandle`](kubelet_core::KubeletHandle) implements [`Host`]; [`KubeletHost`] adds
 //! stats, the machine spec and `/configz` for the stock kubelet. The server depends on the
 //! core contracts only: stats come from the core
-//! [`SummaryCollector`](kubelet_core::stats::summary::SummaryCollector) and `/spec/` from the
+//! [`SummaryCollector`](kubelet_core::summary::SummaryCollector) and `/spec/` from the
 //! core [`MachineInfo`](kubelet_core::MachineInfo), whatever backend measures them.
 //!
 //! Three listeners, as the Go kubelet: the secure port (`:10250`, HTTPS, every endpoint,

@@ -1,14 +1,14 @@
 //! `/stats/summary` (the `stats.k8s.io/v1alpha1` Summary that metrics-server reads),
 //! `/metrics/resource` and `/spec/`, all from the core stats contract: the summary comes from
-//! [`kubelet_core::stats::summary::SummaryCollector`] (the one collector, over the node's
+//! [`kubelet_core::summary::SummaryCollector`] (the one collector, over the node's
 //! [`NodeStatsProvider`](kubelet_core::NodeStatsProvider) and the runtime), the machine
 //! description from the provider's [`MachineInfo`]. This module only renders them.
 
-pub use kubelet_core::stats::summary::{
+pub use kubelet_core::stats::{MachineInfo, StatsError};
+pub use kubelet_core::summary::{
     ContainerStats, CpuStats, FsStats, InterfaceStats, MemoryStats, NetworkStats, NodeStats,
     PodEntry, PodReference, PodStats, RuntimeStats, Summary, SummaryCollector, SummaryConfig,
 };
-pub use kubelet_core::stats::{MachineInfo, StatsError};
 
 /// The cAdvisor-style machine description `/spec/` serves.
 pub fn machine_spec(m: &MachineInfo) -> serde_json::Value {

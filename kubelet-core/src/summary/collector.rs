@@ -17,15 +17,15 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::rates::{CpuRates, RateKey};
-use super::{
-    ContainerStats, CpuStats, FsStats, MemoryStats, NetworkStats, NodeStats, PodReference,
-    PodStats, RuntimeStats, Summary,
-};
 use crate::config::Config;
 use crate::runtime::{ContainerRuntime, ContainerState, ListFilter, SandboxState};
 use crate::stats::{
     DirUsage, FsUsage, InterfaceStats, MachineInfo, NodeStatsProvider, PodSampleRequest,
     ResourceUsage, Sample, SampleRequest, StatsError,
+};
+use crate::summary::{
+    ContainerStats, CpuStats, FsStats, MemoryStats, NetworkStats, NodeStats, PodReference,
+    PodStats, RuntimeStats, Summary,
 };
 use crate::KubeletHandle;
 

@@ -9,7 +9,7 @@ mod rates;
 
 use serde::{Deserialize, Serialize};
 
-pub use super::InterfaceStats;
+pub use crate::stats::InterfaceStats;
 pub use collector::{PodEntry, SummaryCollector, SummaryConfig, MIN_RATE_WINDOW};
 
 /// The summary (Go's `statsapi.Summary`).

@@ -22,8 +22,8 @@
 //!
 //! ## The collector
 //!
-//! [`summary::SummaryCollector`] turns samples into the `stats.k8s.io/v1alpha1`
-//! [`summary::Summary`] from the contracts alone: the stats provider, the runtime's sandbox
+//! [`crate::summary::SummaryCollector`] turns samples into the `stats.k8s.io/v1alpha1`
+//! [`crate::summary::Summary`] from the contracts alone: the stats provider, the runtime's sandbox
 //! and container listings and the kubelet's pods with their statuses. It is what
 //! `/stats/summary`, `/metrics/resource` and (later) the eviction manager read. CPU rates
 //! (`usageNanoCores`) need two samples at least a second apart: the collector keeps each
@@ -31,7 +31,6 @@
 
 mod machine;
 mod sample;
-pub mod summary;
 
 use std::sync::Arc;
 

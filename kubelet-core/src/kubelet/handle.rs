@@ -1,0 +1,126 @@
+//! [`KubeletHandle`]: read access to a running kubelet.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+
+use crate::clock::now_unix_nanos;
+use crate::cm::ContainerManager;
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::pod_workers::{PodWorkers, WorkerState};
+use crate::runtime::ContainerRuntime;
+
+/// Read access to a running kubelet: desired pods, their statuses, health.
+#[derive(Clone)]
+pub struct KubeletHandle {
+    pub(super) engine: Arc<Engine>,
+    pub(super) workers: Arc<PodWorkers>,
+}
+
+impl KubeletHandle {
+    /// The engine configuration in effect.
+    pub fn config(&self) -> &Config {
+        &self.engine.config
+    }
+
+    /// The container runtime the kubelet uses.
+    pub fn runtime(&self) -> Arc<dyn ContainerRuntime> {
+        self.engine.runtime.clone()
+    }
+
+    /// The container manager the kubelet uses.
+    pub fn container_manager(&self) -> Arc<dyn ContainerManager> {
+        self.engine.cm.clone()
+    }
+
+    /// The desired pods (from all sources), excluding mirror pods.
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
+        self.engine.pods().pods()
+    }
+
+    /// The desired pod with this UID.
+    pub fn pod(&self, uid: &str) -> Option<Arc<Pod>> {
+        self.engine.pods().get(uid)
+    }
+
+    /// The desired pod with this `namespace/name`.
+    pub fn pod_by_full_name(&self, full_name: &str) -> Option<Arc<Pod>> {
+        self.engine.pods().get_by_full_name(full_name)
+    }
+
+    /// The latest status the kubelet generated for a pod.
+    pub fn pod_status(&self, uid: &str) -> Option<PodStatus> {
+        self.engine.status.get(uid)
+    }
+
+    /// The state of the pod's worker, if it has one.
+    pub fn worker_state(&self, uid: &str) -> Option<WorkerState> {
+        self.workers.state(uid)
+    }
+
+    /// Whether every pod source has delivered its first full state.
+    pub fn sources_ready(&self) -> bool {
+        self.engine.sources_ready.load(Ordering::Relaxed)
+    }
+
+    /// Whether the runtime reported itself ready at the last check.
+    pub fn runtime_ready(&self) -> bool {
+        self.engine.runtime_state.ready()
+    }
+
+    /// A snapshot of `prober_probe_total` (probe runs by type, result, container and pod).
+    pub fn probe_counts(&self) -> Vec<(crate::prober::ProbeCountKey, u64)> {
+        self.engine.prober.probe_counts()
+    }
+
+    /// `prober_probe_total` in the Prometheus text format (`/metrics/probes`).
+    pub fn probe_metrics(&self) -> String {
+        crate::prober::render_probe_metrics(&self.engine.prober.probe_counts())
+    }
+
+    /// Number of running probe workers.
+    pub fn probe_worker_count(&self) -> usize {
+        self.engine.prober.worker_count()
+    }
+
+    /// Ok when the sync loop and PLEG are alive (Go's `syncloop` and `pleg` health checks);
+    /// the error says what is not.
+    pub fn check_health(&self) -> std::result::Result<(), String> {
+        let now = now_unix_nanos();
+        let cfg = &self.engine.config;
+        let limit = (cfg.sync_frequency * 2).max(Duration::from_secs(300));
+        let entered = self.engine.health.sync_loop_entered.load(Ordering::Relaxed);
+        if entered != 0 && now - entered > nanos(limit) {
+            return Err(format!(
+                "sync loop took longer than expected: last iteration {}s ago, limit {}s",
+                (now - entered) / 1_000_000_000,
+                limit.as_secs()
+            ));
+        }
+        let started = self
+            .engine
+            .health
+            .pleg_relist_started
+            .load(Ordering::Relaxed);
+        if started != 0 && now - started > nanos(cfg.pleg_relist_threshold) {
+            return Err(format!(
+                "PLEG is not healthy: pleg was last seen active {}s ago; threshold is {}s",
+                (now - started) / 1_000_000_000,
+                cfg.pleg_relist_threshold.as_secs()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The kubelet's Prometheus metrics ([`crate::metrics::global`]).
+    pub fn metrics(&self) -> &'static crate::metrics::Metrics {
+        crate::metrics::global()
+    }
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,377 @@
+//! The sync loop (Go's `syncLoop`/`syncLoopIteration` and the `HandlePod*` handlers): one
+//! task that selects over merged source updates, PLEG events, probe results and the
+//! housekeeping tick, and hands work to the pod workers. See the parent module's docs for the
+//! handlers.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::recv_opt;
+use crate::admission::{AdmitAttributes, AdmitResult, NodeInfo, RequestedResources};
+use crate::clock::{now_time, now_unix_nanos};
+use crate::engine::Engine;
+use crate::pleg;
+use crate::pod;
+use crate::pod_workers::{PodWorkers, WorkKind, WorkerState};
+use crate::podconfig::PodConfigMerger;
+use crate::runtime::PodRef;
+use crate::sink::{Event, EventType};
+use crate::source::{PodOperation, PodUpdate};
+
+/// Go's grace period for pods found in the runtime that no source wants.
+const ORPHAN_GRACE_SECONDS: i64 = 2;
+
+/// Pods admitted and not yet terminal, with their summed requests.
+#[derive(Default)]
+struct Admitted {
+    list: Vec<Arc<Pod>>,
+    index: HashMap<String, usize>,
+    requested: RequestedResources,
+}
+
+impl Admitted {
+    fn contains(&self, uid: &str) -> bool {
+        self.index.contains_key(uid)
+    }
+    fn insert(&mut self, p: Arc<Pod>) {
+        let uid = pod::uid(&p).to_string();
+        if self.index.contains_key(&uid) {
+            return;
+        }
+        self.requested.add(&RequestedResources::of(&p));
+        self.index.insert(uid, self.list.len());
+        self.list.push(p);
+    }
+    fn remove(&mut self, uid: &str) {
+        let Some(i) = self.index.remove(uid) else {
+            return;
+        };
+        let p = self.list.swap_remove(i);
+        self.requested.sub(&RequestedResources::of(&p));
+        if let Some(moved) = self.list.get(i) {
+            self.index.insert(pod::uid(moved).to_string(), i);
+        }
+    }
+}
+
+/// The sync loop's own state.
+pub(super) struct SyncLoop {
+    engine: Arc<Engine>,
+    workers: Arc<PodWorkers>,
+    merger: PodConfigMerger,
+    admitted: Admitted,
+}
+
+impl SyncLoop {
+    /// The loop's state for an engine, its workers and the merge of its sources.
+    pub(super) fn new(
+        engine: Arc<Engine>,
+        workers: Arc<PodWorkers>,
+        merger: PodConfigMerger,
+    ) -> Self {
+        SyncLoop {
+            engine,
+            workers,
+            merger,
+            admitted: Admitted::default(),
+        }
+    }
+
+    /// Runs until `shutdown`. See the parent module's docs.
+    pub(super) async fn run(
+        &mut self,
+        mut updates: mpsc::Receiver<PodUpdate>,
+        mut pleg: mpsc::Receiver<pleg::Event>,
+        mut probes: Option<mpsc::Receiver<String>>,
+        shutdown: &CancellationToken,
+    ) {
+        let mut housekeeping = tokio::time::interval(self.engine.config.housekeeping_interval);
+        housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut not_ready_backoff = Duration::from_millis(100);
+        let mut sources_open = true;
+        loop {
+            self.engine
+                .health
+                .sync_loop_entered
+                .store(now_unix_nanos(), Ordering::Relaxed);
+            if !self.engine.runtime_state.ready() {
+                tracing::debug!(delay = ?not_ready_backoff, "skipping pod synchronization: container runtime not ready");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(not_ready_backoff) => {}
+                }
+                not_ready_backoff = (not_ready_backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+            not_ready_backoff = Duration::from_millis(100);
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                u = updates.recv(), if sources_open => match u {
+                    Some(u) => self.handle_source_update(u),
+                    None => sources_open = false,
+                },
+                Some(e) = pleg.recv() => self.handle_pleg_event(e),
+                Some(uid) = recv_opt(&mut probes) => self.handle_probe_update(&uid),
+                _ = housekeeping.tick() => self.housekeeping().await,
+            }
+        }
+    }
+
+    fn handle_source_update(&mut self, update: PodUpdate) {
+        for inc in self.merger.merge(update) {
+            tracing::debug!(op = ?inc.op, source = %inc.source, pods = inc.pods.len(), "pod config update");
+            let pods = inc.pods;
+            match inc.op {
+                PodOperation::Add => self.handle_additions(pods),
+                PodOperation::Update => {
+                    for p in pods {
+                        self.engine.pods_mut().upsert(p.clone());
+                        if !pod::is_mirror(&p) && self.admitted.contains(pod::uid(&p)) {
+                            self.dispatch(p, WorkKind::Sync);
+                        }
+                    }
+                }
+                PodOperation::Delete => {
+                    for p in pods {
+                        self.engine.pods_mut().upsert(p.clone());
+                        if !pod::is_mirror(&p) && self.admitted.contains(pod::uid(&p)) {
+                            self.dispatch(
+                                p,
+                                WorkKind::Kill {
+                                    grace_override: None,
+                                    removed: false,
+                                },
+                            );
+                        }
+                    }
+                }
+                PodOperation::Remove => {
+                    for p in pods {
+                        self.engine.pods_mut().remove(&p);
+                        if pod::is_mirror(&p) {
+                            continue;
+                        }
+                        let uid = pod::uid(&p).to_string();
+                        if self.admitted.contains(&uid) || self.workers.state(&uid).is_some() {
+                            self.admitted.remove(&uid);
+                            self.dispatch(
+                                p,
+                                WorkKind::Kill {
+                                    grace_override: None,
+                                    removed: true,
+                                },
+                            );
+                        } else {
+                            self.engine.status.remove(&uid);
+                        }
+                    }
+                }
+                PodOperation::Reconcile | PodOperation::Set => {
+                    for p in pods {
+                        // The source's copy of the status differs from what the kubelet
+                        // published (e.g. the node controller marked the pod not Ready while
+                        // the node was away): publish again (Go's needsReconcile).
+                        self.engine.status.resync_if_drifted(&p);
+                        self.engine.pods_mut().upsert(p);
+                    }
+                }
+            }
+        }
+        self.engine
+            .sources_ready
+            .store(self.merger.seen_all_sources(), Ordering::Relaxed);
+    }
+
+    fn dispatch(&self, p: Arc<Pod>, kind: WorkKind) {
+        self.workers.update_pod(&self.engine, p, kind);
+    }
+
+    fn node_info(&self) -> NodeInfo {
+        NodeInfo {
+            name: self.engine.config.node_name.clone(),
+            labels: self.engine.config.node_labels.clone(),
+            allocatable: self.engine.cm.allocatable(),
+        }
+    }
+
+    fn handle_additions(&mut self, mut pods: Vec<Arc<Pod>>) {
+        pods.sort_by(|a, b| {
+            let key = |p: &Pod| (p.metadata.creation_timestamp.clone(), pod::full_name(p));
+            key(a).cmp(&key(b))
+        });
+        let node = self.node_info();
+        for p in pods {
+            self.engine.pods_mut().upsert(p.clone());
+            if pod::is_mirror(&p) {
+                continue;
+            }
+            let uid = pod::uid(&p).to_string();
+            if !self.admitted.contains(&uid) {
+                if let Some((reason, message)) = self.admit(&p, &node) {
+                    self.reject(&p, &reason, &message);
+                    continue;
+                }
+                self.admitted.insert(p.clone());
+            }
+            self.dispatch(p, WorkKind::Sync);
+        }
+    }
+
+    fn admit(&self, p: &Pod, node: &NodeInfo) -> Option<(String, String)> {
+        let attrs = AdmitAttributes {
+            pod: p,
+            other_pods: &self.admitted.list,
+            requested: &self.admitted.requested,
+            node,
+        };
+        self.engine
+            .admit_handlers
+            .iter()
+            .find_map(|h| match h.admit(&attrs) {
+                AdmitResult::Admit => None,
+                AdmitResult::Reject { reason, message } => Some((reason, message)),
+            })
+    }
+
+    fn reject(&self, p: &Arc<Pod>, reason: &str, message: &str) {
+        tracing::warn!(pod = %pod::full_name(p), uid = pod::uid(p), reason, message, "pod rejected at admission");
+        self.engine.sink.record_event(Event::for_pod(
+            p,
+            None,
+            EventType::Warning,
+            reason,
+            message.to_string(),
+        ));
+        let status = PodStatus {
+            phase: Some("Failed".into()),
+            reason: Some(reason.to_string()),
+            message: Some(format!("Pod was rejected: {message}")),
+            qos_class: Some(crate::qos::pod_qos(p).as_str().to_string()),
+            start_time: now_time(),
+            ..Default::default()
+        };
+        self.engine.status.set(p, status);
+    }
+
+    /// A probe result changed: sync the pod so its status and actions follow (Go's
+    /// `handleProbeSync`).
+    fn handle_probe_update(&self, uid: &str) {
+        let Some(p) = self.engine.pods().get(uid) else {
+            return;
+        };
+        if self.workers.state(uid).is_some() {
+            self.dispatch(p, WorkKind::Sync);
+        }
+    }
+
+    fn handle_pleg_event(&self, e: pleg::Event) {
+        let Some(p) = self.engine.pods().get(&e.pod_uid) else {
+            return;
+        };
+        if self.admitted.contains(&e.pod_uid) || self.workers.state(&e.pod_uid).is_some() {
+            self.dispatch(p, WorkKind::Sync);
+        }
+    }
+
+    async fn housekeeping(&mut self) {
+        if !self.engine.sources_ready.load(Ordering::Relaxed) {
+            return;
+        }
+        let engine = self.engine.clone();
+        // Terminal pods no longer count against admission.
+        let terminal: Vec<String> = self
+            .admitted
+            .list
+            .iter()
+            .map(|p| pod::uid(p).to_string())
+            .filter(|uid| {
+                engine.status.is_terminal(uid)
+                    && matches!(
+                        self.workers.state(uid),
+                        Some(WorkerState::Terminated) | Some(WorkerState::Finished)
+                    )
+            })
+            .collect();
+        for uid in terminal {
+            self.admitted.remove(&uid);
+        }
+        // Orphans: pods in the runtime that no source wants and no worker handles.
+        let orphans = engine
+            .runtime_state
+            .pods_except(|uid| engine.pods().contains(uid) || self.workers.state(uid).is_some());
+        for r in &orphans {
+            tracing::info!(pod = %r.full_name(), uid = %r.uid, "killing orphaned pod found in the runtime");
+            self.dispatch(
+                Arc::new(orphan_pod(r)),
+                WorkKind::Kill {
+                    grace_override: Some(ORPHAN_GRACE_SECONDS),
+                    removed: true,
+                },
+            );
+        }
+        // Forget finished workers of pods that are gone (after the orphan check, so a pod
+        // cleaned up just now is not taken for an orphan by a relist from before).
+        let gone = {
+            let pods = engine.pods();
+            self.workers.prune_finished(&|uid| pods.contains(uid))
+        };
+        for uid in gone {
+            engine.status.remove(&uid);
+            self.admitted.remove(&uid);
+        }
+        // Leftover pod-level resources.
+        match engine.cm.pods_with_resources().await {
+            Ok(uids) => {
+                for uid in uids {
+                    if engine.pods().contains(&uid)
+                        || self.workers.state(&uid).is_some()
+                        || engine.runtime_state.has_pod(&uid)
+                    {
+                        continue;
+                    }
+                    if let Err(e) = engine.cm.remove_pod_resources(&uid).await {
+                        tracing::warn!(uid, error = %e, "removing orphaned pod resources failed");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "listing pod resources failed"),
+        }
+        // Pod directories of pods nobody knows (never one with a mount left below it).
+        engine
+            .volumes
+            .cleanup_orphans(|uid| {
+                engine.pods().contains(uid)
+                    || self.workers.state(uid).is_some()
+                    || engine.runtime_state.has_pod(uid)
+            })
+            .await;
+        // Statuses of pods that are gone and have no worker.
+        for uid in engine.status.uids() {
+            if !engine.pods().contains(&uid) && self.workers.state(&uid).is_none() {
+                engine.status.remove(&uid);
+            }
+        }
+        engine.crash_backoff().gc(now_unix_nanos());
+        engine.images.gc();
+    }
+}
+
+fn orphan_pod(r: &PodRef) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(r.name.clone()),
+            namespace: Some(r.namespace.clone()),
+            uid: Some(r.uid.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
