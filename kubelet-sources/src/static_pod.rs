@@ -461,23 +461,33 @@ pub fn reject_duplicates(
     pods: Vec<(String, Pod)>,
     source: &str,
 ) -> (Vec<(String, Pod)>, Vec<ManifestError>) {
+    let (keep, refused) = reject_duplicates_with_pods(pods, source);
+    (keep, refused.into_iter().map(|(e, _)| e).collect())
+}
+
+/// [`reject_duplicates`], returning each refused pod with its error (for an event).
+pub fn reject_duplicates_with_pods(
+    pods: Vec<(String, Pod)>,
+    source: &str,
+) -> (Vec<(String, Pod)>, Vec<(ManifestError, Pod)>) {
     let mut seen = BTreeSet::new();
     let mut keep = Vec::with_capacity(pods.len());
-    let mut errors = Vec::new();
+    let mut refused = Vec::new();
     for (origin, pod) in pods {
         let full = podutil::full_name(&pod);
         if seen.insert(full.clone()) {
             keep.push((origin, pod));
         } else {
-            errors.push(ManifestError::Duplicate {
+            let e = ManifestError::Duplicate {
                 origin,
                 pod: pod.metadata.name.clone().unwrap_or_default(),
                 full_name: full,
                 source_name: source.to_string(),
-            });
+            };
+            refused.push((e, pod));
         }
     }
-    (keep, errors)
+    (keep, refused)
 }
 
 /// Remembers when each static pod (by UID) was first seen, for the config.seen annotation, so

@@ -187,10 +187,18 @@ pub fn validate_pod_spec(spec: &PodSpec, meta: &ObjectMeta, path: &Path) -> Erro
 }
 
 fn pod_security_context(spec: &PodSpec, spec_path: &Path, errs: &mut ErrorList) {
+    let path = spec_path.child("securityContext");
+    // Go keeps hostPID in its internal security context, so the error names it there.
+    if spec.share_process_namespace == Some(true) && spec.host_pid == Some(true) {
+        errs.push(FieldError::invalid(
+            &path.child("shareProcessNamespace"),
+            true,
+            "ShareProcessNamespace and HostPID cannot both be enabled",
+        ));
+    }
     let Some(sc) = spec.security_context.as_ref() else {
         return;
     };
-    let path = spec_path.child("securityContext");
     if let Some(g) = sc.fs_group {
         containers::id(g, &path.child("fsGroup"), errs);
     }
@@ -202,13 +210,6 @@ fn pod_security_context(spec: &PodSpec, spec_path: &Path, errs: &mut ErrorList) 
     }
     for (i, g) in sc.supplemental_groups.iter().flatten().enumerate() {
         containers::id(*g, &path.child("supplementalGroups").index(i), errs);
-    }
-    if spec.share_process_namespace == Some(true) && spec.host_pid == Some(true) {
-        errs.push(FieldError::invalid(
-            &path.child("shareProcessNamespace"),
-            true,
-            "ShareProcessNamespace and HostPID cannot both be enabled",
-        ));
     }
     let mut sysctl_names = BTreeSet::new();
     for (i, s) in sc.sysctls.iter().flatten().enumerate() {
