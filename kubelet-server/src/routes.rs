@@ -431,15 +431,21 @@ async fn container_logs(
     });
     let files = logs::log_files(&path).await;
     let follow = opts.follow && !opts.previous && chosen.state == ContainerState::Running;
+    let idle = ctx.options.streaming_idle_timeout;
     if !follow {
-        return match logs::read_logs(&files, &opts).await {
-            Ok(out) => with_type(StatusCode::OK, "text/plain", full(out)),
-            Err(e) => status_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-        };
+        // Streamed as read (bounded memory); a client that stops reading ends it after the
+        // streaming idle timeout.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(logs::stream_logs(files, opts, tx, idle));
+        return with_type(StatusCode::OK, "text/plain", channel_body(rx));
     }
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let id = chosen.id.clone();
-    tokio::spawn(logs::follow(
+    let limits = logs::FollowLimits {
+        idle_timeout: idle,
+        ..logs::FollowLimits::default()
+    };
+    tokio::spawn(logs::follow_with(
         files,
         path,
         opts,
@@ -454,6 +460,7 @@ async fn container_logs(
             }
         },
         ctx.shutdown.clone(),
+        limits,
     ));
     with_type(StatusCode::OK, "text/plain", channel_body(rx))
 }
