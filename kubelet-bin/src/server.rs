@@ -137,6 +137,10 @@ pub async fn start_servers(
     let host: Arc<dyn Host> = Arc::new(host);
     let handlers = kubelet_server::HandlerOptions {
         list_node_log_dirs: true,
+        debugging_handlers: c.enable_debugging_handlers,
+        system_log_handler: c.enable_system_log_handler,
+        profiling_handler: c.enable_profiling_handler,
+        debug_flags_handler: c.enable_debug_flags_handler,
         streaming_idle_timeout: c.streaming_connection_idle_timeout.0,
         run_timeout: c.runtime_request_timeout.0,
     };
@@ -180,12 +184,11 @@ pub async fn start_servers(
             .await
             .context("TLS set-up task")?
             .context("setting up TLS for the kubelet server")?;
-        let endpoints = if c.enable_debugging_handlers {
-            Endpoints::Full
-        } else {
-            Endpoints::ReadOnly
-        };
+        // The debugging handlers are switched inside (`HandlerOptions`), answering Go's 405
+        // "Debug endpoints are disabled." when off.
+        let endpoints = Endpoints::Full;
         let l = bind(&c.address, c.port, "kubelet (HTTPS)").await?;
+        warn_if_open(loaded);
         let config = ServerConfig {
             endpoints,
             tls: Some(tls),
@@ -201,6 +204,23 @@ pub async fn start_servers(
         ));
     }
     Ok(())
+}
+
+/// Start-up warning: the secure port with anonymous authentication and AlwaysAllow (the
+/// flags-only default) lets anyone who reaches it run commands in every container.
+fn warn_if_open(loaded: &LoadedConfig) {
+    let c = &loaded.config;
+    if c.authentication.anonymous.enabled && c.authorization.mode == "AlwaysAllow" {
+        tracing::warn!(
+            port = c.port,
+            "INSECURE: the kubelet's secure port allows anonymous requests and authorizes \
+             everything (authentication.anonymous.enabled=true, authorization.mode=AlwaysAllow): \
+             anyone who can reach it can read logs and exec into every container. Set \
+             --anonymous-auth=false (authentication.anonymous.enabled: false) with \
+             --client-ca-file or --authentication-token-webhook, and \
+             --authorization-mode=Webhook (authorization.mode: Webhook)"
+        );
+    }
 }
 
 #[cfg(test)]
