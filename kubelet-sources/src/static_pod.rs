@@ -465,11 +465,14 @@ pub fn reject_duplicates(
     (keep, refused.into_iter().map(|(e, _)| e).collect())
 }
 
+/// A pod with its origin (file path or URL).
+pub type OriginPod = (String, Pod);
+
 /// [`reject_duplicates`], returning each refused pod with its error (for an event).
 pub fn reject_duplicates_with_pods(
-    pods: Vec<(String, Pod)>,
+    pods: Vec<OriginPod>,
     source: &str,
-) -> (Vec<(String, Pod)>, Vec<(ManifestError, Pod)>) {
+) -> (Vec<OriginPod>, Vec<(ManifestError, Pod)>) {
     let mut seen = BTreeSet::new();
     let mut keep = Vec::with_capacity(pods.len());
     let mut refused = Vec::new();

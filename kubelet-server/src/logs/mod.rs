@@ -7,9 +7,9 @@
 //! files sit beside the current one as `<n>.log.<timestamp>` (compressed `.gz` ones are
 //! skipped) and are read oldest first.
 //!
-//! Work is bounded by what is returned ([`read`]): files are streamed in chunks, never read
+//! Work is bounded by what is returned: files are streamed in chunks, never read
 //! whole; `tailLines` seeks backwards from the end of the newest file for just enough
-//! records; a record line over [`read::MAX_RECORD_BYTES`] is skipped and a joined line over
+//! records; a record line over [`MAX_RECORD_BYTES`] is skipped and a joined line over
 //! [`MAX_LINE_BYTES`] is passed on in pieces; a followed stream whose client stopped reading
 //! ends after the idle timeout.
 
@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::jiff::Timestamp;
 
-pub use read::{follow, follow_with, read_logs, stream_logs, FollowLimits};
+pub use read::{
+    follow, follow_with, read_logs, stream_logs, FollowLimits, CHUNK, MAX_RECORD_BYTES,
+};
 
 /// Errors of the log endpoint.
 #[derive(Debug, thiserror::Error)]

@@ -685,7 +685,7 @@ mod tests {
         text.push_str(&rec(201, "stderr", "F", &"y".repeat(2 << 20)));
         text.push_str(&rec(202, "stderr", "F", "after"));
         std::fs::write(&path, text).unwrap();
-        let out = read_logs(&[path.clone()], &LogOptions::default())
+        let out = read_logs(std::slice::from_ref(&path), &LogOptions::default())
             .await
             .unwrap();
         assert_eq!(
