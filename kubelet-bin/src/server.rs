@@ -210,7 +210,7 @@ pub async fn start_servers(
 /// flags-only default) lets anyone who reaches it run commands in every container.
 fn warn_if_open(loaded: &LoadedConfig) {
     let c = &loaded.config;
-    if c.authentication.anonymous.enabled && c.authorization.mode == "AlwaysAllow" {
+    if is_open(c) {
         tracing::warn!(
             port = c.port,
             "INSECURE: the kubelet's secure port allows anonymous requests and authorizes \
@@ -223,12 +223,26 @@ fn warn_if_open(loaded: &LoadedConfig) {
     }
 }
 
+/// Anonymous requests allowed and everything authorized?
+fn is_open(c: &crate::config::KubeletConfiguration) -> bool {
+    c.authentication.anonymous.enabled && c.authorization.mode == "AlwaysAllow"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn load(args: &[&str]) -> LoadedConfig {
         crate::config::load_for_test(args, "node-a")
+    }
+
+    #[test]
+    fn the_flags_only_default_is_reported_open() {
+        assert!(is_open(&load(&[]).config));
+        let secured = load(&["--anonymous-auth=false"]);
+        assert!(!is_open(&secured.config));
+        let webhook = load(&["--authorization-mode=Webhook"]);
+        assert!(!is_open(&webhook.config));
     }
 
     #[test]
