@@ -156,7 +156,14 @@ enum Read {
 async fn read_bounded(path: &Path, limit: u64) -> Read {
     use std::os::unix::fs::MetadataExt;
     let fingerprint = |m: &std::fs::Metadata, what: &str| -> [u8; 32] {
-        Sha256::digest(format!("{what}:{}:{}:{}", m.len(), m.mtime_nsec(), m.ino())).into()
+        Sha256::digest(format!(
+            "{what}:{}:{}.{}:{}",
+            m.len(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ino()
+        ))
+        .into()
     };
     let meta = match tokio::fs::metadata(path).await {
         Ok(m) => m,
