@@ -529,4 +529,28 @@ mod tests {
             );
         }
     }
+
+    #[tokio::test]
+    async fn bodies_over_the_limit_are_refused_and_unknown_fields_dropped() {
+        let state = Arc::new(Mutex::new(Served::default()));
+        let url = serve(state.clone()).await;
+        let client = reqwest::Client::new();
+        set(&state, 200, &"#".repeat(MAX_BODY_BYTES + 1));
+        let err = fetch(&client, &HeaderMap::new(), &url).await.unwrap_err();
+        assert!(matches!(err, FetchError::TooLarge { .. }), "{err}");
+        // A body within the limit with a typo'd field: the pod is accepted without it.
+        let body = pod_yaml("web", "busybox:1").replace("    image:", "    imagee: x\n    image:");
+        let pods = decode_body(body.as_bytes(), &url, "node-a", None).unwrap();
+        assert_eq!(pods.len(), 1);
+        // An alias bomb is a clear error.
+        let mut bomb = String::from("apiVersion: v1\nkind: Pod\nmetadata:\n  name: b\n  labels:\n    a0: &a0 [x,x,x,x,x,x,x,x,x,x]\n");
+        for i in 1..9 {
+            let p = i - 1;
+            bomb.push_str(&format!(
+                "    a{i}: &a{i} [*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p}]\n"
+            ));
+        }
+        let err = decode_body(bomb.as_bytes(), &url, "node-a", None).unwrap_err();
+        assert!(err.to_string().contains("YAML aliases expand"), "{err}");
+    }
 }
