@@ -223,14 +223,25 @@ pub async fn create_and_init_kubelet_with(
         .runtime(runtime)
         .container_manager(cm);
     let mut sources = 0;
+    // In cluster mode the static pod sources record their events (unknown fields dropped,
+    // duplicates refused) through the member's sink; standalone they only log them.
+    let events = member.map(|m| m.status_sink());
     if let Some(file) = loaded.file_source_config() {
         tracing::info!(path = %file.path.display(), "static pods from a path");
-        builder = builder.source(Arc::new(FileSource::new(file)));
+        let mut source = FileSource::new(file);
+        if let Some(e) = events.clone() {
+            source = source.with_events(e);
+        }
+        builder = builder.source(Arc::new(source));
         sources += 1;
     }
     if let Some(http) = loaded.http_source_config() {
         tracing::info!(url = %http.url, "static pods from a URL");
-        builder = builder.source(Arc::new(HttpSource::new(http)));
+        let mut source = HttpSource::new(http);
+        if let Some(e) = events.clone() {
+            source = source.with_events(e);
+        }
+        builder = builder.source(Arc::new(source));
         sources += 1;
     }
     if let Some(m) = member {

@@ -115,6 +115,10 @@ pub async fn start_servers(
     let host: Arc<dyn Host> = Arc::new(host);
     let handlers = kubelet_server::HandlerOptions {
         list_node_log_dirs: true,
+        debugging_handlers: c.enable_debugging_handlers,
+        system_log_handler: c.enable_system_log_handler,
+        profiling_handler: c.enable_profiling_handler,
+        debug_flags_handler: c.enable_debug_flags_handler,
         streaming_idle_timeout: c.streaming_connection_idle_timeout.0,
         run_timeout: c.runtime_request_timeout.0,
     };
@@ -158,12 +162,11 @@ pub async fn start_servers(
             .await
             .context("TLS set-up task")?
             .context("setting up TLS for the kubelet server")?;
-        let endpoints = if c.enable_debugging_handlers {
-            Endpoints::Full
-        } else {
-            Endpoints::ReadOnly
-        };
+        // The debugging handlers are switched inside (`HandlerOptions`), answering Go's 405
+        // "Debug endpoints are disabled." when off.
+        let endpoints = Endpoints::Full;
         let l = bind(&c.address, c.port, "kubelet (HTTPS)").await?;
+        warn_if_open(loaded);
         let config = ServerConfig {
             endpoints,
             tls: Some(tls),
@@ -181,12 +184,43 @@ pub async fn start_servers(
     Ok(())
 }
 
+/// Start-up warning: the secure port with anonymous authentication and AlwaysAllow (the
+/// flags-only default) lets anyone who reaches it run commands in every container.
+fn warn_if_open(loaded: &LoadedConfig) {
+    let c = &loaded.config;
+    if is_open(c) {
+        tracing::warn!(
+            port = c.port,
+            "INSECURE: the kubelet's secure port allows anonymous requests and authorizes \
+             everything (authentication.anonymous.enabled=true, authorization.mode=AlwaysAllow): \
+             anyone who can reach it can read logs and exec into every container. Set \
+             --anonymous-auth=false (authentication.anonymous.enabled: false) with \
+             --client-ca-file or --authentication-token-webhook, and \
+             --authorization-mode=Webhook (authorization.mode: Webhook)"
+        );
+    }
+}
+
+/// Anonymous requests allowed and everything authorized?
+fn is_open(c: &crate::config::KubeletConfiguration) -> bool {
+    c.authentication.anonymous.enabled && c.authorization.mode == "AlwaysAllow"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn load(args: &[&str]) -> LoadedConfig {
         crate::config::load_for_test(args, "node-a")
+    }
+
+    #[test]
+    fn the_flags_only_default_is_reported_open() {
+        assert!(is_open(&load(&[]).config));
+        let secured = load(&["--anonymous-auth=false"]);
+        assert!(!is_open(&secured.config));
+        let webhook = load(&["--authorization-mode=Webhook"]);
+        assert!(!is_open(&webhook.config));
     }
 
     #[test]

@@ -53,3 +53,44 @@ pub fn parse_line(line: &[u8]) -> Option<Record> {
         content: content.to_vec(),
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// Any bytes: a record or `None`, never a panic.
+        #[test]
+        fn any_bytes(line in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let _ = parse_line(&line);
+        }
+
+        /// Record-shaped lines with any time, stream, tag and content.
+        #[test]
+        fn shaped(
+            time in "([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{0,12})?(Z|[+-][0-9]{2}:[0-9]{2})|[0-9TZ:.-]{0,30})",
+            stream in "(stdout|stderr|stdin|)",
+            tag in "(F|P|F:[a-z:]{0,8}|P:x|Q|)",
+            content in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ) {
+            let mut line = format!("{time} {stream} {tag} ").into_bytes();
+            line.extend_from_slice(&content);
+            if let Some(r) = parse_line(&line) {
+                proptest::prop_assert_eq!(r.content, content);
+                proptest::prop_assert_eq!(r.partial, tag.starts_with('P'));
+            }
+        }
+    }
+
+    #[test]
+    fn well_formed_record() {
+        let r = parse_line(b"2024-05-01T10:00:00.5Z stderr P:x a b").unwrap();
+        assert_eq!(r.stream, Stream::Stderr);
+        assert!(r.partial);
+        assert_eq!(r.content, b"a b");
+        assert_eq!(r.time_nanos, 1_714_557_600_500_000_000);
+    }
+}

@@ -10,13 +10,47 @@ use crate::cm::ResourceList;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid quantity {value:?}: {reason}")]
 pub struct QuantityError {
-    /// The text that failed to parse.
+    /// The text that failed to parse (at most [`MAX_QUANTITY_LEN`] bytes of it).
     pub value: String,
     /// What is wrong with it.
     pub reason: &'static str,
 }
 
-/// A parsed quantity: `mantissa × 10^exp10 × 2^exp2`, exact.
+/// The message the API server gives for a quantity it cannot parse (Go's `ErrFormatWrong`).
+pub const QUANTITY_FORMAT_MESSAGE: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+
+/// Longest quantity text accepted (Go's quantities are at most a few dozen characters).
+pub const MAX_QUANTITY_LEN: usize = 128;
+
+/// Largest magnitude accepted: values of 10^40 and more (`1e2147483647`) are refused rather
+/// than saturated (every resource the kubelet counts fits in an `i64`, below 10^19).
+const MAX_DECIMAL_DIGITS: i64 = 40;
+/// Smallest magnitude accepted for a non-zero value: 10^-40 (nano units are 10^-9).
+const MIN_DECIMAL_EXPONENT: i64 = -40;
+
+const OUT_OF_RANGE_LARGE: &str = "out of range: the value is too large";
+const OUT_OF_RANGE_SMALL: &str = "out of range: the value is too small";
+
+impl QuantityError {
+    /// Is the text malformed (as opposed to well-formed but out of range)?
+    pub fn is_format(&self) -> bool {
+        !self.reason.starts_with("out of range")
+    }
+
+    /// What the API server would say: Go's format message for a malformed quantity, the
+    /// reason for an out-of-range one.
+    pub fn detail(&self) -> &'static str {
+        if self.is_format() {
+            QUANTITY_FORMAT_MESSAGE
+        } else {
+            self.reason
+        }
+    }
+}
+
+/// A parsed quantity: `mantissa × 10^exp10 × 2^exp2`, exact, with `exp10` bounded so that
+/// scaling takes a few dozen steps at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Parsed {
     negative: bool,
@@ -27,17 +61,18 @@ struct Parsed {
 
 fn parse(text: &str) -> Result<Parsed, QuantityError> {
     let err = |reason| QuantityError {
-        value: text.to_string(),
+        value: text.chars().take(MAX_QUANTITY_LEN).collect(),
         reason,
     };
-    let s = text.trim();
-    if s.is_empty() {
-        return Err(err("empty"));
+    if text.len() > MAX_QUANTITY_LEN {
+        return Err(err("too long"));
     }
-    let (negative, s) = match s.as_bytes()[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
+    let s = text.trim();
+    let (negative, s) = match s.as_bytes().first() {
+        None => return Err(err("empty")),
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        Some(_) => (false, s),
     };
     let num_end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -53,8 +88,17 @@ fn parse(text: &str) -> Result<Parsed, QuantityError> {
         return Err(err("more than one decimal point"));
     }
     let digits = format!("{whole}{frac}");
-    let mantissa: u128 = digits.parse().map_err(|_| err("number too large"))?;
-    let mut exp10 = -(frac.len() as i32);
+    let significant = digits.trim_start_matches('0');
+    if significant.len() > 38 {
+        return Err(err("too many digits"));
+    }
+    let mantissa: u128 = if significant.is_empty() {
+        0
+    } else {
+        significant.parse().map_err(|_| err("number too large"))?
+    };
+    // Bounded by the length check above: at most 128 fractional digits.
+    let mut exp10 = -(frac.len() as i64);
     let mut exp2 = 0u32;
     match suffix {
         "" => {}
@@ -79,9 +123,22 @@ fn parse(text: &str) -> Result<Parsed, QuantityError> {
                 .or_else(|| other.strip_prefix('E'))
                 .ok_or_else(|| err("unknown suffix"))?;
             let e: i32 = rest.parse().map_err(|_| err("bad exponent"))?;
-            exp10 = exp10.checked_add(e).ok_or_else(|| err("bad exponent"))?;
+            exp10 += i64::from(e);
         }
     }
+    if mantissa == 0 {
+        exp10 = 0;
+    } else {
+        // The value's decimal magnitude: the significant digits left of the point.
+        let magnitude = significant.len() as i64 + exp10;
+        if magnitude > MAX_DECIMAL_DIGITS {
+            return Err(err(OUT_OF_RANGE_LARGE));
+        }
+        if magnitude < MIN_DECIMAL_EXPONENT {
+            return Err(err(OUT_OF_RANGE_SMALL));
+        }
+    }
+    let exp10 = i32::try_from(exp10).map_err(|_| err(OUT_OF_RANGE_LARGE))?;
     Ok(Parsed {
         negative,
         mantissa,
@@ -91,22 +148,26 @@ fn parse(text: &str) -> Result<Parsed, QuantityError> {
 }
 
 /// The value scaled by `10^scale`, rounded up (away from zero for positives) as Kubernetes'
-/// `ScaledValue` does, saturating at `i64` bounds.
+/// `ScaledValue` does, saturating at `i64` bounds. `exp10` is bounded by [`parse`], so the
+/// loops below run at most about 80 times.
 fn scaled(p: Parsed, scale: i32) -> i64 {
     let mut value = p.mantissa;
-    let mut exp = p.exp10 + scale;
+    let mut exp = p.exp10.saturating_add(scale);
     value = value.saturating_mul(1u128 << p.exp2.min(100));
-    while exp > 0 {
+    while exp > 0 && value != 0 && value != u128::MAX {
         value = value.saturating_mul(10);
         exp -= 1;
     }
     let mut remainder = false;
-    while exp < 0 {
+    while exp < 0 && value != 0 {
         if value % 10 != 0 {
             remainder = true;
         }
         value /= 10;
         exp += 1;
+    }
+    if exp < 0 && p.mantissa != 0 {
+        remainder = true;
     }
     if remainder && !p.negative {
         value = value.saturating_add(1);
@@ -196,11 +257,65 @@ mod tests {
             ("abc", None, None),
             ("1Zi", None, None),
             ("1.2.3", None, None),
+            ("0e2147483647", Some(0), Some(0)),
+            ("1e18", Some(i64::MAX), Some(1_000_000_000_000_000_000)),
+            ("1e39", Some(i64::MAX), Some(i64::MAX)),
+            ("1e2147483647", None, None),
+            ("1e-2147483647", None, None),
+            ("1e-30", Some(1), Some(1)),
+            ("-1e-30", Some(0), Some(0)),
+            (
+                "000000000000000000000000000000000000000000001",
+                Some(1000),
+                Some(1),
+            ),
+            ("1e99999999999", None, None),
         ];
         for (text, milli, val) in cases {
             let q = Quantity(text.to_string());
             assert_eq!(milli_value(&q).ok(), *milli, "milli of {text:?}");
             assert_eq!(value(&q).ok(), *val, "value of {text:?}");
+        }
+        let err = value(&Quantity("1e2147483647".into())).unwrap_err();
+        assert!(!err.is_format());
+        assert_eq!(err.detail(), "out of range: the value is too large");
+        assert!(value(&Quantity("12Xi".into())).unwrap_err().is_format());
+        let long = "9".repeat(10_000);
+        assert_eq!(
+            value(&Quantity(long)).unwrap_err().value.len(),
+            MAX_QUANTITY_LEN
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Any text: a value or an error, never a panic, at once.
+        #[test]
+        fn any_text_parses_or_fails_quickly(text in "\\PC{0,40}") {
+            let started = std::time::Instant::now();
+            let _ = value(&Quantity(text.clone()));
+            let _ = milli_value(&Quantity(text));
+            proptest::prop_assert!(started.elapsed() < std::time::Duration::from_millis(50));
+        }
+
+        /// Quantity-shaped text with any exponent: bounded time, a sane sign.
+        #[test]
+        fn shaped_quantities(
+            sign in "[+-]?",
+            whole in "[0-9]{0,45}",
+            frac in "(\\.[0-9]{0,45})?",
+            suffix in "(|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|e-?[0-9]{1,12}|E[0-9]{1,12})",
+        ) {
+            let text = format!("{sign}{whole}{frac}{suffix}");
+            let started = std::time::Instant::now();
+            if let Ok(v) = value(&Quantity(text.clone())) {
+                if sign != "-" {
+                    proptest::prop_assert!(v >= 0, "{} -> {}", text, v);
+                }
+            }
+            let _ = milli_value(&Quantity(text));
+            proptest::prop_assert!(started.elapsed() < std::time::Duration::from_millis(50));
         }
     }
 }

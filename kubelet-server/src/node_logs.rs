@@ -12,8 +12,12 @@ use tokio::io::AsyncReadExt;
 use crate::logs::percent_decode;
 use crate::reply::{channel_body, status_error, with_type, Body};
 
-/// Chunk size of streamed files.
+/// Chunk size of streamed files (a file is never read whole: at most a few chunks are in
+/// flight, the client's pace sets the rest).
 const CHUNK: usize = 64 * 1024;
+/// Most entries of a directory listing (a directory with millions of files costs a bounded
+/// answer; the listing says it was cut).
+const MAX_LISTING: usize = 10_000;
 
 /// What a `/logs/` path resolves to.
 #[derive(Debug, PartialEq, Eq)]
@@ -72,8 +76,13 @@ pub async fn serve(root: &Path, rel: &str, list_directories: bool) -> Response<B
         }
         Resolved::Dir(dir) => {
             let mut names = Vec::new();
+            let mut cut = false;
             if let Ok(mut rd) = tokio::fs::read_dir(&dir).await {
                 while let Ok(Some(e)) = rd.next_entry().await {
+                    if names.len() == MAX_LISTING {
+                        cut = true;
+                        break;
+                    }
                     let mut n = e.file_name().to_string_lossy().into_owned();
                     if e.file_type().await.is_ok_and(|t| t.is_dir()) {
                         n.push('/');
@@ -86,6 +95,9 @@ pub async fn serve(root: &Path, rel: &str, list_directories: bool) -> Response<B
             for n in names {
                 let e = html_escape(&n);
                 html.push_str(&format!("<a href=\"{e}\">{e}</a>\n"));
+            }
+            if cut {
+                html.push_str(&format!("(listing cut at {MAX_LISTING} entries)\n"));
             }
             html.push_str("</pre>\n");
             with_type(

@@ -33,8 +33,20 @@ pub enum Endpoints {
 /// Per-server settings of the handlers.
 #[derive(Debug, Clone)]
 pub struct HandlerOptions {
-    /// Serve `/logs/` directory listings (Go: `enableSystemLogHandler`).
+    /// Serve `/logs/` directory listings.
     pub list_node_log_dirs: bool,
+    /// `enableDebuggingHandlers`: `/run`, `/exec`, `/attach`, `/portForward`,
+    /// `/containerLogs`, `/runningpods/`, `/configz`, and the handlers below; when off, those
+    /// paths answer 405 "Debug endpoints are disabled." as Go's do.
+    pub debugging_handlers: bool,
+    /// `enableSystemLogHandler`: `/logs/` (405 "logs endpoint is disabled." when off).
+    pub system_log_handler: bool,
+    /// `enableProfilingHandler`: `/debug/pprof/` (405 "profiling endpoint is disabled." when
+    /// off; kubelet-rs has no Go profiler, so when on it answers 501).
+    pub profiling_handler: bool,
+    /// `enableDebugFlagsHandler`: `/debug/flags/v` (405 "flags endpoint is disabled." when
+    /// off; 501 when on: the log level is not changeable at run time yet).
+    pub debug_flags_handler: bool,
     /// Idle timeout of exec/attach/port-forward streams (`streamingConnectionIdleTimeout`).
     pub streaming_idle_timeout: Duration,
     /// Timeout of `/run` commands.
@@ -45,6 +57,10 @@ impl Default for HandlerOptions {
     fn default() -> Self {
         HandlerOptions {
             list_node_log_dirs: true,
+            debugging_handlers: true,
+            system_log_handler: true,
+            profiling_handler: true,
+            debug_flags_handler: true,
             streaming_idle_timeout: Duration::from_secs(4 * 3600),
             run_timeout: Duration::from_secs(120),
         }
@@ -67,6 +83,44 @@ fn method_not_allowed() -> Response<Body> {
     status_error(StatusCode::METHOD_NOT_ALLOWED, "405 method not allowed")
 }
 
+/// Go's answers for handlers switched off (`InstallDebuggingDisabledHandlers` and the
+/// `enable*Handler` settings): 405 with Go's text; the debug handlers kubelet-rs does not
+/// have answer 501 when switched on.
+fn disabled_handler(o: &HandlerOptions, segs: &[&str]) -> Option<Response<Body>> {
+    let first = segs.first().copied().unwrap_or_default();
+    let second = segs.get(1).copied().unwrap_or_default();
+    let debug = matches!(
+        first,
+        "run" | "exec" | "attach" | "portForward" | "containerLogs" | "runningpods" | "logs"
+    ) || (first == "debug" && second == "pprof");
+    let off = |msg: &str| Some(text(StatusCode::METHOD_NOT_ALLOWED, format!("{msg}\n")));
+    if !o.debugging_handlers {
+        if debug {
+            return off("Debug endpoints are disabled.");
+        }
+        if first == "configz" || first == "debug" {
+            return Some(not_found());
+        }
+        return None;
+    }
+    match (first, second) {
+        ("logs", _) if !o.system_log_handler => off("logs endpoint is disabled."),
+        ("debug", "pprof") if !o.profiling_handler => off("profiling endpoint is disabled."),
+        ("debug", "pprof") => Some(text(
+            StatusCode::NOT_IMPLEMENTED,
+            "profiling is not available in kubelet-rs\n",
+        )),
+        ("debug", "flags") if segs.get(2) == Some(&"v") && !o.debug_flags_handler => {
+            off("flags endpoint is disabled.")
+        }
+        ("debug", "flags") if segs.get(2) == Some(&"v") => Some(text(
+            StatusCode::NOT_IMPLEMENTED,
+            "changing the log level at run time is not available in kubelet-rs\n",
+        )),
+        _ => None,
+    }
+}
+
 fn is_get(m: &Method) -> bool {
     m == Method::GET || m == Method::HEAD
 }
@@ -79,6 +133,11 @@ pub(crate) async fn route(ctx: &Ctx, req: Request<Incoming>) -> Response<Body> {
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let full_api = ctx.endpoints == Endpoints::Full;
     let read_only = ctx.endpoints != Endpoints::Healthz;
+    if full_api {
+        if let Some(disabled) = disabled_handler(&ctx.options, &segs) {
+            return disabled;
+        }
+    }
     match (segs.first().copied().unwrap_or_default(), segs.len()) {
         ("healthz", _) => {
             if !is_get(&method) {
@@ -431,15 +490,25 @@ async fn container_logs(
     });
     let files = logs::log_files(&path).await;
     let follow = opts.follow && !opts.previous && chosen.state == ContainerState::Running;
+    // Zero means no limit, as Go's zero streamingConnectionIdleTimeout.
+    let idle = match ctx.options.streaming_idle_timeout {
+        d if d.is_zero() => Duration::MAX,
+        d => d,
+    };
     if !follow {
-        return match logs::read_logs(&files, &opts).await {
-            Ok(out) => with_type(StatusCode::OK, "text/plain", full(out)),
-            Err(e) => status_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-        };
+        // Streamed as read (bounded memory); a client that stops reading ends it after the
+        // streaming idle timeout.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(logs::stream_logs(files, opts, tx, idle));
+        return with_type(StatusCode::OK, "text/plain", channel_body(rx));
     }
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let id = chosen.id.clone();
-    tokio::spawn(logs::follow(
+    let limits = logs::FollowLimits {
+        idle_timeout: idle,
+        ..logs::FollowLimits::default()
+    };
+    tokio::spawn(logs::follow_with(
         files,
         path,
         opts,
@@ -454,6 +523,7 @@ async fn container_logs(
             }
         },
         ctx.shutdown.clone(),
+        limits,
     ));
     with_type(StatusCode::OK, "text/plain", channel_body(rx))
 }

@@ -229,9 +229,11 @@ impl ClientCa {
             .verifier
             .verify_client_cert(leaf, intermediates, UnixTime::now())
         {
+            // Go's CommonNameUserConversion: a verified certificate without a common name
+            // names no user (not an error: a token or anonymous access may still apply).
             Ok(_) => match user {
                 Some(u) if !u.name.is_empty() => PeerCert::Verified(u),
-                _ => PeerCert::Invalid("the certificate has no subject common name".into()),
+                _ => PeerCert::None,
             },
             Err(e) => PeerCert::Invalid(format!(
                 "{} ({e})",
@@ -241,13 +243,15 @@ impl ClientCa {
     }
 }
 
-/// The user a client certificate names: CN, groups from the O values.
+/// The user a client certificate names as Go's x509 authenticator does: the subject's
+/// common name (the last CN attribute, as Go's `pkix.Name` keeps it), groups from the O
+/// values in order.
 fn user_of(leaf: &CertificateDer<'_>) -> Option<UserInfo> {
     let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
     let subject = cert.subject();
     let name = subject
         .iter_common_name()
-        .next()
+        .last()
         .and_then(|cn| cn.as_str().ok())
         .unwrap_or_default()
         .to_string();
@@ -259,6 +263,7 @@ fn user_of(leaf: &CertificateDer<'_>) -> Option<UserInfo> {
         name,
         uid: String::new(),
         groups,
+        extra: Default::default(),
     })
 }
 

@@ -48,7 +48,8 @@ async fn fake_apiserver() -> (String, Seen) {
                         let answer = if path.ends_with("/tokenreviews") {
                             let ok = body["spec"]["token"] == "good";
                             serde_json::json!({"status": {"authenticated": ok, "user": {
-                                "username": "alice", "uid": "u-1", "groups": ["devs", "system:authenticated"]}}})
+                                "username": "alice", "uid": "u-1", "groups": ["devs", "system:authenticated"],
+                                "extra": {"authentication.kubernetes.io/pod-name": ["web-1"]}}}})
                         } else {
                             let ok = body["spec"]["user"] == "alice";
                             serde_json::json!({"status": {"allowed": ok, "reason": if ok { "" } else { "nope" }}})
@@ -85,6 +86,11 @@ async fn token_reviews_are_sent_with_credentials_and_cached() {
         assert_eq!(u.name, "alice");
         assert_eq!(u.uid, "u-1");
         assert_eq!(u.groups, vec!["devs", "system:authenticated"]);
+        // Go keeps the user's extra attributes for authorization.
+        assert_eq!(
+            u.extra.get("authentication.kubernetes.io/pod-name"),
+            Some(&vec!["web-1".to_string()])
+        );
         assert!(authn.authenticate_token("bad").await.unwrap().is_none());
     }
     assert_eq!(

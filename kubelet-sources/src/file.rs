@@ -7,10 +7,18 @@
 //! set of its pods as one [`PodOperation::Set`] — the first scan always (even when empty, which
 //! marks the source as seen), later ones only when the set changed.
 //!
-//! A file that cannot be read, parsed or validated is *skipped*: the error is logged (naming
-//! the file and the reason) and whatever that file last contributed successfully stays in
-//! effect, so a partially written manifest never stops a running pod; a new broken file
-//! contributes nothing. A file that disappears removes only its own pods.
+//! A file that cannot be read, parsed or validated is *skipped*: the error is logged once per
+//! content (naming the file and the reason) and whatever that file last contributed
+//! successfully stays in effect, so a partially written manifest never stops a running pod; a
+//! new broken file contributes nothing. A file that disappears removes only its own pods.
+//!
+//! Every file costs bounded work: entries that are not regular files (after following
+//! symlinks, as Go does: FIFOs, devices, directories, dangling links) are never opened, a file
+//! over [`MANIFEST_LIMITS`]'s size is not read (and at most that many bytes are ever read, for
+//! files whose size lies, like `/proc`'s), and decoding runs on a blocking thread within the
+//! limits of [`crate::decode`]. Pods accepted with unknown (dropped) fields are logged with the
+//! fields' paths and, when the source has an event recorder ([`FileSource::with_events`]),
+//! get a Warning event `UnknownFields`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,18 +27,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
+use kubelet_core::sink::StatusSink;
 use kubelet_core::source::{PodOperation, PodSource, PodUpdate, SourceError};
 use notify::{RecursiveMode, Watcher};
 use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::decode::MANIFEST_LIMITS;
 use crate::static_pod::{self, Context, ManifestError, SeenTracker, FILE_SOURCE};
 
 /// How long events are collected after the first one before rescanning.
 const DEBOUNCE: Duration = Duration::from_millis(100);
-/// Files larger than this are not manifests: they are skipped (with a warning).
-const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+/// Files larger than this are not manifests: they are skipped (with one warning).
+const MAX_MANIFEST_BYTES: u64 = MANIFEST_LIMITS.max_bytes as u64;
 
 /// Configuration of a [`FileSource`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,16 +66,146 @@ impl Config {
 }
 
 /// Static pods from a manifest file or directory. See the module docs.
-#[derive(Debug)]
 pub struct FileSource {
     config: Config,
+    events: Option<Arc<dyn StatusSink>>,
+}
+
+impl std::fmt::Debug for FileSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSource")
+            .field("config", &self.config)
+            .field("events", &self.events.is_some())
+            .finish()
+    }
 }
 
 impl FileSource {
     /// Creates the source; nothing is read until [`PodSource::run`].
     pub fn new(config: Config) -> FileSource {
-        FileSource { config }
+        FileSource {
+            config,
+            events: None,
+        }
     }
+
+    /// Records events (unknown fields dropped, duplicate pods refused) through `events`, for
+    /// example the cluster member's status sink. Without it they are only logged.
+    pub fn with_events(mut self, events: Arc<dyn StatusSink>) -> FileSource {
+        self.events = Some(events);
+        self
+    }
+}
+
+/// Records the events of a manifest's outcome (warnings on accepted pods) when there is a
+/// recorder, and logs them either way.
+pub(crate) fn report_warnings(
+    warnings: &[static_pod::ManifestWarning],
+    pods: &[Pod],
+    events: Option<&Arc<dyn StatusSink>>,
+) {
+    for w in warnings {
+        tracing::warn!(origin = %w.origin, pod = %w.pod, uid = %w.uid, fields = ?w.unknown_fields, "static pod manifest has unknown fields; they were dropped (as the API server drops them)");
+        let (Some(events), Some(pod)) = (
+            events,
+            pods.iter().find(|p| kubelet_core::pod::uid(p) == w.uid),
+        ) else {
+            continue;
+        };
+        events.record_event(kubelet_core::sink::Event::for_pod(
+            pod,
+            None,
+            kubelet_core::sink::EventType::Warning,
+            "UnknownFields",
+            format!(
+                "unknown fields dropped from {}: {}",
+                w.origin,
+                w.unknown_fields.join(", ")
+            ),
+        ));
+    }
+}
+
+/// Records a FailedValidation event for a pod refused as a duplicate (as Go's
+/// `filterInvalidPods` does), when there is a recorder.
+pub(crate) fn report_duplicate(e: &ManifestError, pod: &Pod, events: Option<&Arc<dyn StatusSink>>) {
+    if let Some(events) = events {
+        events.record_event(kubelet_core::sink::Event::for_pod(
+            pod,
+            None,
+            kubelet_core::sink::EventType::Warning,
+            "FailedValidation",
+            e.to_string(),
+        ));
+    }
+}
+
+/// What reading one manifest file gave.
+enum Read {
+    /// The file is gone (a race with its removal): it contributes nothing.
+    Gone,
+    /// The file's content.
+    Bytes(Vec<u8>),
+    /// The file cannot be used (unreadable, too large): why, and a fingerprint of its state
+    /// so the same problem is logged once.
+    Unusable(String, [u8; 32]),
+}
+
+/// Reads at most `limit` bytes of a regular file; a larger file is [`Read::Unusable`] without
+/// being read (its size, modification time and inode are its fingerprint).
+async fn read_bounded(path: &Path, limit: u64) -> Read {
+    use std::os::unix::fs::MetadataExt;
+    let fingerprint = |m: &std::fs::Metadata, what: &str| -> [u8; 32] {
+        Sha256::digest(format!(
+            "{what}:{}:{}.{}:{}",
+            m.len(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ino()
+        ))
+        .into()
+    };
+    let meta = match tokio::fs::metadata(path).await {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Read::Gone,
+        Err(e) => {
+            return Read::Unusable(
+                format!("cannot stat: {e}"),
+                Sha256::digest(e.to_string()).into(),
+            )
+        }
+    };
+    if !meta.is_file() {
+        return Read::Unusable(
+            "not a regular file".into(),
+            fingerprint(&meta, "not-regular"),
+        );
+    }
+    if meta.len() > limit {
+        return Read::Unusable(
+            format!(
+                "{} bytes is larger than the limit of {limit} bytes",
+                meta.len()
+            ),
+            fingerprint(&meta, "too-large"),
+        );
+    }
+    let file = match tokio::fs::File::open(path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Read::Gone,
+        Err(e) => return Read::Unusable(format!("cannot open: {e}"), fingerprint(&meta, "open")),
+    };
+    let mut bytes = Vec::new();
+    if let Err(e) = file.take(limit + 1).read_to_end(&mut bytes).await {
+        return Read::Unusable(format!("cannot read: {e}"), fingerprint(&meta, "read"));
+    }
+    if bytes.len() as u64 > limit {
+        return Read::Unusable(
+            format!("larger than the limit of {limit} bytes"),
+            fingerprint(&meta, "grew"),
+        );
+    }
+    Read::Bytes(bytes)
 }
 
 /// What one file contributed at its last successful read.
@@ -82,15 +223,17 @@ struct Scanner {
     files: BTreeMap<PathBuf, FileState>,
     seen: SeenTracker,
     last_duplicates: Vec<String>,
+    events: Option<Arc<dyn StatusSink>>,
 }
 
 impl Scanner {
-    fn new(config: Config) -> Self {
+    fn new(config: Config, events: Option<Arc<dyn StatusSink>>) -> Self {
         Scanner {
             config,
             files: BTreeMap::new(),
             seen: SeenTracker::new(),
             last_duplicates: Vec::new(),
+            events,
         }
     }
 
@@ -109,6 +252,8 @@ impl Scanner {
             }
         };
         if !meta.is_dir() {
+            // A single file; `read_bounded` refuses it when it is not a regular file (a FIFO
+            // would block a reader forever).
             return vec![path.clone()];
         }
         let mut out = Vec::new();
@@ -128,9 +273,6 @@ impl Scanner {
                     }
                     let p = entry.path();
                     match tokio::fs::metadata(&p).await {
-                        Ok(m) if m.is_file() && m.len() > MAX_MANIFEST_BYTES => {
-                            tracing::warn!(path = %p.display(), bytes = m.len(), "skipping a file too large to be a manifest");
-                        }
                         Ok(m) if m.is_file() => out.push(p),
                         Ok(m) if m.is_dir() => {
                             tracing::debug!(path = %p.display(), "not recursing into a directory of the manifest path");
@@ -159,29 +301,38 @@ impl Scanner {
         let files = self.list_files().await;
         let mut next = BTreeMap::new();
         for file in files {
-            let bytes = match tokio::fs::read(&file).await {
-                Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    tracing::warn!(path = %file.display(), error = %e, "cannot read manifest file; skipping it");
-                    if let Some(prev) = self.files.remove(&file) {
-                        next.insert(file, prev);
+            let (bytes, hash) = match read_bounded(&file, MAX_MANIFEST_BYTES).await {
+                Read::Gone => continue,
+                Read::Bytes(b) => {
+                    let hash: [u8; 32] = Sha256::digest(&b).into();
+                    (Some(b), hash)
+                }
+                Read::Unusable(reason, hash) => {
+                    let prev = self.files.remove(&file);
+                    if prev.as_ref().is_none_or(|p| p.content_hash != hash) {
+                        tracing::warn!(path = %file.display(), reason, "cannot use manifest file; skipping it");
                     }
+                    let good_pods = prev.map(|p| p.good_pods).unwrap_or_default();
+                    next.insert(
+                        file,
+                        FileState {
+                            content_hash: hash,
+                            good_pods,
+                        },
+                    );
                     continue;
                 }
             };
-            let hash: [u8; 32] = Sha256::digest(&bytes).into();
-            if let Some(prev) = self.files.remove(&file) {
-                if prev.content_hash == hash {
-                    next.insert(file, prev);
-                    continue;
-                }
-                let state = self.process(&file, &bytes, hash, prev.good_pods);
-                next.insert(file, state);
-            } else {
-                let state = self.process(&file, &bytes, hash, Vec::new());
-                next.insert(file, state);
+            let prev = self.files.remove(&file);
+            if let Some(prev) = prev.as_ref().filter(|p| p.content_hash == hash) {
+                next.insert(file, prev.clone());
+                continue;
             }
+            let previous = prev.map(|p| p.good_pods).unwrap_or_default();
+            let state = self
+                .process(&file, bytes.unwrap_or_default(), hash, previous)
+                .await;
+            next.insert(file, state);
         }
         for gone in self.files.keys() {
             tracing::info!(path = %gone.display(), "manifest file removed");
@@ -198,11 +349,12 @@ impl Scanner {
                     .map(move |p| (origin.clone(), p.clone()))
             })
             .collect();
-        let (keep, dups) = static_pod::reject_duplicates(all, FILE_SOURCE);
-        let dup_msgs: Vec<String> = dups.iter().map(ToString::to_string).collect();
+        let (keep, dups) = static_pod::reject_duplicates_with_pods(all, FILE_SOURCE);
+        let dup_msgs: Vec<String> = dups.iter().map(|(e, _)| e.to_string()).collect();
         if dup_msgs != self.last_duplicates {
-            for e in &dups {
+            for (e, pod) in &dups {
                 tracing::warn!(error = %e, "rejecting static pod");
+                report_duplicate(e, pod, self.events.as_ref());
             }
             self.last_duplicates = dup_msgs;
         }
@@ -211,16 +363,39 @@ impl Scanner {
         pods
     }
 
-    /// Processes changed content; on any error the previous good pods stay.
-    fn process(&self, file: &Path, bytes: &[u8], hash: [u8; 32], previous: Vec<Pod>) -> FileState {
+    /// Processes changed content (decoding on a blocking thread); on any error the previous
+    /// good pods stay.
+    async fn process(
+        &self,
+        file: &Path,
+        bytes: Vec<u8>,
+        hash: [u8; 32],
+        previous: Vec<Pod>,
+    ) -> FileState {
         let origin = file.display().to_string();
-        let ctx = Context {
-            source: FILE_SOURCE,
-            origin: &origin,
-            node_name: &self.config.node_name,
+        let node_name = self.config.node_name.clone();
+        let task_origin = origin.clone();
+        let decoded = tokio::task::spawn_blocking(move || {
+            let ctx = Context {
+                source: FILE_SOURCE,
+                origin: &task_origin,
+                node_name: &node_name,
+            };
+            static_pod::parse_manifest(&bytes, &ctx)
+        })
+        .await;
+        let manifest = match decoded {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(path = %origin, error = %e, "decoding the manifest failed");
+                return FileState {
+                    content_hash: hash,
+                    good_pods: previous,
+                };
+            }
         };
-        let manifest = static_pod::parse_manifest(bytes, &ctx);
         if manifest.errors.is_empty() {
+            report_warnings(&manifest.warnings, &manifest.pods, self.events.as_ref());
             tracing::debug!(path = %origin, pods = manifest.pods.len(), "read manifest file");
             return FileState {
                 content_hash: hash,
@@ -337,7 +512,7 @@ impl PodSource for FileSource {
         }
         let period = self.config.check_frequency.max(Duration::from_millis(10));
         let (tx, mut rx) = mpsc::channel::<()>(1);
-        let mut scanner = Scanner::new(self.config.clone());
+        let mut scanner = Scanner::new(self.config.clone(), self.events.clone());
         let mut watch: Option<Watch> = None;
         let mut last_sent: Option<Vec<Arc<Pod>>> = None;
         let mut ticker = tokio::time::interval(period);
@@ -646,5 +821,41 @@ mod tests {
         // The unchanged pod is identical, config.seen included.
         assert!(next.pods.contains(&first.pods[0]));
         src.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hostile_entries_are_skipped_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("good.yaml"), pod_yaml("good", "busybox:1")).unwrap();
+        // A FIFO: opening it for reading would block forever.
+        let fifo = d.join("fifo.yaml");
+        let ok = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(ok.is_ok_and(|s| s.success()), "mkfifo");
+        // Symlinks: to an endless device, a loop, a dangling target, a good manifest elsewhere.
+        std::os::unix::fs::symlink("/dev/zero", d.join("zero.yaml")).unwrap();
+        std::os::unix::fs::symlink(d.join("loop.yaml"), d.join("loop.yaml")).unwrap();
+        std::os::unix::fs::symlink(d.join("missing"), d.join("dangling.yaml")).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(
+            elsewhere.path().join("l.yaml"),
+            pod_yaml("linked", "busybox:1"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join("l.yaml"), d.join("linked.yaml")).unwrap();
+        // A file over the size limit (sparse: no disk used).
+        let big = std::fs::File::create(d.join("big.yaml")).unwrap();
+        big.set_len(MAX_MANIFEST_BYTES + 1).unwrap();
+        // Not UTF-8.
+        std::fs::write(d.join("binary.yaml"), [0xffu8, 0xfe, 0x00, 0x80]).unwrap();
+        let mut src = Running::start(d.to_path_buf(), Duration::from_secs(3600));
+        let first = src.next().await;
+        assert_eq!(names_of(&first), ["good-node-a", "linked-node-a"]);
+        src.stop().await;
+
+        // A single-file path that is a FIFO is refused, not opened.
+        let mut single = Running::start(fifo, Duration::from_secs(3600));
+        assert!(single.next().await.pods.is_empty());
+        single.stop().await;
     }
 }

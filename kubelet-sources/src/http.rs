@@ -7,6 +7,11 @@
 //! Go). A failing request, a non-200 answer or an invalid body is logged and changes nothing:
 //! the last good state stays. Nothing is sent before the first successful fetch, so until then
 //! the source is not *seen*.
+//!
+//! A body is read up to [`MANIFEST_LIMITS`]'s size at most (a larger one, announced or not, is
+//! refused without reading the rest) and decoded on a blocking thread within the limits of
+//! [`crate::decode`]. Unknown fields are dropped with a warning (and an event with
+//! [`HttpSource::with_events`]), as in the file source.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,12 +23,15 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::decode::MANIFEST_LIMITS;
+use crate::file::{report_duplicate, report_warnings};
 use crate::static_pod::{self, Context, SeenTracker, HTTP_SOURCE};
+use kubelet_core::sink::StatusSink;
 
 /// Timeout of one fetch (Go's http source uses a 10s client timeout).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest manifest body accepted (a guard against a misbehaving server).
-const MAX_BODY_BYTES: usize = 16 << 20;
+const MAX_BODY_BYTES: usize = MANIFEST_LIMITS.max_bytes;
 
 /// Configuration of an [`HttpSource`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,15 +92,34 @@ pub enum FetchError {
 }
 
 /// Static pods from a manifest URL. See the module docs.
-#[derive(Debug)]
 pub struct HttpSource {
     config: Config,
+    events: Option<Arc<dyn StatusSink>>,
+}
+
+impl std::fmt::Debug for HttpSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSource")
+            .field("config", &self.config)
+            .field("events", &self.events.is_some())
+            .finish()
+    }
 }
 
 impl HttpSource {
     /// Creates the source; nothing is fetched until [`PodSource::run`].
     pub fn new(config: Config) -> HttpSource {
-        HttpSource { config }
+        HttpSource {
+            config,
+            events: None,
+        }
+    }
+
+    /// Records events (unknown fields dropped, duplicate pods refused) through `events`.
+    /// Without it they are only logged.
+    pub fn with_events(mut self, events: Arc<dyn StatusSink>) -> HttpSource {
+        self.events = Some(events);
+        self
     }
 
     fn build_client(&self) -> Result<(reqwest::Client, HeaderMap), SourceError> {
@@ -147,6 +174,15 @@ async fn fetch(
             status: status.as_u16(),
         });
     }
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+    {
+        return Err(FetchError::TooLarge {
+            url: url.to_string(),
+            limit: MAX_BODY_BYTES,
+        });
+    }
     let mut body = Vec::new();
     while let Some(chunk) = resp.chunk().await.map_err(req_err)? {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
@@ -162,7 +198,12 @@ async fn fetch(
 
 /// Turns a body into the source's pods; any invalid pod rejects the whole body (as Go does
 /// for a PodList).
-fn decode_body(body: &[u8], url: &str, node_name: &str) -> Result<Vec<Pod>, FetchError> {
+fn decode_body(
+    body: &[u8],
+    url: &str,
+    node_name: &str,
+    events: Option<&Arc<dyn StatusSink>>,
+) -> Result<Vec<Pod>, FetchError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Vec::new());
     }
@@ -175,14 +216,16 @@ fn decode_body(body: &[u8], url: &str, node_name: &str) -> Result<Vec<Pod>, Fetc
     if let Some(e) = manifest.errors.into_iter().next() {
         return Err(e.into());
     }
+    report_warnings(&manifest.warnings, &manifest.pods, events);
     let pods = manifest
         .pods
         .into_iter()
         .map(|p| (url.to_string(), p))
         .collect();
-    let (keep, dups) = static_pod::reject_duplicates(pods, HTTP_SOURCE);
-    for e in &dups {
+    let (keep, dups) = static_pod::reject_duplicates_with_pods(pods, HTTP_SOURCE);
+    for (e, pod) in &dups {
         tracing::warn!(error = %e, "rejecting static pod");
+        report_duplicate(e, pod, events);
     }
     Ok(keep.into_iter().map(|(_, p)| p).collect())
 }
@@ -237,7 +280,21 @@ impl PodSource for HttpSource {
             if last_body.as_deref() == Some(body.as_slice()) {
                 continue;
             }
-            let decoded = decode_body(&body, url, &self.config.node_name);
+            let node_name = self.config.node_name.clone();
+            let events = self.events.clone();
+            let task_url = url.to_string();
+            let (body, decoded) = match tokio::task::spawn_blocking(move || {
+                let decoded = decode_body(&body, &task_url, &node_name, events.as_ref());
+                (body, decoded)
+            })
+            .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(url, error = %e, "decoding the manifest failed");
+                    continue;
+                }
+            };
             last_body = Some(body);
             let mut pods = match decoded {
                 Ok(p) => p,
@@ -471,5 +528,29 @@ mod tests {
                 "{url}: {res:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn bodies_over_the_limit_are_refused_and_unknown_fields_dropped() {
+        let state = Arc::new(Mutex::new(Served::default()));
+        let url = serve(state.clone()).await;
+        let client = reqwest::Client::new();
+        set(&state, 200, &"#".repeat(MAX_BODY_BYTES + 1));
+        let err = fetch(&client, &HeaderMap::new(), &url).await.unwrap_err();
+        assert!(matches!(err, FetchError::TooLarge { .. }), "{err}");
+        // A body within the limit with a typo'd field: the pod is accepted without it.
+        let body = pod_yaml("web", "busybox:1").replace("    image:", "    imagee: x\n    image:");
+        let pods = decode_body(body.as_bytes(), &url, "node-a", None).unwrap();
+        assert_eq!(pods.len(), 1);
+        // An alias bomb is a clear error.
+        let mut bomb = String::from("apiVersion: v1\nkind: Pod\nmetadata:\n  name: b\n  labels:\n    a0: &a0 [x,x,x,x,x,x,x,x,x,x]\n");
+        for i in 1..9 {
+            let p = i - 1;
+            bomb.push_str(&format!(
+                "    a{i}: &a{i} [*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p}]\n"
+            ));
+        }
+        let err = decode_body(bomb.as_bytes(), &url, "node-a", None).unwrap_err();
+        assert!(err.to_string().contains("YAML aliases expand"), "{err}");
     }
 }

@@ -35,10 +35,12 @@
 //! ```
 
 pub mod apiserver;
+pub mod decode;
 pub mod file;
 pub mod http;
 pub mod objects;
 pub mod static_pod;
+pub mod validation;
 
 pub use file::FileSource;
 pub use http::HttpSource;

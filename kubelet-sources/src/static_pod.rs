@@ -1,22 +1,31 @@
 //! Static pod processing shared by the file and HTTP sources: decoding manifests (YAML, multi-
-//! document YAML, JSON, `PodList`), strict unknown-field detection, validation and the defaults
-//! the Go kubelet applies to static pods (`applyDefaults` in `pkg/kubelet/config/common.go`
-//! plus the API defaulting the engine relies on).
+//! document YAML, JSON, `PodList`) within bounds ([`crate::decode`]), the defaults the Go
+//! kubelet applies to static pods (`applyDefaults` in `pkg/kubelet/config/common.go` plus the
+//! API defaulting the engine relies on) and then the API server's validation of a pod create
+//! ([`crate::validation`]), as Go validates the defaulted pod.
+//!
+//! Fields the Pod API does not know (a typo such as `imagee`) are dropped, as Go's decoder
+//! drops them; each pod that had some comes with a [`ManifestWarning`] naming their paths, for
+//! the log and an event.
 //!
 //! The generated UID is a hash of the decoded pod object, the node name and the pod's origin
 //! (the manifest's path, or the URL), so an unchanged manifest keeps its UID across restarts and
 //! an edited one gets a new UID — exactly the property the kubelet uses to replace a pod whose
 //! manifest changed.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodStatus, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus, Toleration};
 use kubelet_core::pod::{
     self as podutil, CONFIG_HASH_ANNOTATION, CONFIG_SEEN_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
 };
-use kubelet_core::resources;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use crate::decode::{self, MANIFEST_LIMITS};
+use crate::validation::{self, FieldError};
+
+pub use crate::validation::names::{is_dns1123_label, is_dns1123_subdomain};
 
 /// Source name of the manifest file/directory source.
 pub const FILE_SOURCE: &str = "file";
@@ -27,7 +36,8 @@ pub const HTTP_SOURCE: &str = "http";
 /// (`origin`: a file path or URL) and, where it applies, the document and field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestError {
-    /// The bytes are not valid YAML/JSON (for example a partially written file).
+    /// The bytes are not valid YAML/JSON (for example a partially written file), or exceed a
+    /// limit of [`crate::decode`] (size, depth, alias expansion).
     #[error("{origin}: cannot parse manifest: {reason}")]
     Parse {
         /// File path or URL.
@@ -47,16 +57,6 @@ pub enum ManifestError {
         /// What is wrong.
         reason: String,
     },
-    /// The document has a field the Pod API does not know (a typo such as `imagee`).
-    #[error("{origin}: document {doc}: unknown field {field:?}")]
-    UnknownField {
-        /// File path or URL.
-        origin: String,
-        /// Index of the document (0-based) in the manifest.
-        doc: usize,
-        /// Path of the field, like `spec.containers[0].imagee`.
-        field: String,
-    },
     /// The document matches the schema's shape but a value has the wrong type.
     #[error("{origin}: document {doc}: cannot decode pod: {reason}")]
     Decode {
@@ -67,17 +67,15 @@ pub enum ManifestError {
         /// The decoder's message.
         reason: String,
     },
-    /// A field has an invalid value.
-    #[error("{origin}: pod {pod:?}: {field}: {reason}")]
+    /// The pod fails validation: every problem found, in Go's format.
+    #[error("{origin}: pod {pod:?}: invalid pod: [{}]", join(errors))]
     Invalid {
         /// File path or URL.
         origin: String,
         /// The pod's name as written in the manifest ("" when missing).
         pod: String,
-        /// Path of the field, like `spec.containers[1].name`.
-        field: String,
-        /// What is wrong.
-        reason: String,
+        /// The problems (never empty).
+        errors: Vec<FieldError>,
     },
     /// Another pod of the same source already has this full name (`namespace/name`).
     #[error("{origin}: pod {pod:?}: duplicate pod full name {full_name:?} in source {source_name}; ignoring it")]
@@ -91,6 +89,39 @@ pub enum ManifestError {
         /// Source name.
         source_name: String,
     },
+}
+
+fn join(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A pod that was accepted with fields the Pod API does not know (they were dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestWarning {
+    /// File path or URL.
+    pub origin: String,
+    /// The accepted pod's `namespace/name` (as generated).
+    pub pod: String,
+    /// The accepted pod's UID.
+    pub uid: String,
+    /// The dropped fields' paths, like `spec.containers[0].imagee`, in document order.
+    pub unknown_fields: Vec<String>,
+}
+
+impl std::fmt::Display for ManifestWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: pod {}: unknown fields dropped: {}",
+            self.origin,
+            self.pod,
+            self.unknown_fields.join(", ")
+        )
+    }
 }
 
 /// Where a manifest comes from and for which node it is processed.
@@ -111,28 +142,46 @@ pub struct Manifest {
     pub pods: Vec<Pod>,
     /// Problems found (an empty list means every document was a valid pod).
     pub errors: Vec<ManifestError>,
+    /// Accepted pods whose manifest had unknown fields (dropped).
+    pub warnings: Vec<ManifestWarning>,
 }
 
 /// Decodes a manifest (a JSON object/stream, or a YAML stream with one or more documents; each
-/// document a `Pod`, or a `PodList`/`List` of pods), validates every pod and applies the
-/// static-pod defaults. A parse error of the whole stream yields no pods and one
-/// [`ManifestError::Parse`].
+/// document a `Pod`, or a `PodList`/`List` of pods), applies the static-pod defaults and
+/// validates every pod. A parse error of the whole stream (or a limit of [`crate::decode`]
+/// exceeded) yields no pods and one [`ManifestError::Parse`].
 pub fn parse_manifest(bytes: &[u8], ctx: &Context<'_>) -> Manifest {
     let mut out = Manifest::default();
-    let docs = match split_documents(bytes) {
+    let docs = match decode::decode_documents(bytes, &MANIFEST_LIMITS) {
         Ok(d) => d,
-        Err(reason) => {
+        Err(e) => {
             out.errors.push(ManifestError::Parse {
                 origin: ctx.origin.to_string(),
-                reason,
+                reason: e.to_string(),
             });
             return out;
         }
     };
     for (doc_index, doc) in docs.into_iter().enumerate() {
-        for item in expand_lists(doc, doc_index, ctx) {
-            match item.and_then(|v| decode_pod(v, doc_index, ctx)) {
-                Ok(pod) => out.pods.push(pod),
+        let mut list_unknown = Vec::new();
+        for item in expand_lists(doc, doc_index, ctx, &mut list_unknown) {
+            match item.and_then(|(prefix, v)| decode_pod(v, &prefix, doc_index, ctx)) {
+                Ok((pod, mut unknown)) => {
+                    if !list_unknown.is_empty() {
+                        let mut all = list_unknown.clone();
+                        all.append(&mut unknown);
+                        unknown = all;
+                    }
+                    if !unknown.is_empty() {
+                        out.warnings.push(ManifestWarning {
+                            origin: ctx.origin.to_string(),
+                            pod: podutil::full_name(&pod),
+                            uid: podutil::uid(&pod).to_string(),
+                            unknown_fields: unknown,
+                        });
+                    }
+                    out.pods.push(pod);
+                }
                 Err(e) => out.errors.push(e),
             }
         }
@@ -140,40 +189,21 @@ pub fn parse_manifest(bytes: &[u8], ctx: &Context<'_>) -> Manifest {
     out
 }
 
-/// Splits the bytes into JSON values, one per non-empty document.
-fn split_documents(bytes: &[u8]) -> Result<Vec<Value>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-    let trimmed = text.trim_start();
-    if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let mut docs = Vec::new();
-        for v in serde_json::Deserializer::from_str(trimmed).into_iter::<Value>() {
-            docs.push(v.map_err(|e| e.to_string())?);
-        }
-        return Ok(docs);
-    }
-    let mut docs = Vec::new();
-    for de in serde_yaml_ng::Deserializer::from_str(text) {
-        let v: Value = serde::Deserialize::deserialize(de).map_err(|e| e.to_string())?;
-        if !v.is_null() {
-            docs.push(v);
-        }
-    }
-    Ok(docs)
-}
-
-/// Checks `kind`/`apiVersion` and turns a list into its items.
+/// Checks `kind`/`apiVersion` and turns a list into its items, each with the path prefix of
+/// its fields (`items[2].`). Unknown keys of a list go to `unknown`.
 fn expand_lists(
     doc: Value,
     doc_index: usize,
     ctx: &Context<'_>,
-) -> Vec<Result<Value, ManifestError>> {
+    unknown: &mut Vec<String>,
+) -> Vec<Result<(String, Value), ManifestError>> {
     let kind_err = |field: &'static str, reason: String| ManifestError::Kind {
         origin: ctx.origin.to_string(),
         doc: doc_index,
         field,
         reason,
     };
-    let Value::Object(map) = doc else {
+    let Value::Object(mut map) = doc else {
         return vec![Err(kind_err(
             "kind",
             "the document is not an object".to_string(),
@@ -198,24 +228,21 @@ fn expand_lists(
         ))];
     }
     if kind == "Pod" {
-        return vec![Ok(Value::Object(map))];
+        return vec![Ok((String::new(), Value::Object(map)))];
     }
-    for key in map.keys() {
-        if !matches!(key.as_str(), "kind" | "apiVersion" | "metadata" | "items") {
-            return vec![Err(ManifestError::UnknownField {
-                origin: ctx.origin.to_string(),
-                doc: doc_index,
-                field: key.clone(),
-            })];
+    for (key, value) in &map {
+        if !matches!(key.as_str(), "kind" | "apiVersion" | "metadata" | "items") && !value.is_null()
+        {
+            unknown.push(key.clone());
         }
     }
-    match map.get("items") {
+    match map.remove("items") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items)) => items
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, item)| match item {
-                Value::Object(m) => {
+                Value::Object(mut m) => {
                     let item_kind = m.get("kind").and_then(Value::as_str).unwrap_or("Pod");
                     let item_api = m.get("apiVersion").and_then(Value::as_str).unwrap_or("v1");
                     if item_kind != "Pod" || item_api != "v1" {
@@ -224,10 +251,9 @@ fn expand_lists(
                             format!("items[{i}] must be a v1 Pod, got {item_api}/{item_kind}"),
                         ));
                     }
-                    let mut m = m.clone();
                     m.insert("kind".into(), Value::String("Pod".into()));
                     m.insert("apiVersion".into(), Value::String("v1".into()));
-                    Ok(Value::Object(m))
+                    Ok((format!("items[{i}]"), Value::Object(m)))
                 }
                 _ => Err(kind_err("kind", format!("items[{i}] is not an object"))),
             })
@@ -236,31 +262,45 @@ fn expand_lists(
     }
 }
 
-fn decode_pod(value: Value, doc: usize, ctx: &Context<'_>) -> Result<Pod, ManifestError> {
-    let pod: Pod = serde_json::from_value(value.clone()).map_err(|e| ManifestError::Decode {
+/// Decodes, defaults and validates one pod; returns it with the paths of the unknown fields
+/// that were dropped.
+fn decode_pod(
+    value: Value,
+    prefix: &str,
+    doc: usize,
+    ctx: &Context<'_>,
+) -> Result<(Pod, Vec<String>), ManifestError> {
+    let decode_err = |e: serde_json::Error| ManifestError::Decode {
         origin: ctx.origin.to_string(),
         doc,
         reason: e.to_string(),
-    })?;
-    let reencoded = serde_json::to_value(&pod).map_err(|e| ManifestError::Decode {
+    };
+    let pod: Pod = serde_path_to_error::deserialize(&value).map_err(|e| ManifestError::Decode {
         origin: ctx.origin.to_string(),
         doc,
-        reason: e.to_string(),
+        reason: format!("{}: {}", e.path(), e.inner()),
     })?;
-    if let Some(field) = first_unknown_field(&value, &reencoded, "") {
-        return Err(ManifestError::UnknownField {
-            origin: ctx.origin.to_string(),
-            doc,
-            field,
-        });
+    let reencoded = serde_json::to_value(&pod).map_err(decode_err)?;
+    let mut unknown = Vec::new();
+    unknown_fields(&value, &reencoded, prefix, &mut unknown);
+    drop(value);
+    let manifest_name = pod.metadata.name.clone().unwrap_or_default();
+    let invalid = |errors: Vec<FieldError>| ManifestError::Invalid {
+        origin: ctx.origin.to_string(),
+        pod: manifest_name.clone(),
+        errors,
+    };
+    if manifest_name.is_empty() {
+        let path = validation::Path::new("metadata").child("name");
+        return Err(invalid(vec![FieldError::required(&path, "")]));
     }
-    validate(&pod, ctx)?;
-    let hash_input = serde_json::to_vec(&pod).map_err(|e| ManifestError::Decode {
-        origin: ctx.origin.to_string(),
-        doc,
-        reason: e.to_string(),
-    })?;
-    Ok(apply_defaults(pod, &hash_input, ctx))
+    let hash_input = serde_json::to_vec(&pod).map_err(decode_err)?;
+    let pod = apply_defaults(pod, &hash_input, ctx);
+    let errors = validation::validate_pod_create(&pod);
+    if !errors.is_empty() {
+        return Err(invalid(errors));
+    }
+    Ok((pod, unknown))
 }
 
 /// Finds the first key of `input` (recursively) that does not survive a decode/encode round
@@ -298,192 +338,6 @@ pub fn unknown_fields(input: &Value, reencoded: &Value, path: &str, out: &mut Ve
         }
         _ => {}
     }
-}
-
-/// Is `s` a DNS-1123 label (RFC 1123: at most 63 lower-case alphanumerics or '-', starting
-/// and ending with an alphanumeric)?
-pub fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// Is `s` a DNS-1123 subdomain (at most 253 characters; dot-separated DNS-1123 labels)?
-pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
-fn validate(pod: &Pod, ctx: &Context<'_>) -> Result<(), ManifestError> {
-    let pod_name = pod.metadata.name.clone().unwrap_or_default();
-    let invalid = |field: &str, reason: String| ManifestError::Invalid {
-        origin: ctx.origin.to_string(),
-        pod: pod_name.clone(),
-        field: field.to_string(),
-        reason,
-    };
-    if pod_name.is_empty() {
-        return Err(invalid("metadata.name", "required value".into()));
-    }
-    if !is_dns1123_subdomain(&pod_name) {
-        return Err(invalid(
-            "metadata.name",
-            format!("{pod_name:?} is not a valid DNS-1123 subdomain (lower-case alphanumerics, '-' and '.', starting and ending with an alphanumeric)"),
-        ));
-    }
-    let generated = generate_pod_name(&pod_name, ctx.node_name);
-    if !is_dns1123_subdomain(&generated) {
-        return Err(invalid(
-            "metadata.name",
-            format!("the static pod name {generated:?} (name-nodeName) is not a valid DNS-1123 subdomain"),
-        ));
-    }
-    if let Some(ns) = pod.metadata.namespace.as_deref().filter(|n| !n.is_empty()) {
-        if !is_dns1123_label(ns) {
-            return Err(invalid(
-                "metadata.namespace",
-                format!("{ns:?} is not a valid DNS-1123 label"),
-            ));
-        }
-    }
-    let Some(spec) = pod.spec.as_ref() else {
-        return Err(invalid("spec", "required value".into()));
-    };
-    if spec.containers.is_empty() {
-        return Err(invalid("spec.containers", "required value".into()));
-    }
-    if let Some(p) = spec.restart_policy.as_deref() {
-        if !matches!(p, "Always" | "OnFailure" | "Never") {
-            return Err(invalid(
-                "spec.restartPolicy",
-                format!("unsupported value {p:?}: supported values: \"Always\", \"OnFailure\", \"Never\""),
-            ));
-        }
-    }
-    if let Some(p) = spec.dns_policy.as_deref() {
-        if !matches!(
-            p,
-            "ClusterFirst" | "ClusterFirstWithHostNet" | "Default" | "None"
-        ) {
-            return Err(invalid(
-                "spec.dnsPolicy",
-                format!("unsupported value {p:?}: supported values: \"ClusterFirst\", \"ClusterFirstWithHostNet\", \"Default\", \"None\""),
-            ));
-        }
-    }
-    if let Some(g) = spec.termination_grace_period_seconds {
-        if g < 0 {
-            return Err(invalid(
-                "spec.terminationGracePeriodSeconds",
-                format!("must be greater than or equal to 0, got {g}"),
-            ));
-        }
-    }
-    if let Some(overhead) = spec.overhead.as_ref() {
-        for (name, q) in overhead {
-            check_quantity(&format!("spec.overhead.{name}"), name, q, &invalid)?;
-        }
-    }
-    let mut names = HashSet::new();
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| ("initContainers", c));
-    let app = spec.containers.iter().map(|c| ("containers", c));
-    let mut counters: BTreeMap<&str, usize> = BTreeMap::new();
-    for (list, c) in init.chain(app) {
-        let idx = counters.entry(list).or_insert(0);
-        let base = format!("spec.{list}[{idx}]");
-        *idx += 1;
-        if c.name.is_empty() {
-            return Err(invalid(&format!("{base}.name"), "required value".into()));
-        }
-        if !is_dns1123_label(&c.name) {
-            return Err(invalid(
-                &format!("{base}.name"),
-                format!("{:?} is not a valid DNS-1123 label (at most 63 lower-case alphanumerics or '-')", c.name),
-            ));
-        }
-        if !names.insert(c.name.clone()) {
-            return Err(invalid(
-                &format!("{base}.name"),
-                format!("duplicate container name {:?}", c.name),
-            ));
-        }
-        match c.image.as_deref() {
-            None | Some("") => {
-                return Err(invalid(&format!("{base}.image"), "required value".into()));
-            }
-            Some(img) if img.trim() != img => {
-                return Err(invalid(
-                    &format!("{base}.image"),
-                    "must not have leading or trailing whitespace".into(),
-                ));
-            }
-            Some(_) => {}
-        }
-        if let Some(p) = c.image_pull_policy.as_deref() {
-            if !matches!(p, "Always" | "IfNotPresent" | "Never") {
-                return Err(invalid(
-                    &format!("{base}.imagePullPolicy"),
-                    format!("unsupported value {p:?}: supported values: \"Always\", \"IfNotPresent\", \"Never\""),
-                ));
-            }
-        }
-        if let Some(res) = c.resources.as_ref() {
-            validate_resources(&base, res, &invalid)?;
-        }
-    }
-    Ok(())
-}
-
-fn check_quantity(
-    field: &str,
-    name: &str,
-    q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-    invalid: &impl Fn(&str, String) -> ManifestError,
-) -> Result<i64, ManifestError> {
-    let amount = if name == "cpu" {
-        resources::milli_value(q)
-    } else {
-        resources::value(q)
-    }
-    .map_err(|e| invalid(field, e.to_string()))?;
-    if amount < 0 {
-        return Err(invalid(
-            field,
-            format!("must be greater than or equal to 0, got {:?}", q.0),
-        ));
-    }
-    Ok(amount)
-}
-
-fn validate_resources(
-    base: &str,
-    res: &ResourceRequirements,
-    invalid: &impl Fn(&str, String) -> ManifestError,
-) -> Result<(), ManifestError> {
-    let mut limits = BTreeMap::new();
-    for (name, q) in res.limits.iter().flatten() {
-        let field = format!("{base}.resources.limits.{name}");
-        limits.insert(name.clone(), check_quantity(&field, name, q, invalid)?);
-    }
-    for (name, q) in res.requests.iter().flatten() {
-        let field = format!("{base}.resources.requests.{name}");
-        let request = check_quantity(&field, name, q, invalid)?;
-        if let Some(limit) = limits.get(name) {
-            if request > *limit {
-                return Err(invalid(
-                    &field,
-                    format!("must be less than or equal to the {name} limit"),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The static pod's name: `<name>-<lower-cased node name>` (Go's `generatePodName`).
@@ -607,23 +461,36 @@ pub fn reject_duplicates(
     pods: Vec<(String, Pod)>,
     source: &str,
 ) -> (Vec<(String, Pod)>, Vec<ManifestError>) {
+    let (keep, refused) = reject_duplicates_with_pods(pods, source);
+    (keep, refused.into_iter().map(|(e, _)| e).collect())
+}
+
+/// A pod with its origin (file path or URL).
+pub type OriginPod = (String, Pod);
+
+/// [`reject_duplicates`], returning each refused pod with its error (for an event).
+pub fn reject_duplicates_with_pods(
+    pods: Vec<OriginPod>,
+    source: &str,
+) -> (Vec<OriginPod>, Vec<(ManifestError, Pod)>) {
     let mut seen = BTreeSet::new();
     let mut keep = Vec::with_capacity(pods.len());
-    let mut errors = Vec::new();
+    let mut refused = Vec::new();
     for (origin, pod) in pods {
         let full = podutil::full_name(&pod);
         if seen.insert(full.clone()) {
             keep.push((origin, pod));
         } else {
-            errors.push(ManifestError::Duplicate {
+            let e = ManifestError::Duplicate {
                 origin,
                 pod: pod.metadata.name.clone().unwrap_or_default(),
                 full_name: full,
                 source_name: source.to_string(),
-            });
+            };
+            refused.push((e, pod));
         }
     }
-    (keep, errors)
+    (keep, refused)
 }
 
 /// Remembers when each static pod (by UID) was first seen, for the config.seen annotation, so
@@ -910,6 +777,43 @@ spec:
         assert_eq!(res.limits.as_ref().unwrap()["memory"].0, "1Gi");
         let init = &spec.init_containers.as_ref().unwrap()[0];
         assert_eq!(init.image_pull_policy.as_deref(), Some("IfNotPresent"));
+    }
+
+    #[test]
+    fn unknown_fields_are_dropped_with_a_warning() {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/corpus/good/unknown-fields.yaml"),
+        )
+        .unwrap();
+        let m = parse_manifest(text.as_bytes(), &ctx("u.yaml"));
+        assert!(m.errors.is_empty(), "{:?}", m.errors);
+        assert_eq!(m.warnings.len(), 1);
+        let w = &m.warnings[0];
+        assert_eq!(
+            w.unknown_fields,
+            ["metadata.lables", "spec.containers[0].imagePullPolicyy"]
+        );
+        assert_eq!(w.pod, "default/web-node-1");
+        assert_eq!(Some(w.uid.as_str()), m.pods[0].metadata.uid.as_deref());
+        assert!(w
+            .to_string()
+            .starts_with("u.yaml: pod default/web-node-1: unknown fields dropped"));
+        // The UID is the one of the same manifest without the unknown fields.
+        let clean = text
+            .replace(", lables: {a: b}", "")
+            .replace(", imagePullPolicyy: Always", "");
+        let c = parse_manifest(clean.as_bytes(), &ctx("u.yaml"));
+        assert_eq!(c.pods[0].metadata.uid, m.pods[0].metadata.uid);
+        assert!(c.warnings.is_empty());
+        // In a list, the paths name the item.
+        let list = "apiVersion: v1\nkind: PodList\nextra: 1\nitems:\n- metadata: {name: a}\n  spec: {containers: [{name: c, image: i, x: 1}]}\n";
+        let l = parse_manifest(list.as_bytes(), &ctx("l.yaml"));
+        assert!(l.errors.is_empty(), "{:?}", l.errors);
+        assert_eq!(
+            l.warnings[0].unknown_fields,
+            ["extra", "items[0].spec.containers[0].x"]
+        );
     }
 
     #[test]

@@ -95,9 +95,15 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
         let mut scale = unit_ns;
         for d in frac_part.bytes().take(30) {
             scale /= 10;
-            value += u128::from(d - b'0') * scale;
+            value = value
+                .checked_add(u128::from(d - b'0') * scale)
+                .ok_or_else(|| err("overflow"))?;
         }
         total_ns = total_ns.checked_add(value).ok_or_else(|| err("overflow"))?;
+        // Go durations are int64 nanoseconds: stop at the first part past that.
+        if total_ns > i64::MAX as u128 {
+            return Err(err("overflow"));
+        }
         s = rest;
     }
     // Go durations are int64 nanoseconds.
@@ -228,6 +234,41 @@ mod tests {
         for (d, want) in cases {
             assert_eq!(format_go_duration(*d), *want);
             assert_eq!(parse_go_duration(want).unwrap(), *d, "round trip {want}");
+        }
+    }
+
+    #[test]
+    fn huge_numbers_overflow_cleanly() {
+        for text in [
+            "340282366920938463463374607431768211455ns",
+            "94522879700260684295381835397713392h.999999999999",
+            "9223372036854775807ns1ns",
+            "99999999999999999999999999999999999999999999999h",
+        ] {
+            assert!(parse_go_duration(text).is_err(), "{text}");
+        }
+        assert_eq!(
+            parse_go_duration("9223372036854775807ns").unwrap(),
+            Duration::from_nanos(i64::MAX as u64)
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn any_text_parses_or_fails(text in "\\PC{0,40}") {
+            let _ = parse_go_duration(&text);
+        }
+
+        #[test]
+        fn duration_shaped_text(parts in proptest::collection::vec(("[0-9]{0,25}", "(\\.[0-9]{0,40})?", "(ns|us|µs|ms|s|m|h|x|)"), 0..8)) {
+            let text: String = parts.iter().map(|(a, b, c)| format!("{a}{b}{c}")).collect();
+            if let Ok(d) = parse_go_duration(&text) {
+                proptest::prop_assert!(d.as_nanos() <= i64::MAX as u128);
+                // What is printed parses back to the same value.
+                proptest::prop_assert_eq!(parse_go_duration(&format_go_duration(d)).unwrap(), d);
+            }
         }
     }
 }

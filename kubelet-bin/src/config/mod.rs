@@ -185,12 +185,10 @@ pub fn parse_config(bytes: &[u8], path: &Path) -> Result<FileConfig, ConfigError
         field: field.to_string(),
         reason,
     };
-    let text = std::str::from_utf8(bytes).map_err(|e| parse_err(format!("not UTF-8: {e}")))?;
-    let value: Value = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| parse_err(e.to_string()))?
-    } else {
-        serde_yaml_ng::from_str(text).map_err(|e| parse_err(e.to_string()))?
-    };
+    // Bounded like a manifest: size, depth and YAML alias expansion.
+    let value: Value =
+        kubelet_sources::decode::decode_one(bytes, &kubelet_sources::decode::MANIFEST_LIMITS)
+            .map_err(|e| parse_err(e.to_string()))?;
     let Value::Object(map) = &value else {
         return Err(parse_err("the file is not a YAML/JSON object".into()));
     };
@@ -252,10 +250,22 @@ fn resolve_relative_paths(c: &mut KubeletConfiguration, file: &Path) {
 /// Reads and parses a configuration file (synchronous: call it before starting the runtime,
 /// or from `spawn_blocking`).
 pub fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let bytes = std::fs::read(path).map_err(|source| ConfigError::ReadFile {
+    use std::io::Read as _;
+    let read_err = |source| ConfigError::ReadFile {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    if !file.metadata().map_err(read_err)?.is_file() {
+        return Err(read_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    // At most one byte over the limit is read: `parse_config` refuses it as too large.
+    let limit = kubelet_sources::decode::MANIFEST_LIMITS.max_bytes as u64 + 1;
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes).map_err(read_err)?;
     parse_config(&bytes, path)
 }
 

@@ -464,3 +464,41 @@ fn help_and_version_are_clap_displays() {
         }
     }
 }
+
+#[test]
+fn alias_bombs_and_deep_nesting_are_refused() {
+    let mut bomb = String::from("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\na0: &a0 [x,x,x,x,x,x,x,x,x,x]\n");
+    for i in 1..9 {
+        let p = i - 1;
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p}]\n"
+        ));
+    }
+    let started = std::time::Instant::now();
+    let err = parse_config(bomb.as_bytes(), Path::new("/c.yaml")).unwrap_err();
+    assert!(err.to_string().contains("alias"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let deep = format!("{}1{}", "[".repeat(1000), "]".repeat(1000));
+    let err = parse_config(deep.as_bytes(), Path::new("/c.json")).unwrap_err();
+    assert!(err.to_string().contains("nested deeper"), "{err}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+    /// Any bytes: a configuration or an error, never a panic.
+    #[test]
+    fn any_config_bytes(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+        let _ = parse_config(&bytes, Path::new("/c.yaml"));
+    }
+
+    /// Config-shaped YAML with random values for known fields.
+    #[test]
+    fn config_shaped(
+        field in proptest::sample::select(vec!["syncFrequency", "maxPods", "staticPodPath", "port", "address", "authentication", "evictionHard", "kubeReserved", "registerWithTaints", "cpuCFSQuotaPeriod", "imageGCHighThresholdPercent"]),
+        value in "(-?[0-9]{1,25}(\\.[0-9]{0,5})?(ns|s|m|h|Mi|e99)?|\\[\\]|\\{\\}|true|null|\"[a-z/ ]{0,8}\"|&a x|\\*a)",
+    ) {
+        let text = format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{field}: {value}\n");
+        let _ = parse_config(text.as_bytes(), Path::new("/c.yaml"));
+    }
+}

@@ -184,6 +184,15 @@ pub struct KubeletConfiguration {
     /// Serve exec/attach/logs/portforward (default true).
     #[serde(rename = "enableDebuggingHandlers")]
     pub enable_debugging_handlers: bool,
+    /// Serve the node's logs at `/logs/` (default true; needs the debugging handlers).
+    #[serde(rename = "enableSystemLogHandler")]
+    pub enable_system_log_handler: bool,
+    /// Serve `/debug/pprof/` (default true; needs the debugging handlers).
+    #[serde(rename = "enableProfilingHandler")]
+    pub enable_profiling_handler: bool,
+    /// Serve `/debug/flags/v` (default true; needs the debugging handlers).
+    #[serde(rename = "enableDebugFlagsHandler")]
+    pub enable_debug_flags_handler: bool,
     /// Port of the local healthz endpoint (default 10248; 0: disabled).
     #[serde(rename = "healthzPort")]
     pub healthz_port: i32,
@@ -363,6 +372,9 @@ impl Default for KubeletConfiguration {
             event_record_qps: 50,
             event_burst: 100,
             enable_debugging_handlers: true,
+            enable_system_log_handler: true,
+            enable_profiling_handler: true,
+            enable_debug_flags_handler: true,
             healthz_port: 10248,
             healthz_bind_address: "127.0.0.1".into(),
             oom_score_adj: -999,

@@ -64,6 +64,9 @@ pub struct UserInfo {
     pub uid: String,
     /// Groups.
     pub groups: Vec<String>,
+    /// Extra attributes (TokenReview's `user.extra`, e.g. scopes or the pod a service account
+    /// token is bound to), sent on to authorization as Go does.
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
@@ -73,6 +76,7 @@ impl UserInfo {
             name: "system:anonymous".into(),
             uid: String::new(),
             groups: vec!["system:unauthenticated".into()],
+            extra: Default::default(),
         }
     }
 }
@@ -172,6 +176,31 @@ pub async fn authenticate(
     peer: &PeerCert,
     authorization: Option<&str>,
 ) -> Authn {
+    match authenticate_union(config, peer, authorization).await {
+        Authn::User(u) => Authn::User(with_authenticated_group(u)),
+        refused => refused,
+    }
+}
+
+/// Go's `AuthenticatedGroupAdder`: every authenticated user except `system:anonymous` is in
+/// `system:authenticated` (unless it already is, or is in `system:unauthenticated`).
+pub fn with_authenticated_group(mut user: UserInfo) -> UserInfo {
+    const AUTHENTICATED: &str = "system:authenticated";
+    let marked = user
+        .groups
+        .iter()
+        .any(|g| g == AUTHENTICATED || g == "system:unauthenticated");
+    if user.name != "system:anonymous" && !marked {
+        user.groups.push(AUTHENTICATED.into());
+    }
+    user
+}
+
+async fn authenticate_union(
+    config: &AuthConfig,
+    peer: &PeerCert,
+    authorization: Option<&str>,
+) -> Authn {
     let mut failure = None;
     match peer {
         PeerCert::Verified(user) => return Authn::User(user.clone()),
@@ -243,6 +272,7 @@ mod tests {
             name: "cert-user".into(),
             uid: String::new(),
             groups: vec!["g".into()],
+            extra: Default::default(),
         };
         let name = |a: Authn| match a {
             Authn::User(u) => u.name,
@@ -315,5 +345,27 @@ mod tests {
                 "case {i}"
             );
         }
+    }
+
+    #[test]
+    fn authenticated_users_get_the_authenticated_group() {
+        let u = |name: &str, groups: &[&str]| UserInfo {
+            name: name.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            ..Default::default()
+        };
+        let g = |user: UserInfo| with_authenticated_group(user).groups;
+        assert_eq!(
+            g(u("alice", &["admins"])),
+            ["admins", "system:authenticated"]
+        );
+        assert_eq!(
+            g(u("alice", &["system:authenticated"])),
+            ["system:authenticated"]
+        );
+        assert_eq!(
+            g(u("system:anonymous", &["system:unauthenticated"])),
+            ["system:unauthenticated"]
+        );
     }
 }

@@ -323,6 +323,10 @@ impl TokenAuthenticator for WebhookTokenAuthenticator {
                 .unwrap_or_default()
                 .to_string(),
             groups: strings(&status["user"]["groups"]),
+            extra: status["user"]["extra"]
+                .as_object()
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), strings(v))).collect())
+                .unwrap_or_default(),
         });
         self.cache.put(key, answer.clone(), self.ttl);
         Ok(answer)
@@ -352,7 +356,7 @@ impl WebhookAuthorizer {
 
 /// The SubjectAccessReview request body for `attrs`.
 pub(crate) fn access_review(attrs: &Attributes) -> Value {
-    json!({
+    let mut review = json!({
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SubjectAccessReview",
         "spec": {
@@ -367,7 +371,12 @@ pub(crate) fn access_review(attrs: &Attributes) -> Value {
                 "name": attrs.name,
             },
         },
-    })
+    });
+    // Go sends the user's extra attributes (omitted when there are none).
+    if !attrs.user.extra.is_empty() {
+        review["spec"]["extra"] = json!(attrs.user.extra);
+    }
+    review
 }
 
 #[async_trait]
@@ -412,6 +421,7 @@ mod tests {
                 name: "bob".into(),
                 uid: "1".into(),
                 groups: vec!["devs".into()],
+                extra: [("scopes".to_string(), vec!["a".to_string(), "b".to_string()])].into(),
             },
             "node-a",
             "GET",
@@ -420,6 +430,7 @@ mod tests {
         );
         let v = access_review(&attrs);
         assert_eq!(v["spec"]["user"], "bob");
+        assert_eq!(v["spec"]["extra"]["scopes"], json!(["a", "b"]));
         assert_eq!(v["spec"]["groups"][0], "devs");
         let ra = &v["spec"]["resourceAttributes"];
         assert_eq!(

@@ -6,21 +6,23 @@
 //! continued by the next record of the same stream and `F` a line's final part. Rotated
 //! files sit beside the current one as `<n>.log.<timestamp>` (compressed `.gz` ones are
 //! skipped) and are read oldest first.
+//!
+//! Work is bounded by what is returned: files are streamed in chunks, never read
+//! whole; `tailLines` seeks backwards from the end of the newest file for just enough
+//! records; a record line over [`MAX_RECORD_BYTES`] is skipped and a joined line over
+//! [`MAX_LINE_BYTES`] is passed on in pieces; a followed stream whose client stopped reading
+//! ends after the idle timeout.
+
+mod read;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use bytes::Bytes;
 use k8s_openapi::jiff::Timestamp;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
-/// How often a followed log file is checked for new data.
-const FOLLOW_POLL: Duration = Duration::from_millis(200);
-/// How often a followed container's state is checked.
-const FOLLOW_STATE_EVERY: u32 = 5;
+pub use read::{
+    follow, follow_with, read_logs, stream_logs, FollowLimits, CHUNK, MAX_RECORD_BYTES,
+};
 
 /// Errors of the log endpoint.
 #[derive(Debug, thiserror::Error)]
@@ -195,6 +197,11 @@ pub fn parse_cri_line(line: &[u8]) -> Result<Record, LogError> {
     })
 }
 
+/// Longest line kept whole: a line whose partial records add up to more is passed on in
+/// pieces of this size (the first with the line's time, the rest as continuations), so one
+/// endless line never grows a buffer without bound.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
 /// A whole log line: partial records joined, stamped with the first part's time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -202,33 +209,47 @@ pub struct Message {
     pub time_nanos: i64,
     /// The stream.
     pub stream: Stream,
-    /// The line, ending in a newline.
+    /// The line, ending in a newline (a piece of a line over [`MAX_LINE_BYTES`] does not).
     pub line: Vec<u8>,
+    /// This is the rest of a line whose beginning was an earlier message (no timestamp).
+    pub continued: bool,
 }
 
 /// Joins partial records per stream.
 #[derive(Debug, Default)]
 pub struct Assembler {
-    pending: HashMap<Stream, (i64, Vec<u8>)>,
+    pending: HashMap<Stream, (i64, Vec<u8>, bool)>,
 }
 
 impl Assembler {
-    /// Feeds a record; returns the line it completes, if any.
+    /// Feeds a record; returns the line it completes, if any (or a piece of a line that
+    /// grew past [`MAX_LINE_BYTES`]).
     pub fn push(&mut self, r: Record) -> Option<Message> {
         let entry = self
             .pending
             .entry(r.stream)
-            .or_insert_with(|| (r.time_nanos, Vec::new()));
+            .or_insert_with(|| (r.time_nanos, Vec::new(), false));
         entry.1.extend_from_slice(&r.content);
         if r.partial {
-            return None;
+            if entry.1.len() < MAX_LINE_BYTES {
+                return None;
+            }
+            let piece = Message {
+                time_nanos: entry.0,
+                stream: r.stream,
+                line: std::mem::take(&mut entry.1),
+                continued: entry.2,
+            };
+            entry.2 = true;
+            return Some(piece);
         }
-        let (time_nanos, mut line) = self.pending.remove(&r.stream)?;
+        let (time_nanos, mut line, continued) = self.pending.remove(&r.stream)?;
         line.push(b'\n');
         Some(Message {
             time_nanos,
             stream: r.stream,
             line,
+            continued,
         })
     }
 }
@@ -263,68 +284,60 @@ fn format_time(nanos: i64) -> String {
 
 /// Writes messages as the options say, respecting the byte limit; returns false once the
 /// limit is reached.
-struct Writer {
+pub(crate) struct Writer {
     timestamps: bool,
     since: Option<i64>,
     remaining: Option<usize>,
 }
 
 impl Writer {
-    fn new(o: &LogOptions) -> Writer {
+    pub(crate) fn new(o: &LogOptions) -> Writer {
         Writer {
             timestamps: o.timestamps,
             since: o.since_nanos,
             remaining: o.limit_bytes,
         }
     }
-    fn wanted(&self, m: &Message) -> bool {
+    pub(crate) fn wanted(&self, m: &Message) -> bool {
         self.since.is_none_or(|s| m.time_nanos >= s)
     }
-    fn write(&mut self, m: &Message, out: &mut Vec<u8>) -> bool {
-        let mut bytes = Vec::with_capacity(m.line.len() + 32);
-        if self.timestamps {
-            bytes.extend_from_slice(format_time(m.time_nanos).as_bytes());
-            bytes.push(b' ');
-        }
-        bytes.extend_from_slice(&m.line);
-        match &mut self.remaining {
-            None => {
-                out.extend_from_slice(&bytes);
-                true
-            }
+    /// Has the byte limit been reached?
+    pub(crate) fn done(&self) -> bool {
+        self.remaining == Some(0)
+    }
+    pub(crate) fn write(&mut self, m: &Message, out: &mut Vec<u8>) -> bool {
+        let prefix = if self.timestamps && !m.continued {
+            let mut p = format_time(m.time_nanos).into_bytes();
+            p.push(b' ');
+            p
+        } else {
+            Vec::new()
+        };
+        let len = prefix.len() + m.line.len();
+        let n = match &mut self.remaining {
+            None => len,
             Some(rem) => {
-                let n = bytes.len().min(*rem);
-                out.extend_from_slice(&bytes[..n]);
+                let n = len.min(*rem);
                 *rem -= n;
-                *rem > 0
+                n
             }
-        }
+        };
+        let from_prefix = n.min(prefix.len());
+        out.extend_from_slice(&prefix[..from_prefix]);
+        out.extend_from_slice(&m.line[..n - from_prefix]);
+        !self.done()
     }
 }
 
 /// Decodes whole lines of `data` into messages; malformed lines are skipped with a warning,
 /// as Go does.
-fn decode(data: &[u8], asm: &mut Assembler, out: &mut Vec<Message>) {
+pub(crate) fn decode(data: &[u8], asm: &mut Assembler, out: &mut Vec<Message>) {
     for line in data.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         match parse_cri_line(line) {
             Ok(r) => out.extend(asm.push(r)),
             Err(e) => tracing::warn!(error = %e, "skipping log line"),
         }
     }
-}
-
-/// The log output of the files (oldest first) under the options, except following.
-pub async fn read_logs(files: &[PathBuf], o: &LogOptions) -> Result<Vec<u8>, LogError> {
-    let mut asm = Assembler::default();
-    let mut messages = Vec::new();
-    for f in files {
-        let data = tokio::fs::read(f).await.map_err(|source| LogError::Read {
-            path: f.clone(),
-            source,
-        })?;
-        decode(&data, &mut asm, &mut messages);
-    }
-    Ok(render(&messages, o))
 }
 
 /// Renders messages: `since` filter, then the last `tailLines`, timestamps, byte limit.
@@ -344,123 +357,12 @@ pub fn render(messages: &[Message], o: &LogOptions) -> Vec<u8> {
     out
 }
 
-/// Follows `path` from the start (after the initial output of `initial`), sending new
-/// lines until `running` says the container stopped (then what was written last is sent
-/// and the stream ends), the receiver goes away, or `shutdown` fires.
-pub async fn follow<F, Fut>(
-    files: Vec<PathBuf>,
-    path: PathBuf,
-    o: LogOptions,
-    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
-    running: F,
-    shutdown: CancellationToken,
-) where
-    F: Fn() -> Fut + Send,
-    Fut: std::future::Future<Output = bool> + Send,
-{
-    let mut w = Writer::new(&o);
-    let mut asm = Assembler::default();
-    // Initial output: everything up to now, tail applied.
-    let mut messages = Vec::new();
-    let mut offset = 0u64;
-    for f in &files {
-        match tokio::fs::read(f).await {
-            Ok(data) => {
-                if *f == path {
-                    // Only complete lines; the rest is read again while following.
-                    let complete = data.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-                    offset = complete as u64;
-                    decode(&data[..complete], &mut asm, &mut messages);
-                } else {
-                    decode(&data, &mut asm, &mut messages);
-                }
-            }
-            Err(e) => {
-                let _ = tx.send(Err(e)).await;
-                return;
-            }
-        }
-    }
-    let initial = render(&messages, &o);
-    if let Some(rem) = &mut w.remaining {
-        *rem = rem.saturating_sub(initial.len());
-        if *rem == 0 {
-            let _ = tx.send(Ok(Bytes::from(initial))).await;
-            return;
-        }
-    }
-    if !initial.is_empty() && tx.send(Ok(Bytes::from(initial))).await.is_err() {
-        return;
-    }
-    let mut ino = inode(&path).await;
-    let mut ticks = 0u32;
-    let mut stopping = false;
-    loop {
-        let mut data = Vec::new();
-        if let Ok(mut f) = tokio::fs::File::open(&path).await {
-            let len = f.metadata().await.map(|m| m.len()).unwrap_or(0);
-            let now_ino = inode(&path).await;
-            if len < offset || now_ino != ino {
-                // Rotated or truncated: start over on the new file.
-                offset = 0;
-                ino = now_ino;
-            }
-            if f.seek(std::io::SeekFrom::Start(offset)).await.is_ok() {
-                let _ = f.read_to_end(&mut data).await;
-            }
-        }
-        let complete = data.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        if complete > 0 {
-            offset += complete as u64;
-            let mut msgs = Vec::new();
-            decode(&data[..complete], &mut asm, &mut msgs);
-            let mut out = Vec::new();
-            let mut more = true;
-            for m in &msgs {
-                if !w.wanted(m) {
-                    continue;
-                }
-                if !w.write(m, &mut out) {
-                    more = false;
-                    break;
-                }
-            }
-            if !out.is_empty() && tx.send(Ok(Bytes::from(out))).await.is_err() {
-                return;
-            }
-            if !more {
-                return;
-            }
-            continue;
-        }
-        if stopping {
-            return;
-        }
-        ticks += 1;
-        if ticks % FOLLOW_STATE_EVERY == 0 && !running().await {
-            // One more read for what the container wrote last.
-            stopping = true;
-            continue;
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tx.closed() => return,
-            _ = tokio::time::sleep(FOLLOW_POLL) => {}
-        }
-    }
-}
-
-async fn inode(path: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    tokio::fs::metadata(path)
-        .await
-        .map(|m| m.ino())
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use tokio::sync::mpsc;
+    use tokio_util::sync::CancellationToken;
 
     const T0: &str = "2024-05-01T10:00:00.000000001Z";
     const T0_NANOS: i64 = 1_714_557_600_000_000_001;
