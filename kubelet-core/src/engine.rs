@@ -120,4 +120,21 @@ impl Engine {
     pub fn crash_backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
         self.crash_backoff.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Uids of every pod the engine knows: desired ones and those the last relist saw.
+    pub fn known_pod_uids(&self) -> Vec<String> {
+        let mut uids: std::collections::BTreeSet<String> = self
+            .pods()
+            .pods()
+            .iter()
+            .map(|p| crate::pod::uid(p).to_string())
+            .collect();
+        uids.extend(
+            self.runtime_state
+                .pods_except(|_| false)
+                .into_iter()
+                .map(|r| r.uid),
+        );
+        uids.into_iter().collect()
+    }
 }

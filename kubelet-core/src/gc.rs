@@ -16,13 +16,14 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
-use crate::runtime::{ContainerState, ListFilter, RuntimeError, SandboxState};
+use crate::runtime::{ContainerState, RuntimeError, SandboxState};
 
 /// One garbage collection pass; returns (containers removed, sandboxes removed).
 pub(crate) async fn collect(engine: &Engine) -> Result<(usize, usize), RuntimeError> {
     let runtime = &engine.runtime;
     let keep = engine.config.max_dead_containers_per_container;
-    let containers = runtime.list_containers(&ListFilter::all()).await?;
+    let (sandboxes, containers) =
+        crate::pod_status::list_all(runtime.as_ref(), engine.known_pod_uids()).await?;
     let desired = |uid: &str| engine.pods().contains(uid);
 
     let mut dead: HashMap<(&str, &str), Vec<(i64, &str)>> = HashMap::new();
@@ -48,7 +49,6 @@ pub(crate) async fn collect(engine: &Engine) -> Result<(usize, usize), RuntimeEr
         }
     }
 
-    let sandboxes = runtime.list_pod_sandboxes(&ListFilter::all()).await?;
     let in_use: HashSet<&str> = containers
         .iter()
         .filter(|c| !removed.contains(c.id.as_str()))

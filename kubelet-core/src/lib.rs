@@ -80,6 +80,8 @@ mod volume;
 mod lifecycle_tests;
 #[cfg(test)]
 mod probe_lifecycle_tests;
+#[cfg(test)]
+mod runtime_bounds_tests;
 
 pub use admission::{AdmitAttributes, AdmitHandler, AdmitResult};
 pub use cm::{CmError, ContainerManager, PodResources, ResourceList};

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_unix_nanos;
 use crate::engine::Engine;
-use crate::runtime::{ContainerState, ListFilter, PodRef, SandboxState};
+use crate::runtime::{ContainerState, PodRef, SandboxState};
 
 /// What changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,12 +117,9 @@ impl Pleg {
 
     /// One relist: returns the events, or the runtime error.
     pub async fn relist(&mut self) -> Result<Vec<Event>, crate::runtime::RuntimeError> {
-        let filter = ListFilter::all();
-        let runtime = &self.engine.runtime;
-        let (sandboxes, containers) = tokio::try_join!(
-            runtime.list_pod_sandboxes(&filter),
-            runtime.list_containers(&filter)
-        )?;
+        let (sandboxes, containers) =
+            crate::pod_status::list_all(self.engine.runtime.as_ref(), self.engine.known_pod_uids())
+                .await?;
         let mut current: HashMap<String, Record> =
             HashMap::with_capacity(sandboxes.len() + containers.len());
         let mut pods: HashMap<String, PodRef> = HashMap::new();

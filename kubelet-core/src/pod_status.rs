@@ -5,8 +5,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::pod;
 use crate::runtime::{
-    ContainerRuntime, ContainerState, ContainerStatus, ListFilter, RuntimeError, RuntimeResult,
-    SandboxStatus,
+    ContainerRuntime, ContainerState, ContainerStatus, ContainerSummary, ListFilter, RuntimeError,
+    RuntimeResult, SandboxStatus, SandboxSummary,
 };
 
 /// Sandboxes and containers of one pod, newest first.
@@ -56,6 +56,45 @@ impl PodRuntimeStatus {
             })
             .unwrap_or_default()
     }
+}
+
+/// Every sandbox and container the kubelet created. When the runtime's answer to the whole
+/// listing exceeds the message size limit ([`RuntimeError::TooLarge`]: one pod with huge
+/// records must not stop the node from being managed), lists pod by pod for `known` (the
+/// pods the engine wants plus those it saw before) instead, skipping a pod whose own listing
+/// is still too large.
+pub(crate) async fn list_all(
+    runtime: &dyn ContainerRuntime,
+    known: impl IntoIterator<Item = String>,
+) -> RuntimeResult<(Vec<SandboxSummary>, Vec<ContainerSummary>)> {
+    let all = ListFilter::all();
+    match tokio::try_join!(
+        runtime.list_pod_sandboxes(&all),
+        runtime.list_containers(&all)
+    ) {
+        Err(RuntimeError::TooLarge { operation, message }) => {
+            tracing::warn!(operation, error = %message, "the runtime's listing of everything is too large; listing pod by pod");
+        }
+        other => return other,
+    }
+    let (mut sandboxes, mut containers) = (Vec::new(), Vec::new());
+    for uid in known {
+        let filter = ListFilter::pod(uid.clone());
+        match tokio::try_join!(
+            runtime.list_pod_sandboxes(&filter),
+            runtime.list_containers(&filter)
+        ) {
+            Ok((s, c)) => {
+                sandboxes.extend(s);
+                containers.extend(c);
+            }
+            Err(RuntimeError::TooLarge { message, .. }) => {
+                tracing::warn!(uid, error = %message, "the runtime's listing of this pod is too large; skipped");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((sandboxes, containers))
 }
 
 /// Reads the pod's state from the runtime. Objects that vanish between the listing and the

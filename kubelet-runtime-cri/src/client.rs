@@ -46,6 +46,11 @@ pub fn map_status(
         },
         Code::DeadlineExceeded => RuntimeError::DeadlineExceeded { operation },
         Code::Unimplemented => RuntimeError::Unimplemented { operation },
+        // grpc-go answers ResourceExhausted when a message exceeds the limit on either side;
+        // tonic reports a too-large decoded message as OutOfRange.
+        Code::ResourceExhausted | Code::OutOfRange if is_size_failure(&message) => {
+            RuntimeError::TooLarge { operation, message }
+        }
         // Transport failures tonic reports without a server answer (connection refused, the
         // connection dropped under an in-flight call). This client never cancels calls itself.
         Code::Unknown | Code::Cancelled if is_transport_failure(&message) => {
@@ -53,6 +58,13 @@ pub fn map_status(
         }
         _ => RuntimeError::OperationFailed { operation, message },
     }
+}
+
+fn is_size_failure(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("larger than max")
+        || m.contains("message length too large")
+        || m.contains("too large")
 }
 
 fn is_transport_failure(message: &str) -> bool {
@@ -194,6 +206,19 @@ mod tests {
                 |e| matches!(e, RuntimeError::Unavailable(_)),
             ),
             (Status::new(Code::Unknown, "image is broken"), |e| {
+                matches!(e, RuntimeError::OperationFailed { .. })
+            }),
+            (
+                Status::resource_exhausted(
+                    "trying to send message larger than max (18002774 vs. 16777216)",
+                ),
+                |e| matches!(e, RuntimeError::TooLarge { operation: "CreateContainer", .. }),
+            ),
+            (
+                Status::out_of_range("Error, decoded message length too large: found 18002774 bytes, the limit is: 16777216 bytes"),
+                |e| matches!(e, RuntimeError::TooLarge { .. }),
+            ),
+            (Status::resource_exhausted("quota"), |e| {
                 matches!(e, RuntimeError::OperationFailed { .. })
             }),
             (

@@ -145,6 +145,15 @@ pub enum RuntimeError {
         /// The runtime's explanation.
         message: String,
     },
+    /// The answer exceeds the message size limit between kubelet and runtime (a listing of
+    /// too many or too large objects); a narrower request (one pod's objects) may still work.
+    #[error("{operation}: the runtime's answer is too large: {message}")]
+    TooLarge {
+        /// The operation, e.g. "ListPodSandbox".
+        operation: &'static str,
+        /// The transport's explanation.
+        message: String,
+    },
     /// Any other failure of a runtime operation.
     #[error("{operation} failed: {message}")]
     OperationFailed {

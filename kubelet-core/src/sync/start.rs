@@ -19,7 +19,7 @@ use crate::hooks::{container_spec, whole_secs, KillTarget};
 use crate::pod;
 use crate::pod_status::PodRuntimeStatus;
 use crate::runtime::{
-    ContainerConfig, ContainerKind, ContainerState, EnvVar, Mount, SandboxConfig,
+    ContainerConfig, ContainerKind, ContainerState, EnvVar, Mount, SandboxConfig, SandboxState,
 };
 use crate::sink::{Event, EventType};
 use crate::status::WaitingReason;
@@ -96,6 +96,7 @@ pub(super) async fn execute(
     };
     let mut pod_ip = pod_ip;
     let sandbox_id = if actions.create_sandbox {
+        remove_dead_sandboxes(e, p, rt).await;
         match e.runtime.run_pod_sandbox(&sandbox).await {
             Ok(id) => {
                 if let Ok(st) = e.runtime.pod_sandbox_status(&id).await {
@@ -362,4 +363,23 @@ async fn container_mounts(
             .collect()
     };
     e.volumes.container_mounts(p, c, env, &ips).await
+}
+
+/// Removes the pod's dead sandboxes that hold no containers before a new one is created, so
+/// that a pod whose sandboxes keep failing does not pile up records in the runtime (each
+/// carrying the pod's labels and annotations) between garbage collections. Sandboxes that
+/// still hold (exited) containers stay for their logs; the garbage collector takes them.
+async fn remove_dead_sandboxes(e: &Engine, p: &Pod, rt: &PodRuntimeStatus) {
+    for s in rt
+        .sandboxes
+        .iter()
+        .filter(|s| s.state == SandboxState::NotReady)
+    {
+        if rt.containers.iter().any(|c| c.summary.sandbox_id == s.id) {
+            continue;
+        }
+        if let Err(err) = e.runtime.remove_pod_sandbox(&s.id).await {
+            tracing::debug!(pod = %pod::full_name(p), sandbox = %s.id, error = %err, "removing a dead sandbox failed");
+        }
+    }
 }

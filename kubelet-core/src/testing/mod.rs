@@ -17,6 +17,6 @@ mod source;
 
 pub use cm::{CgroupUsage, FakeContainerManager, FakeNodeStats};
 pub use pods::{container, eventually, pod, ContainerBuilder, PodBuilder};
-pub use sim::{ContainerBehavior, SimRuntime};
+pub use sim::{ContainerBehavior, SimRuntime, SANDBOX_DIES};
 pub use sink::RecordingSink;
 pub use source::StaticSource;

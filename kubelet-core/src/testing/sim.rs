@@ -17,6 +17,9 @@
 //! Image pulls succeed and add the image unless the image was marked with
 //! [`SimRuntime::fail_pulls`]; [`SimRuntime::add_image`] preloads one. Every image is 1 MiB,
 //! on a simulated image filesystem (`image_fs_info`).
+//! A pod annotated `sim.kubelet-rs.io/sandbox-dies: "true"` gets sandboxes that are dead
+//! (`NotReady`) as soon as they are created, like a sandbox whose pause process fails at once;
+//! creating a container in a sandbox that is not ready fails with `NotFound`, as in CRI.
 //! [`SimRuntime::set_unavailable`] makes every call fail with `Unavailable`, like a
 //! runtime that is restarting. [`SimRuntime::calls`] counts calls per operation.
 //!
@@ -106,6 +109,9 @@ struct State {
     calls: HashMap<&'static str, usize>,
     execs: Vec<ExecRecord>,
 }
+
+/// The annotation that makes a pod's sandboxes die at once (see the module docs).
+pub const SANDBOX_DIES: &str = "sim.kubelet-rs.io/sandbox-dies";
 
 /// The simulated runtime. See the module docs.
 #[derive(Debug, Default)]
@@ -339,7 +345,10 @@ impl ContainerRuntime for SimRuntime {
         let mut st = self.enter("RunPodSandbox")?;
         let id = Self::next_id(&mut st, "sb");
         let n = st.next_id;
-        let summary = SandboxSummary::new(id.clone(), config);
+        let mut summary = SandboxSummary::new(id.clone(), config);
+        if crate::pod::annotation(&config.pod, SANDBOX_DIES) == Some("true") {
+            summary.state = SandboxState::NotReady;
+        }
         let uid = summary.pod.uid.clone();
         let sandbox = SimSandbox {
             summary,
