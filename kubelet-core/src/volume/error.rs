@@ -11,6 +11,14 @@ use crate::objects::ObjectError;
 /// Why a volume operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
+    /// The volume's name cannot name a directory (it must be one path component: a DNS-1123
+    /// label, as the API server validates; static pods are validated by their source, this
+    /// guards every other way in).
+    #[error("volume {volume:?}: the name must be a DNS-1123 label to name its directory")]
+    InvalidName {
+        /// Volume name.
+        volume: String,
+    },
     /// The volume type is not supported by this kubelet.
     #[error("volume {volume}: {kind} volumes are not supported")]
     Unsupported {

@@ -130,6 +130,9 @@ impl VolumeManager {
     ) -> Result<SetUpVolume, VolumeError> {
         let uid = pod::uid(p);
         let name = v.name.clone();
+        if !is_dns_label(&name) {
+            return Err(VolumeError::InvalidName { volume: name });
+        }
         let fs_group = fs_group(p);
         if let Some(ed) = v.empty_dir.as_ref() {
             let wrap = |source| VolumeError::EmptyDir {
@@ -292,5 +295,41 @@ impl VolumeManager {
             volume: name.to_string(),
             kind: kind_of(v),
         })
+    }
+}
+
+/// A DNS-1123 label: 1–63 lower-case alphanumerics or '-', starting and ending alphanumeric.
+fn is_dns_label(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| alnum(c) || c == '-')
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_dns_label;
+
+    #[test]
+    fn volume_names_must_be_dns_labels() {
+        for ok in ["data", "a", "cache-1", "0x"] {
+            assert!(is_dns_label(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "/tmp/x",
+            "../x",
+            "..",
+            ".",
+            "a/b",
+            "Data",
+            "-a",
+            "a-",
+            &"a".repeat(64),
+        ] {
+            assert!(!is_dns_label(bad), "{bad}");
+        }
     }
 }
