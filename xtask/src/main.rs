@@ -15,6 +15,7 @@
 mod bench_cri;
 mod control_plane;
 mod pods;
+mod proc_stats;
 
 use std::path::PathBuf;
 use std::process::Command;
