@@ -44,6 +44,20 @@ pub(crate) async fn memory_kib(pid: u32) -> Result<(u64, u64)> {
     Ok((get("VmRSS:")?, get("VmHWM:")?))
 }
 
+/// Number of open sockets of a process (its file descriptors that are sockets).
+pub(crate) async fn sockets(pid: u32) -> Result<usize> {
+    let mut dir = tokio::fs::read_dir(format!("/proc/{pid}/fd")).await?;
+    let mut n = 0;
+    while let Some(e) = dir.next_entry().await? {
+        if let Ok(target) = tokio::fs::read_link(e.path()).await {
+            if target.to_string_lossy().starts_with("socket:") {
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +68,8 @@ mod tests {
         cpu_ticks(pid).await.unwrap();
         let (rss, hwm) = memory_kib(pid).await.unwrap();
         assert!(rss > 0 && hwm >= rss);
+        let before = sockets(pid).await.unwrap();
+        let _l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert_eq!(sockets(pid).await.unwrap(), before + 1);
     }
 }

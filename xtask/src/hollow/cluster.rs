@@ -131,6 +131,27 @@ pub(super) async fn delete_namespace(admin: &kube::Client, namespace: &str) -> R
     }
 }
 
+/// Polls until the namespace no longer exists; `false` after `timeout`.
+pub(super) async fn wait_namespace_gone(
+    admin: &kube::Client,
+    namespace: &str,
+    timeout: Duration,
+) -> bool {
+    let api: Api<Namespace> = Api::all(admin.clone());
+    let deadline = Instant::now() + timeout;
+    loop {
+        match api.get_opt(namespace).await {
+            Ok(None) => return true,
+            Ok(Some(_)) => {}
+            Err(e) => tracing::warn!(namespace, error = %e, "reading the namespace failed"),
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Removes what an interrupted earlier run left: hollow Nodes (and their leases) and run
 /// namespaces (their pods force-deleted first). Returns what it removed.
 pub(super) async fn remove_leftovers(admin: &kube::Client) -> Result<Vec<String>> {
@@ -163,6 +184,31 @@ pub(super) async fn remove_leftovers(admin: &kube::Client) -> Result<Vec<String>
     }
     removed.extend(names.into_iter().map(|n| format!("node {n}")));
     Ok(removed)
+}
+
+/// The control plane's components and their pids (`run/<name>.pid` next to the admin
+/// kubeconfig, as `scripts/control-plane.sh` records them); those it cannot find are left out.
+pub(super) async fn control_plane_pids() -> Vec<(String, u32)> {
+    let Ok(admin) = control_plane::admin_kubeconfig().await else {
+        return Vec::new();
+    };
+    let Some(dir) = admin.parent().map(|d| d.join("run")) else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for name in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ] {
+        if let Ok(text) = tokio::fs::read_to_string(dir.join(format!("{name}.pid"))).await {
+            if let Ok(pid) = text.trim().parse() {
+                pids.push((name.to_string(), pid));
+            }
+        }
+    }
+    pids
 }
 
 /// The hollow nodes' requests over the last `seconds` from the audit log

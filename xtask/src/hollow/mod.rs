@@ -20,8 +20,8 @@
 //!    the API server shows all Running;
 //! 4. an idle window of `--duration` seconds: the process's CPU seconds, its RSS at the end and
 //!    the hollow nodes' request rate from the audit log;
-//! 5. teardown: the pods are deleted (the hollow kubelets stop their containers and delete the
-//!    objects), then the namespace; the nodes stop and their Node objects and leases go.
+//! 5. teardown: the namespace is deleted (the hollow kubelets stop the pods' containers and
+//!    delete the objects); then the nodes stop and their Node objects and leases go.
 //!
 //! Teardown runs after an error or Ctrl-C/SIGTERM too (a second signal abandons it; the next
 //! run removes the leftovers). Run it under the integration lock: it loads the shared
@@ -38,7 +38,7 @@ use anyhow::{bail, Context, Result};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib};
+use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib, sockets};
 use node::HollowNode;
 use report::Report;
 
@@ -177,6 +177,7 @@ async fn phases(
     let max_pods = u32::try_from(args.pods_per_node).context("--pods-per-node")?;
 
     report.baseline_kib = Some(self_memory_kib().await?.0);
+    let sockets_before = sockets(std::process::id()).await?;
     eprintln!("[hollow] starting {} nodes", args.nodes);
     let t = Instant::now();
     for (i, kc) in kubeconfigs.iter().enumerate() {
@@ -220,11 +221,24 @@ async fn phases(
     eprintln!("[hollow] idle window of {} s", args.duration);
     let tick = clock_ticks().await;
     let pid = std::process::id();
+    let components = cluster::control_plane_pids().await;
+    let mut cp0 = Vec::new();
+    for (name, cpid) in &components {
+        cp0.push((name.clone(), *cpid, cpu_ticks(*cpid).await.ok()));
+    }
     let (c0, w0) = (cpu_ticks(pid).await?, Instant::now());
     pause(stop, Duration::from_secs(args.duration)).await?;
     let (c1, wall) = (cpu_ticks(pid).await?, w0.elapsed());
     report.idle_cpu = Some((c1.saturating_sub(c0) as f64 / tick, wall));
+    for (name, cpid, before) in cp0 {
+        if let (Some(b), Ok(a)) = (before, cpu_ticks(cpid).await) {
+            report
+                .control_plane_cpu
+                .push((name, a.saturating_sub(b) as f64 / tick));
+        }
+    }
     report.steady_kib = Some(self_memory_kib().await?);
+    report.sockets = Some((sockets_before, sockets(pid).await?));
     match cluster::audit_rate(wall.as_secs()).await {
         Ok(a) => report.audit = Some(a),
         Err(e) => report.notes.push(format!("no audit rate: {e:#}")),
@@ -240,9 +254,10 @@ async fn phases(
     Ok(())
 }
 
-/// Deletes the pods (while the nodes still run, so they stop them and delete the objects; a
-/// forced delete when that does not finish), the namespace, then stops the nodes and deletes
-/// their Node objects and leases. Failures become notes.
+/// Deletes the namespace while the nodes still run (so they stop the pods and delete the
+/// objects; the pods are force-deleted when that does not finish), then stops the nodes,
+/// deletes their Node objects and leases and waits for the namespace to go. Failures become
+/// notes.
 async fn teardown(
     args: &HollowArgs,
     admin: &kube::Client,
@@ -252,26 +267,29 @@ async fn teardown(
 ) {
     eprintln!("[hollow] teardown");
     let t = Instant::now();
-    match workload::delete_pods(admin, namespace, None).await {
-        Ok(()) => {
-            let limit = Duration::from_secs(args.timeout.min(300));
-            if fleet.is_empty() || !workload::wait_gone(admin, namespace, limit).await {
-                if !fleet.is_empty() {
-                    report
-                        .notes
-                        .push(format!("pods not gone {limit:?} after deletion: forced"));
-                }
-                if let Err(e) = workload::delete_pods(admin, namespace, Some(0)).await {
-                    report.notes.push(format!("{e:#}"));
-                }
-            } else {
-                report.pods_deleted = Some(t.elapsed());
-            }
+    // The namespace controller deletes the pods gracefully; the hollow kubelets stop their
+    // containers and delete the objects, then the namespace goes.
+    let deleted = cluster::delete_namespace(admin, namespace).await;
+    let limit = Duration::from_secs(args.timeout);
+    let gone = match &deleted {
+        Ok(()) if !fleet.is_empty() => workload::wait_gone(admin, namespace, limit).await,
+        _ => false,
+    };
+    if gone {
+        if report.pods_created.is_some() {
+            report.pods_deleted = Some(t.elapsed());
         }
-        Err(e) => report.notes.push(format!("{e:#}")),
-    }
-    if let Err(e) = cluster::delete_namespace(admin, namespace).await {
-        report.notes.push(format!("{e:#}"));
+    } else {
+        match deleted {
+            Err(e) => report.notes.push(format!("{e:#}")),
+            Ok(()) if !fleet.is_empty() => report.notes.push(format!(
+                "pods not gone {limit:?} after the namespace was deleted: forced"
+            )),
+            Ok(()) => {}
+        }
+        if let Err(e) = workload::delete_pods(admin, namespace, Some(0)).await {
+            report.notes.push(format!("{e:#}"));
+        }
     }
     for n in &fleet {
         n.stop();
@@ -286,6 +304,12 @@ async fn teardown(
     report
         .notes
         .extend(cluster::delete_nodes(admin, &names).await);
+    // Last, as it needs no node: the namespace controller also deletes the pods' events.
+    if !cluster::wait_namespace_gone(admin, namespace, limit).await {
+        report.notes.push(format!(
+            "namespace {namespace} still terminating {limit:?} after its deletion (the namespace controller finishes it)"
+        ));
+    }
     eprintln!(
         "[hollow] teardown done in {:.1} s",
         t.elapsed().as_secs_f64()

@@ -27,8 +27,12 @@ pub(super) struct Report {
     pub(super) pods_running: Option<Duration>,
     /// (VmRSS, VmHWM) at the end of the idle window (KiB).
     pub(super) steady_kib: Option<(u64, u64)>,
+    /// Open sockets of the process (before the nodes, at the end of the idle window).
+    pub(super) sockets: Option<(usize, usize)>,
     /// (CPU seconds of the process, wall time) over the idle window.
     pub(super) idle_cpu: Option<(f64, Duration)>,
+    /// CPU seconds of each control-plane component over the idle window.
+    pub(super) control_plane_cpu: Vec<(String, f64)>,
     /// The audit-log report of the hollow nodes' requests over the idle window.
     pub(super) audit: Option<String>,
     /// Pods deleted -> none left in the namespace.
@@ -121,12 +125,32 @@ impl Report {
                 per_node_mib(hwm, b, n)
             );
         }
+        if let Some((before, steady)) = self.sockets {
+            println!(
+                "open sockets, steady:     {steady} ({before} before the nodes; {:.1} per node)",
+                steady.saturating_sub(before) as f64 / n.max(1) as f64
+            );
+        }
         if let Some((cpu, wall)) = self.idle_cpu {
             let w = wall.as_secs_f64().max(0.001);
             println!(
                 "CPU, idle window:         {cpu:.2} s over {w:.0} s = {:.4} cores ({:.5} per node)",
                 cpu / w,
                 cpu / w / n.max(1) as f64
+            );
+        }
+        if let (Some((_, wall)), false) = (self.idle_cpu, self.control_plane_cpu.is_empty()) {
+            let w = wall.as_secs_f64().max(0.001);
+            let total: f64 = self.control_plane_cpu.iter().map(|(_, c)| c).sum();
+            let each: Vec<String> = self
+                .control_plane_cpu
+                .iter()
+                .map(|(name, c)| format!("{name} {:.3}", c / w))
+                .collect();
+            println!(
+                "control plane, idle:      {:.3} cores ({})",
+                total / w,
+                each.join(", ")
             );
         }
         if let Some(a) = &self.audit {
