@@ -155,11 +155,19 @@ pub(super) async fn wait_namespace_gone(
 /// Removes what an interrupted earlier run left: hollow Nodes (and their leases) and run
 /// namespaces (their pods force-deleted first). Returns what it removed.
 pub(super) async fn remove_leftovers(admin: &kube::Client) -> Result<Vec<String>> {
-    let mut removed = Vec::new();
+    let nodes: Vec<String> = Api::<Node>::all(admin.clone())
+        .list(&hollow_selector())
+        .await
+        .context("listing hollow nodes")?
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
     let namespaces = Api::<Namespace>::all(admin.clone())
         .list(&ListParams::default().labels(RUN_LABEL))
         .await
         .context("listing hollow namespaces")?;
+    let mut removed = Vec::new();
     for ns in namespaces.items {
         let Some(name) = ns.metadata.name else {
             continue;
@@ -167,22 +175,13 @@ pub(super) async fn remove_leftovers(admin: &kube::Client) -> Result<Vec<String>
         if ns.metadata.deletion_timestamp.is_none() {
             removed.push(format!("namespace {name}"));
         }
-        delete_pods(admin, &name, Some(0)).await?;
+        delete_pods(admin, &name, &nodes, Some(0), 10).await?;
         delete_namespace(admin, &name).await?;
     }
-    let nodes = Api::<Node>::all(admin.clone())
-        .list(&hollow_selector())
-        .await
-        .context("listing hollow nodes")?;
-    let names: Vec<String> = nodes
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    for f in delete_nodes(admin, &names).await {
+    for f in delete_nodes(admin, &nodes).await {
         tracing::warn!("{f}");
     }
-    removed.extend(names.into_iter().map(|n| format!("node {n}")));
+    removed.extend(nodes.into_iter().map(|n| format!("node {n}")));
     Ok(removed)
 }
 

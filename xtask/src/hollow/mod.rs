@@ -20,8 +20,8 @@
 //!    the API server shows all Running;
 //! 4. an idle window of `--duration` seconds: the process's CPU seconds, its RSS at the end and
 //!    the hollow nodes' request rate from the audit log;
-//! 5. teardown: the namespace is deleted (the hollow kubelets stop the pods' containers and
-//!    delete the objects); then the nodes stop and their Node objects and leases go.
+//! 5. teardown: the pods are deleted (the hollow kubelets stop their containers and delete the
+//!    objects) and the namespace; then the nodes stop and their Node objects and leases go.
 //!
 //! Teardown runs after an error or Ctrl-C/SIGTERM too (a second signal abandons it; the next
 //! run removes the leftovers). Run it under the integration lock: it loads the shared
@@ -254,8 +254,8 @@ async fn phases(
     Ok(())
 }
 
-/// Deletes the namespace while the nodes still run (so they stop the pods and delete the
-/// objects; the pods are force-deleted when that does not finish), then stops the nodes,
+/// Deletes the pods while the nodes still run (so they stop them and delete the objects; the
+/// pods are force-deleted when that does not finish) and the namespace, then stops the nodes,
 /// deletes their Node objects and leases and waits for the namespace to go. Failures become
 /// notes.
 async fn teardown(
@@ -267,9 +267,11 @@ async fn teardown(
 ) {
     eprintln!("[hollow] teardown");
     let t = Instant::now();
-    // The namespace controller deletes the pods gracefully; the hollow kubelets stop their
-    // containers and delete the objects, then the namespace goes.
-    let deleted = cluster::delete_namespace(admin, namespace).await;
+    // The pods are deleted gracefully (node by node); the hollow kubelets stop their
+    // containers and delete the objects. The namespace goes too (its events with it).
+    let names: Vec<String> = fleet.iter().map(|n| n.name().to_string()).collect();
+    let conc = args.create_concurrency;
+    let deleted = workload::delete_pods(admin, namespace, &names, None, conc).await;
     let limit = Duration::from_secs(args.timeout);
     let gone = match &deleted {
         Ok(()) if !fleet.is_empty() => workload::wait_gone(admin, namespace, limit).await,
@@ -283,18 +285,20 @@ async fn teardown(
         match deleted {
             Err(e) => report.notes.push(format!("{e:#}")),
             Ok(()) if !fleet.is_empty() => report.notes.push(format!(
-                "pods not gone {limit:?} after the namespace was deleted: forced"
+                "pods not gone {limit:?} after their deletion: forced"
             )),
             Ok(()) => {}
         }
-        if let Err(e) = workload::delete_pods(admin, namespace, Some(0)).await {
+        if let Err(e) = workload::delete_pods(admin, namespace, &names, Some(0), conc).await {
             report.notes.push(format!("{e:#}"));
         }
+    }
+    if let Err(e) = cluster::delete_namespace(admin, namespace).await {
+        report.notes.push(format!("{e:#}"));
     }
     for n in &fleet {
         n.stop();
     }
-    let names: Vec<String> = fleet.iter().map(|n| n.name().to_string()).collect();
     let waits = fleet.into_iter().map(|n| n.wait(Duration::from_secs(60)));
     for r in futures::future::join_all(waits).await {
         if let Err(e) = r {

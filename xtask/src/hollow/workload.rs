@@ -191,22 +191,47 @@ pub(super) async fn wait_running(
     }
 }
 
-/// Deletes every pod of the namespace with `grace` seconds (`None`: each pod's own).
+/// Deletes the namespace's pods with `grace` seconds (`None`: each pod's own): one
+/// delete-collection request per node in `nodes` (field selector `spec.nodeName`), up to
+/// `concurrency` at once, then one for pods bound to no node. Small requests: one over
+/// thousands of pods outlasts the API server's request timeout on a small machine.
 pub(super) async fn delete_pods(
     admin: &kube::Client,
     namespace: &str,
+    nodes: &[String],
     grace: Option<u32>,
+    concurrency: usize,
 ) -> Result<()> {
     let api: Api<Pod> = Api::namespaced(admin.clone(), namespace);
     let dp = DeleteParams {
         grace_period_seconds: grace,
         ..DeleteParams::default()
     };
-    match api.delete_collection(&dp, &ListParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("deleting the pods of {namespace}")),
-    }
+    let selectors: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("spec.nodeName={n}"))
+        .chain(std::iter::once("spec.nodeName=".to_string()))
+        .collect();
+    futures::stream::iter(selectors)
+        .map(|sel| {
+            let (api, dp) = (api.clone(), dp.clone());
+            async move {
+                match api
+                    .delete_collection(&dp, &ListParams::default().fields(&sel))
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) => {
+                        Err(e).with_context(|| format!("deleting the pods of {namespace} ({sel})"))
+                    }
+                }
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<Vec<()>>()
+        .await
+        .map(|_| ())
 }
 
 /// Polls until the namespace has no pod left; `false` after `timeout`.
