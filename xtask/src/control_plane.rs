@@ -76,3 +76,46 @@ pub fn run(cmd: ControlPlaneCmd) -> Result<()> {
     }
     Ok(())
 }
+
+/// Runs the control-plane script with `args` and returns what it prints on stdout (its
+/// stderr passes through).
+pub(crate) async fn output(args: &[&str]) -> Result<String> {
+    let path = script();
+    let out = tokio::process::Command::new("bash")
+        .arg(&path)
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .await
+        .with_context(|| format!("running {}", path.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} {} failed: {}",
+            path.display(),
+            args.join(" "),
+            out.status
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The admin kubeconfig of the control plane (`KUBELET_RS_ADMIN_KUBECONFIG` of `env`).
+pub(crate) async fn admin_kubeconfig() -> Result<PathBuf> {
+    let env = output(&["env"]).await?;
+    env.lines()
+        .find_map(|l| l.strip_prefix("export KUBELET_RS_ADMIN_KUBECONFIG="))
+        .map(|p| PathBuf::from(p.trim()))
+        .context("control-plane.sh env printed no KUBELET_RS_ADMIN_KUBECONFIG")
+}
+
+/// Issues (once) the identity `system:node:NODE` and returns its kubeconfig's path.
+pub(crate) async fn node_kubeconfig(node: &str) -> Result<PathBuf> {
+    let out = output(&["node-kubeconfig", node]).await?;
+    let path = out
+        .lines()
+        .last()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .with_context(|| format!("node-kubeconfig {node} printed no path"))?;
+    Ok(PathBuf::from(path))
+}

@@ -11,10 +11,14 @@
 //! - `cargo xtask control-plane {build,up,down,status,env,node-kubeconfig,audit-rate}`: the
 //!   real v1.20.2 control plane on 127.0.0.1 (see `scripts/control-plane.sh`).
 //! - `cargo xtask bench-cri`: backend vs raw CRI, kubelet-rs vs the Go kubelet (see `bench_cri`).
+//! - `cargo xtask hollow-nodes`: N kubelet engines on the simulated runtime as members of the
+//!   real control plane, in one process (see `hollow`).
 
 mod bench_cri;
 mod control_plane;
+mod hollow;
 mod pods;
+mod proc_stats;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -75,6 +79,8 @@ enum Cmd {
     },
     /// Benchmark: CRI backend vs raw CRI, and kubelet-rs vs the Go kubelet end to end.
     BenchCri(bench_cri::BenchArgs),
+    /// Hollow nodes: N simulated kubelets as members of the real control plane, in one process.
+    HollowNodes(hollow::HollowArgs),
 }
 
 fn script() -> PathBuf {
@@ -170,5 +176,6 @@ async fn main() -> Result<()> {
         }
         Cmd::ControlPlane { cmd } => control_plane::run(cmd),
         Cmd::BenchCri(args) => bench_cri::run(args).await,
+        Cmd::HollowNodes(args) => hollow::run(args).await,
     }
 }

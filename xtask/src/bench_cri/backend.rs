@@ -1,0 +1,115 @@
+//! The backend run: the workload through `CriRuntime` and the `ContainerRuntime` trait (image
+//! user lookup, log directories, log symlinks, error mapping included); also the backend
+//! helpers the other parts use to connect, count and clean up.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use kubelet_core::runtime::{ContainerRuntime, ContainerState, ListFilter};
+use kubelet_runtime_cri::{CriConfig, CriRuntime};
+use tokio::task::JoinSet;
+
+use super::workload::{collect_errors, BenchPod, WorkloadRun};
+use super::{BENCH_DIR, SETTLE, STOP_TIMEOUT};
+
+pub(super) fn cri_config(endpoint: &str) -> CriConfig {
+    CriConfig {
+        runtime_endpoint: endpoint.to_string(),
+        request_timeout: Duration::from_secs(120),
+        pod_logs_dir: Path::new(BENCH_DIR).join("pod-logs"),
+        containers_log_dir: Path::new(BENCH_DIR).join("container-logs"),
+        ..CriConfig::default()
+    }
+}
+
+pub(super) async fn connect_backend(endpoint: &str) -> Result<CriRuntime> {
+    CriRuntime::connect(cri_config(endpoint))
+        .await
+        .with_context(|| format!("connecting to {endpoint}"))
+}
+
+pub(super) async fn backend_run(
+    rt: &Arc<CriRuntime>,
+    pods: &[BenchPod],
+    image_ref: &str,
+) -> WorkloadRun {
+    let mut run = WorkloadRun::default();
+    let t0 = Instant::now();
+    let mut set = JoinSet::new();
+    for p in pods {
+        let rt = rt.clone();
+        let sandbox = p.sandbox.clone();
+        let mut container = p.container.clone();
+        container.image_ref = image_ref.to_string();
+        set.spawn(async move {
+            let t = Instant::now();
+            let sid = rt
+                .run_pod_sandbox(&sandbox)
+                .await
+                .map_err(|e| e.to_string())?;
+            let cid = rt
+                .create_container(&sid, &container, &sandbox)
+                .await
+                .map_err(|e| e.to_string())?;
+            rt.start_container(&cid).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>((t.elapsed(), sid, cid))
+        });
+    }
+    let started = run.collect_started(&mut set).await;
+    run.start = t0.elapsed();
+    // PID 1 ignores SIGTERM until the shell has set its trap: let the last ones get there
+    // (otherwise a stop right after start waits out the whole grace period).
+    tokio::time::sleep(SETTLE).await;
+
+    let t1 = Instant::now();
+    let mut set = JoinSet::new();
+    for (sid, cid) in started {
+        let rt = rt.clone();
+        set.spawn(async move {
+            rt.stop_container(&cid, STOP_TIMEOUT)
+                .await
+                .map_err(|e| e.to_string())?;
+            rt.remove_container(&cid).await.map_err(|e| e.to_string())?;
+            rt.stop_pod_sandbox(&sid).await.map_err(|e| e.to_string())?;
+            rt.remove_pod_sandbox(&sid)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(())
+        });
+    }
+    collect_errors(&mut set, &mut run.errors).await;
+    run.stop = t1.elapsed();
+    run
+}
+
+/// Removes every container and sandbox whose pod name starts with `prefix`.
+pub(super) async fn cleanup_prefix(rt: &Arc<CriRuntime>, prefix: &str) {
+    if let Ok(cs) = rt.list_containers(&ListFilter::all()).await {
+        for c in cs.iter().filter(|c| c.pod.name.starts_with(prefix)) {
+            let _ = rt.stop_container(&c.id, Duration::from_secs(2)).await;
+            let _ = rt.remove_container(&c.id).await;
+        }
+    }
+    if let Ok(ss) = rt.list_pod_sandboxes(&ListFilter::all()).await {
+        for s in ss.iter().filter(|s| s.pod.name.starts_with(prefix)) {
+            let _ = rt.stop_pod_sandbox(&s.id).await;
+            let _ = rt.remove_pod_sandbox(&s.id).await;
+        }
+    }
+}
+
+/// (running, all) containers whose pod name starts with `prefix`.
+pub(super) async fn count_containers(rt: &CriRuntime, prefix: &str) -> Result<(usize, usize)> {
+    let listed = rt.list_containers(&ListFilter::all()).await?;
+    let ours: Vec<_> = listed
+        .iter()
+        .filter(|c| c.pod.name.starts_with(prefix))
+        .collect();
+    let running = ours
+        .iter()
+        .filter(|c| c.state == ContainerState::Running)
+        .count();
+    Ok((running, ours.len()))
+}

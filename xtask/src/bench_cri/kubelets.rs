@@ -1,0 +1,475 @@
+//! Kubelets end to end: the Go kubelet and the release kubelet-rs each run M static busybox
+//! pods on the benchmark's containerd; seconds until `/pods` shows all Running, CPU over an
+//! idle window, RSS, and seconds until CRI lists no container of those pods once the manifests
+//! are removed.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kubelet_runtime_cri::CriRuntime;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::backend::{cleanup_prefix, count_containers};
+use super::cgroups::{create_cgroup_root, remove_cgroup_root};
+use super::workload::busybox_container;
+use super::{repo_root, BenchArgs, BENCH_DIR, GO_CGROUP_ROOT, NAMESPACE, RS_CGROUP_ROOT};
+use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib};
+
+/// One kubelet's end-to-end figures.
+#[derive(Debug, Default)]
+pub(super) struct KubeletRun {
+    pub(super) start: Option<Duration>,
+    pub(super) idle_cores: Option<f64>,
+    pub(super) rss_kib: Option<u64>,
+    pub(super) hwm_kib: Option<u64>,
+    /// Manifests removed -> no running container of the pods.
+    pub(super) stopped: Option<Duration>,
+    /// Manifests removed -> CRI lists no container of the pods.
+    pub(super) teardown: Option<Duration>,
+    pub(super) notes: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Kind {
+    Go,
+    Rs,
+}
+
+impl Kind {
+    fn tag(self) -> &'static str {
+        match self {
+            Kind::Go => "go",
+            Kind::Rs => "rs",
+        }
+    }
+    fn read_only_port(self) -> u16 {
+        match self {
+            Kind::Go => 10256,
+            Kind::Rs => 10255,
+        }
+    }
+    fn healthz_port(self) -> u16 {
+        match self {
+            Kind::Go => 10249,
+            Kind::Rs => 10248,
+        }
+    }
+    fn cgroup_root(self) -> &'static str {
+        match self {
+            Kind::Go => GO_CGROUP_ROOT,
+            Kind::Rs => RS_CGROUP_ROOT,
+        }
+    }
+    fn args(self, endpoint: &str, manifests: &Path, root_dir: &Path, node: &str) -> Vec<String> {
+        let mut a = vec![
+            format!("--pod-manifest-path={}", manifests.display()),
+            format!("--container-runtime-endpoint={endpoint}"),
+            format!("--root-dir={}", root_dir.display()),
+            format!("--cgroup-root={}", self.cgroup_root()),
+            format!("--hostname-override={node}"),
+            format!("--read-only-port={}", self.read_only_port()),
+            format!("--healthz-port={}", self.healthz_port()),
+        ];
+        match self {
+            Kind::Go => a.extend(
+                [
+                    "--container-runtime=remote",
+                    "--image-service-endpoint=",
+                    "--port=10260",
+                    "--cgroup-driver=cgroupfs",
+                    "--cgroups-per-qos=true",
+                    "--enforce-node-allocatable=",
+                    "--fail-swap-on=false",
+                    "--oom-score-adj=0",
+                    "--make-iptables-util-chains=false",
+                    "--eviction-hard=",
+                    "--image-gc-high-threshold=100",
+                    "--image-gc-low-threshold=99",
+                    "--pod-infra-container-image=kubelet-rs.local/pause:1.0",
+                    "--v=1",
+                ]
+                .map(String::from),
+            ),
+            Kind::Rs => a.extend(["--port=10250", "--fail-swap-on=false"].map(String::from)),
+        }
+        a
+    }
+}
+
+fn manifest(name: &str) -> Result<String> {
+    let pod = Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(NAMESPACE.to_string()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![busybox_container()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut v = serde_json::to_value(&pod)?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("apiVersion".into(), "v1".into());
+        o.insert("kind".into(), "Pod".into());
+    }
+    Ok(serde_json::to_string_pretty(&v)?)
+}
+
+pub(super) async fn kubelet_run(
+    kind: Kind,
+    bin: &Path,
+    args: &BenchArgs,
+    endpoint: &str,
+    rt: &Arc<CriRuntime>,
+    run_id: &str,
+) -> KubeletRun {
+    let prefix = format!("bench-{}-{run_id}", kind.tag());
+    let mut out = KubeletRun::default();
+    if let Err(e) = kubelet_run_inner(kind, bin, args, endpoint, rt, &prefix, &mut out).await {
+        out.notes.push(format!("{e:#}"));
+    }
+    // Whatever the kubelet left behind (the Go kubelet leaves stopped sandboxes to its GC).
+    cleanup_prefix(rt, &prefix).await;
+    remove_cgroup_root(kind.cgroup_root());
+    out
+}
+
+async fn kubelet_run_inner(
+    kind: Kind,
+    bin: &Path,
+    args: &BenchArgs,
+    endpoint: &str,
+    rt: &Arc<CriRuntime>,
+    prefix: &str,
+    out: &mut KubeletRun,
+) -> Result<()> {
+    let base = Path::new(BENCH_DIR).join(format!("kubelet-{}", kind.tag()));
+    let manifests = base.join("manifests");
+    let staging = base.join("staging");
+    let root_dir = base.join("root");
+    for d in [&manifests, &staging] {
+        let _ = tokio::fs::remove_dir_all(d).await;
+        tokio::fs::create_dir_all(d).await?;
+    }
+    tokio::fs::create_dir_all(&root_dir).await?;
+    create_cgroup_root(kind.cgroup_root())?;
+    let mut names = Vec::new();
+    for i in 0..args.pods {
+        let name = format!("{prefix}-{i:03}");
+        tokio::fs::write(staging.join(format!("{name}.json")), manifest(&name)?).await?;
+        names.push(name);
+    }
+
+    let log_path = base.join("kubelet.log");
+    let log = std::fs::File::create(&log_path)?;
+    let node = format!("bench-{}", kind.tag());
+    let mut child = tokio::process::Command::new(bin)
+        .args(kind.args(endpoint, &manifests, &root_dir, &node))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let pid = child
+        .id()
+        .ok_or_else(|| anyhow!("{} exited at once", bin.display()))?;
+    eprintln!(
+        "[bench] {} pid {pid}, log {}",
+        bin.display(),
+        log_path.display()
+    );
+    let result = measure(
+        kind, args, rt, prefix, pid, &mut child, &manifests, &staging, &names, out,
+    )
+    .await;
+    if result.is_err() {
+        out.notes
+            .push(format!("kubelet log: {}", log_path.display()));
+    }
+    // SIGTERM, then SIGKILL after 30 s.
+    let _ = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .await;
+    if tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .is_err()
+    {
+        out.notes.push("did not exit within 30 s of SIGTERM".into());
+        let _ = child.kill().await;
+    }
+    // The Go kubelet bind-mounts its root dir onto itself (rshared) and may leave volume mounts.
+    unmount_under(&root_dir).await;
+    result
+}
+
+/// Lazily unmounts every mount point at or below `dir`, deepest first (best effort).
+async fn unmount_under(dir: &Path) {
+    let Ok(info) = tokio::fs::read_to_string("/proc/self/mountinfo").await else {
+        return;
+    };
+    let mut points: Vec<&str> = info
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .filter(|p| Path::new(p).starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        let _ = tokio::process::Command::new("umount")
+            .args(["-l", p])
+            .status()
+            .await;
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    kind: Kind,
+    args: &BenchArgs,
+    rt: &Arc<CriRuntime>,
+    prefix: &str,
+    pid: u32,
+    child: &mut tokio::process::Child,
+    manifests: &Path,
+    staging: &Path,
+    names: &[String],
+    out: &mut KubeletRun,
+) -> Result<()> {
+    let limit = Duration::from_secs(args.timeout);
+    // Up and serving /pods.
+    let t = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            bail!("kubelet exited during startup: {status}");
+        }
+        if matches!(http_get(kind.read_only_port(), "/pods").await, Ok((200, _))) {
+            break;
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            bail!("kubelet did not serve /pods within 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "[bench] {kind:?} kubelet serving after {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+
+    // All manifests at once (renames: no half-written files), then until all Running.
+    let t0 = Instant::now();
+    for n in names {
+        let f = format!("{n}.json");
+        tokio::fs::rename(staging.join(&f), manifests.join(&f)).await?;
+    }
+    let mut last = 0;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            bail!("kubelet exited: {status}");
+        }
+        if let Ok((200, body)) = http_get(kind.read_only_port(), "/pods").await {
+            last = running_pods(&body, prefix);
+            if last >= names.len() {
+                out.start = Some(t0.elapsed());
+                break;
+            }
+        }
+        if t0.elapsed() > limit {
+            bail!("{last}/{} pods Running after {limit:?}", names.len());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "[bench] {kind:?}: {} pods Running after {:.1}s",
+        names.len(),
+        t0.elapsed().as_secs_f64()
+    );
+
+    // Idle window.
+    let tick = clock_ticks().await;
+    let (c0, w0) = (cpu_ticks(pid).await?, Instant::now());
+    tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
+    let (c1, w1) = (cpu_ticks(pid).await?, Instant::now());
+    out.idle_cores =
+        Some((c1.saturating_sub(c0)) as f64 / tick / (w1 - w0).as_secs_f64().max(0.001));
+    let (rss, hwm) = memory_kib(pid).await?;
+    out.rss_kib = Some(rss);
+    out.hwm_kib = Some(hwm);
+    let running = match http_get(kind.read_only_port(), "/pods").await {
+        Ok((200, body)) => running_pods(&body, prefix),
+        _ => 0,
+    };
+    if running < names.len() {
+        out.notes.push(format!(
+            "after the idle window only {running}/{} pods Running",
+            names.len()
+        ));
+    }
+
+    // Teardown: all manifests removed, until CRI lists none of the pods' containers.
+    let t1 = Instant::now();
+    for n in names {
+        tokio::fs::remove_file(manifests.join(format!("{n}.json"))).await?;
+    }
+    let mut left = usize::MAX;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            bail!("kubelet exited during teardown: {status}");
+        }
+        if let Ok((running, c)) = count_containers(rt, prefix).await {
+            left = c;
+            if running == 0 && out.stopped.is_none() {
+                out.stopped = Some(t1.elapsed());
+            }
+            if c == 0 {
+                out.teardown = Some(t1.elapsed());
+                break;
+            }
+        }
+        if t1.elapsed() > limit {
+            bail!("{left} containers still listed {limit:?} after the manifests went");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!(
+        "[bench] {kind:?}: containers stopped after {:.1}s, gone after {:.1}s",
+        out.stopped.unwrap_or_default().as_secs_f64(),
+        t1.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Pods in a PodList JSON whose name starts with `prefix` and whose phase is Running.
+fn running_pods(body: &str, prefix: &str) -> usize {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(body) else {
+        return 0;
+    };
+    v.get("items")
+        .and_then(|i| i.as_array())
+        .map(|items| {
+            items
+                .iter()
+                .filter(|p| {
+                    p.pointer("/metadata/name")
+                        .and_then(|n| n.as_str())
+                        .is_some_and(|n| n.starts_with(prefix))
+                        && p.pointer("/status/phase").and_then(|s| s.as_str()) == Some("Running")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// A plain HTTP/1.0 GET on 127.0.0.1: (status, body).
+async fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
+    let fut = async {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+            .await?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await?;
+        Ok::<_, io::Error>(buf)
+    };
+    let buf = tokio::time::timeout(Duration::from_secs(10), fut).await??;
+    let text = String::from_utf8_lossy(&buf);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("malformed HTTP response"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow!("no HTTP status"))?;
+    Ok((status, body.to_string()))
+}
+
+pub(super) async fn go_kubelet_binary(args: &BenchArgs) -> Result<PathBuf> {
+    if let Some(p) = &args.go_kubelet {
+        return Ok(p.clone());
+    }
+    let script = repo_root().join("scripts").join("go-kubelet.sh");
+    let out = tokio::process::Command::new("bash")
+        .arg(&script)
+        .arg("build")
+        .stderr(Stdio::inherit())
+        .output()
+        .await
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!("{} build failed: {}", script.display(), out.status);
+    }
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Ok(PathBuf::from(path))
+}
+
+pub(super) fn rs_kubelet_binary(args: &BenchArgs) -> Result<PathBuf> {
+    if let Some(p) = &args.kubelet {
+        return Ok(p.clone());
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    let bin = target.join("release").join("kubelet");
+    let status = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+        .args(["build", "--release", "-p", "kubelet-bin"])
+        .current_dir(repo_root())
+        .status()
+        .context("cargo build --release -p kubelet-bin")?;
+    if !status.success() {
+        bail!("building the release kubelet failed: {status}");
+    }
+    Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{BUSYBOX_IMAGE, SCRIPT};
+    use super::*;
+
+    #[test]
+    fn running_pods_counts_only_prefixed_running_pods() {
+        let body = serde_json::json!({
+            "kind": "PodList",
+            "items": [
+                { "metadata": { "name": "bench-rs-1-000-node" }, "status": { "phase": "Running" } },
+                { "metadata": { "name": "bench-rs-1-001-node" }, "status": { "phase": "Pending" } },
+                { "metadata": { "name": "bench-rs-1-002-node" }, "status": {} },
+                { "metadata": { "name": "other-000" }, "status": { "phase": "Running" } },
+                { "metadata": { "name": "bench-rs-1-003-node" }, "status": { "phase": "Running" } }
+            ]
+        })
+        .to_string();
+        let cases = [
+            (body.as_str(), "bench-rs-1", 2),
+            (body.as_str(), "bench-go-1", 0),
+            ("not json", "bench-rs-1", 0),
+            (r#"{"items": null}"#, "bench-rs-1", 0),
+        ];
+        for (body, prefix, want) in cases {
+            assert_eq!(running_pods(body, prefix), want, "{prefix} in {body}");
+        }
+    }
+
+    #[test]
+    fn manifest_is_a_static_busybox_pod() {
+        let text = manifest("bench-rs-1-000").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["kind"], "Pod");
+        let pod: Pod = serde_json::from_value(v).unwrap();
+        assert_eq!(pod.metadata.name.as_deref(), Some("bench-rs-1-000"));
+        let c = &pod.spec.unwrap().containers[0];
+        assert_eq!(c.image.as_deref(), Some(BUSYBOX_IMAGE));
+        assert_eq!(c.command.as_ref().unwrap()[2], SCRIPT);
+        assert!(c.resources.is_none());
+    }
+}

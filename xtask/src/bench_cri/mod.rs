@@ -1,0 +1,217 @@
+//! `cargo xtask bench-cri`: the backend's overhead over raw CRI, and kubelet-rs next to the Go
+//! kubelet on the same containerd.
+//!
+//! Parts, in one run:
+//!
+//! 1. **Raw CRI floor**: N pods at once, each `RunPodSandbox` + `CreateContainer` +
+//!    `StartContainer` as plain gRPC calls with messages prepared beforehand (the very messages
+//!    the backend sends: [`kubelet_runtime_cri::mapping`]); then `StopContainer` +
+//!    `RemoveContainer` + `StopPodSandbox` + `RemovePodSandbox` for all at once.
+//! 2. **Backend**: the same through `CriRuntime` and the `ContainerRuntime` trait (image user
+//!    lookup, log directories, log symlinks, error mapping included).
+//! 3. **Kubelets end to end** (Go kubelet v1.20.2 from `scripts/go-kubelet.sh`, then the release
+//!    `kubelet`): M static busybox pods written at once -> seconds until `/pods` shows all
+//!    Running; CPU over an idle window; RSS; manifests removed -> seconds until CRI lists no
+//!    container of those pods.
+//!
+//! A kubelet removes every pod sandbox it does not know about, so running one against a
+//! containerd shared with other users would destroy their pods. By default the benchmark
+//! therefore starts its own containerd (socket `/run/kubelet-rs-bench/containerd.sock`, bridge
+//! `kubeletrsb0`, pods in 10.89.0.0/16) with the node environment's images copied in, and stops it
+//! at the end; `--endpoint` runs everything against an existing runtime instead.
+
+mod backend;
+mod cgroups;
+mod containerd;
+mod kubelets;
+mod raw;
+mod report;
+mod workload;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use kubelet_core::runtime::ContainerRuntime;
+
+use backend::{backend_run, cleanup_prefix, connect_backend};
+use cgroups::remove_cgroup_root;
+use containerd::PrivateContainerd;
+use kubelets::{go_kubelet_binary, kubelet_run, rs_kubelet_binary, Kind, KubeletRun};
+use raw::{raw_client, raw_run};
+use report::print_report;
+use workload::{workload, WorkloadRun};
+
+/// The node environment's CRI endpoint (source of the images).
+const NODE_ENDPOINT: &str = "unix:///run/kubelet-rs/containerd/containerd.sock";
+const BUSYBOX_IMAGE: &str = "kubelet-rs.local/busybox:1.0";
+const PAUSE_IMAGE: &str = "kubelet-rs.local/pause:1.0";
+/// The workload: exits promptly on SIGTERM.
+const SCRIPT: &str = "trap 'exit 0' TERM; while true; do sleep 1; done";
+const NAMESPACE: &str = "kubelet-rs-bench";
+/// Everything the benchmark writes lives under here.
+const BENCH_DIR: &str = "/var/lib/kubelet-rs/bench";
+const BENCH_RUN_DIR: &str = "/run/kubelet-rs-bench";
+const BENCH_BRIDGE: &str = "kubeletrsb0";
+const BENCH_SUBNET: &str = "10.89.0.0/16";
+/// Cgroup parent of the raw/backend pods (as the engine would place a BestEffort pod).
+const RAW_CGROUP_ROOT: &str = "/kubelet-rs-bench";
+const RS_CGROUP_ROOT: &str = "/kubelet-rs-bench-rs";
+const GO_CGROUP_ROOT: &str = "/kubelet-rs-go";
+/// Grace period for stopping containers (the workload exits within a second of SIGTERM).
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pause between start and teardown in the raw/backend runs (not timed).
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// Flags of `cargo xtask bench-cri`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// CRI endpoint to benchmark against. Default: a private containerd started for the run
+    /// (kubelets kill foreign pods, so a shared runtime would lose its other users' pods).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// The node environment's endpoint, whose images are copied into the private containerd.
+    #[arg(long, env = "KUBELET_RS_CRI_ENDPOINT", default_value = NODE_ENDPOINT)]
+    node_endpoint: String,
+    /// Pod counts for the raw-CRI and backend rows.
+    #[arg(long, value_delimiter = ',', default_values_t = [20usize, 110])]
+    counts: Vec<usize>,
+    /// Static pods for the kubelet end-to-end rows.
+    #[arg(long, default_value_t = 110)]
+    pods: usize,
+    /// Seconds of the idle window over which kubelet CPU is measured.
+    #[arg(long, default_value_t = 60)]
+    idle_secs: u64,
+    /// The kubelet-rs binary (default: $CARGO_TARGET_DIR/release/kubelet, built if missing).
+    #[arg(long)]
+    kubelet: Option<PathBuf>,
+    /// The Go kubelet binary (default: `scripts/go-kubelet.sh build`, cached per machine).
+    #[arg(long)]
+    go_kubelet: Option<PathBuf>,
+    /// Skip the Go kubelet row.
+    #[arg(long)]
+    skip_go: bool,
+    /// Skip the kubelet-rs end-to-end row.
+    #[arg(long)]
+    skip_rs: bool,
+    /// Skip the raw/backend rows (the end-to-end ratios then have no floor).
+    #[arg(long)]
+    skip_backend: bool,
+    /// Seconds to wait for all pods to run / all containers to go.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+}
+
+/// Runs the benchmark on a multi-threaded runtime of its own (as the kubelet runs).
+///
+/// `cargo xtask` builds xtask in debug mode; the backend would then be measured unoptimised,
+/// so a debug build re-runs itself as `cargo run --release -p xtask`.
+pub async fn run(args: BenchArgs) -> Result<()> {
+    if cfg!(debug_assertions) && std::env::var_os("KUBELET_RS_BENCH_DEBUG").is_none() {
+        eprintln!("[bench] re-running as a release build (KUBELET_RS_BENCH_DEBUG=1 to skip)");
+        let status = tokio::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+            .args(["run", "-q", "--release", "-p", "xtask", "--"])
+            .args(std::env::args_os().skip(1))
+            .current_dir(repo_root())
+            .status()
+            .await
+            .context("cargo run --release -p xtask")?;
+        if !status.success() {
+            bail!("bench-cri (release build) failed: {status}");
+        }
+        return Ok(());
+    }
+    tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("building the benchmark runtime")?;
+        rt.block_on(bench(args))
+    })
+    .await
+    .context("benchmark thread")?
+}
+
+async fn bench(args: BenchArgs) -> Result<()> {
+    let run_id = run_id();
+    println!("bench-cri run {run_id}");
+    let (endpoint, private) = match &args.endpoint {
+        Some(e) => (e.clone(), None),
+        None => {
+            let p = PrivateContainerd::start(&args.node_endpoint).await?;
+            (p.endpoint(), Some(p))
+        }
+    };
+    println!("CRI endpoint: {endpoint}");
+    let result = bench_on(&args, &endpoint, &run_id).await;
+    if let Some(p) = private {
+        p.stop().await;
+    }
+    remove_cgroup_root(RAW_CGROUP_ROOT);
+    result
+}
+
+async fn bench_on(args: &BenchArgs, endpoint: &str, run_id: &str) -> Result<()> {
+    let backend = Arc::new(connect_backend(endpoint).await?);
+    let raw = raw_client(endpoint).await?;
+    let image_ref = backend
+        .image_status(BUSYBOX_IMAGE)
+        .await?
+        .map(|i| i.id)
+        .ok_or_else(|| anyhow!("{BUSYBOX_IMAGE} is not present at {endpoint}"))?;
+
+    let mut rows: Vec<(usize, WorkloadRun, WorkloadRun)> = Vec::new();
+    if !args.skip_backend {
+        for (k, &n) in args.counts.iter().enumerate() {
+            let prefix = format!("bench-raw-{run_id}-{k}");
+            let pods = workload(&prefix, n);
+            eprintln!("[bench] raw CRI, {n} pods");
+            let r = raw_run(&raw, &pods, &image_ref).await?;
+            cleanup_prefix(&backend, &prefix).await;
+            let prefix = format!("bench-be-{run_id}-{k}");
+            let pods = workload(&prefix, n);
+            eprintln!("[bench] backend, {n} pods");
+            let b = backend_run(&backend, &pods, &image_ref).await;
+            cleanup_prefix(&backend, &prefix).await;
+            rows.push((n, r, b));
+        }
+    }
+
+    let go = if args.skip_go {
+        None
+    } else {
+        match go_kubelet_binary(args).await {
+            Ok(bin) => {
+                eprintln!("[bench] Go kubelet {}", bin.display());
+                Some(kubelet_run(Kind::Go, &bin, args, endpoint, &backend, run_id).await)
+            }
+            Err(e) => Some(KubeletRun {
+                notes: vec![format!("Go kubelet unavailable: {e:#}")],
+                ..KubeletRun::default()
+            }),
+        }
+    };
+    let rs = if args.skip_rs {
+        None
+    } else {
+        let bin = rs_kubelet_binary(args)?;
+        eprintln!("[bench] kubelet-rs {}", bin.display());
+        Some(kubelet_run(Kind::Rs, &bin, args, endpoint, &backend, run_id).await)
+    };
+
+    print_report(args, &rows, go.as_ref(), rs.as_ref());
+    Ok(())
+}
+
+fn run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{:x}", (nanos / 1_000_000) & 0xff_ffff)
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
