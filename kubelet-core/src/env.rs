@@ -257,10 +257,16 @@ pub fn resource_field_value(
         Some(q) => amount(q).map_err(|e| format!("{e}"))?,
         None => 0,
     };
-    let d = match divisor {
-        Some(d) => amount(d).map_err(|e| format!("divisor: {e}"))?,
-        None if cpu => 1000,
-        None => 1,
+    // A zero divisor is an unset one: the API server defaults an unset divisor to "0" (Go
+    // `ExtractContainerResourceValue` takes zero as "1").
+    let d = match divisor
+        .map(amount)
+        .transpose()
+        .map_err(|e| format!("divisor: {e}"))?
+    {
+        Some(d) if d != 0 => d,
+        _ if cpu => 1000,
+        _ => 1,
     };
     if d <= 0 {
         return Err("divisor must be greater than 0".into());
@@ -760,6 +766,40 @@ mod tests {
                 container_name: None,
             }),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_zero_divisor_is_an_unset_one() {
+        let c = Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements {
+                limits: Some([("memory".to_string(), Quantity("64Mi".into()))].into()),
+                requests: Some([("cpu".to_string(), Quantity("250m".into()))].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let allocatable: ResourceList = [("cpu".to_string(), Quantity("2".into()))].into();
+        for (resource, divisor, want) in [
+            ("limits.memory", Some("0"), Ok("67108864")),
+            ("limits.memory", None, Ok("67108864")),
+            ("limits.memory", Some("1Mi"), Ok("64")),
+            ("requests.cpu", Some("0"), Ok("1")),
+            ("requests.cpu", None, Ok("1")),
+            ("requests.cpu", Some("1m"), Ok("250")),
+            // No CPU limit: the node's allocatable.
+            ("limits.cpu", Some("0"), Ok("2")),
+            (
+                "limits.memory",
+                Some("-1"),
+                Err("divisor must be greater than 0"),
+            ),
+        ] {
+            let d = divisor.map(|d| Quantity(d.into()));
+            let got = resource_field_value(&c, resource, d.as_ref(), &allocatable);
+            let got = got.as_ref().map(String::as_str).map_err(String::as_str);
+            assert_eq!(got, want, "{resource} divisor {divisor:?}");
         }
     }
 
