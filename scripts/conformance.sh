@@ -35,7 +35,7 @@ need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 # ---------------------------------------------------------------------------------------------
 # build
 
-BUILT=(e2e.test ginkgo agnhost kubectl)
+BUILT=(e2e.test ginkgo agnhost kubectl nnp)
 
 build_binaries() {
   local b missing=0
@@ -72,6 +72,10 @@ VERSION
     unset GOBIN
     make WHAT="test/e2e/e2e.test vendor/github.com/onsi/ginkgo/ginkgo test/images/agnhost cmd/kubectl" \
       >"$CONF_CACHE/build.log" 2>&1
+    # nonewprivs' nnp: one stdlib-only file.
+    GO111MODULE=off GOCACHE="$tree/_output/local/go/cache" \
+      go build -o "$tree/_output/local/bin/linux/amd64/nnp" ./test/images/nonewprivs/nnp.go \
+      >>"$CONF_CACHE/build.log" 2>&1
   ); then
     tail -n 40 "$CONF_CACHE/build.log" >&2
     die "build failed (full log: $CONF_CACHE/build.log)"
@@ -103,6 +107,7 @@ IMAGES=(
   "gcr.io/kubernetes-e2e-test-images/nautilus:1.0|fill_nautilus|/agnhost|test-webserver|"
   "gcr.io/kubernetes-e2e-test-images/kitten:1.0|fill_kitten|/agnhost|test-webserver|"
   "gcr.io/kubernetes-e2e-test-images/nonroot:1.0|fill_busybox||/bin/sh|1234"
+  "gcr.io/kubernetes-e2e-test-images/nonewprivs:1.0|fill_nonewprivs||nnp|"
   "docker.io/library/httpd:2.4.38-alpine|fill_httpd||httpd-foreground|"
   "docker.io/library/httpd:2.4.39-alpine|fill_httpd||httpd-foreground|"
   "docker.io/library/nginx:1.14-alpine|fill_nginx||nginx,-g,daemon off;|"
@@ -206,6 +211,12 @@ fill_nautilus() {
 fill_kitten() {
   fill_agnhost "$1" "$2"
   cp "$CONF_CACHE/images-src/kitten/html/kitten.jpg" "$CONF_CACHE/images-src/kitten/html/data.json" "$1/"
+}
+
+# nonewprivs: nnp (prints its effective uid) setuid root, as upstream's Dockerfile makes it.
+fill_nonewprivs() {
+  fill_busybox "$1" "$2"
+  install -m 4755 "$BIN_DIR/nnp" "$1/usr/local/bin/nnp"
 }
 
 # Stand-ins for httpd and nginx: busybox's httpd on port 80 serving the image's usual docroot
@@ -331,11 +342,33 @@ cp_env() {
   # Admission webhooks and aggregated API servers are reached at their pods' endpoints (no
   # kube-proxy here).
   export KUBELET_RS_APISERVER_EXTRA_FLAGS="--enable-aggregator-routing=true"
+  # The node's serving certificate also names the node's address (issued at `up`).
+  if [ -n "${KUBELET_RS_POD_SUBNET:-}" ]; then
+    export KUBELET_RS_NODE_EXTRA_SANS="IP:$(node_ip)"
+  fi
 }
 
 # The node environment instance of the runs.
 node_env() {
   export KUBELET_RS_NODE_INSTANCE=conf
+}
+
+# The node's address: the gateway address of the instance's pod bridge (the Go kubelet refuses a
+# loopback --node-ip; the apiserver reaches the kubelet there, and so do hostNetwork pods and
+# pods). The bridge is made before the first sandbox (the CNI bridge plugin adopts it).
+node_ip() {
+  local subnet=${KUBELET_RS_POD_SUBNET%/*}
+  echo "${subnet%.*}.1"
+}
+
+ensure_bridge() {
+  local ip
+  ip=$(node_ip)
+  ip link show "$KUBELET_RS_CNI_BRIDGE" >/dev/null 2>&1 ||
+    ip link add "$KUBELET_RS_CNI_BRIDGE" type bridge
+  ip -4 addr show dev "$KUBELET_RS_CNI_BRIDGE" | grep -q "inet $ip/" ||
+    ip addr add "$ip/${KUBELET_RS_POD_SUBNET#*/}" dev "$KUBELET_RS_CNI_BRIDGE"
+  ip link set "$KUBELET_RS_CNI_BRIDGE" up
 }
 
 # The settings `node-env.sh env` prints, in this shell.
@@ -373,10 +406,14 @@ stop_kubelet() {
 kubelet_binary() {
   case "$1" in
     kubelet-rs)
+      # KUBELET_RS_CONFORMANCE_PROFILE=debug uses the debug build (the one `cargo test` has
+      # already built in CI) instead of a release build of its own.
       local target=${CARGO_TARGET_DIR:-/var/cache/kubelet-rs/target}
-      log "building kubelet-rs (release)"
-      (cd "$REPO" && CARGO_TARGET_DIR="$target" cargo build -q --release -p kubelet-bin) >&2
-      echo "$target/release/kubelet"
+      local profile=${KUBELET_RS_CONFORMANCE_PROFILE:-release} flags=(--release)
+      [ "$profile" = debug ] && flags=()
+      log "building kubelet-rs ($profile)"
+      (cd "$REPO" && CARGO_TARGET_DIR="$target" cargo build -q "${flags[@]}" -p kubelet-bin) >&2
+      echo "$target/$profile/kubelet"
       ;;
     go-kubelet) bash "$SCRIPT_DIR/go-kubelet.sh" build | tail -n 1 ;;
     *) die "unknown kubelet $1 (kubelet-rs or go-kubelet)" ;;
@@ -392,7 +429,7 @@ start_kubelet() {
   mkdir -p "$STATE/kubelet"
   local args=(
     --kubeconfig="$pki/kubeconfig"
-    --hostname-override="$NODE_NAME" --node-ip=127.0.0.1
+    --hostname-override="$NODE_NAME" --node-ip="$(node_ip)"
     --container-runtime-endpoint="$KUBELET_RS_CRI_ENDPOINT"
     --root-dir="$STATE/kubelet" --cgroup-root=/kubelet-rs-conf
     --tls-cert-file="$pki/kubelet.crt" --tls-private-key-file="$pki/kubelet.key"
@@ -402,6 +439,9 @@ start_kubelet() {
     --fail-swap-on=false
     # No registry can give an image back: image GC never removes one.
     --image-gc-high-threshold=100 --image-gc-low-threshold=99
+    # The shared build machine's disk may run below the default 10%/15% free: eviction on disk
+    # signals would taint the node and evict the specs' pods for a cause outside the node.
+    --eviction-hard="memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1%"
   )
   if [ "$kind" = go-kubelet ]; then
     args+=(--container-runtime=remote --image-service-endpoint= --cgroup-driver=cgroupfs
@@ -441,12 +481,13 @@ cluster_up() {
   [ -x "$bin" ] || die "no kubelet binary at $bin"
   cluster_down
   mkdir -p "$STATE"
+  load_node_env
   (cp_env && bash "$SCRIPT_DIR/control-plane.sh" up >/dev/null)
   cp_env
   export KUBECONFIG="$STATE/control-plane/admin.kubeconfig"
   (cp_env && bash "$SCRIPT_DIR/control-plane.sh" node-kubeconfig "$NODE_NAME" >/dev/null)
   (node_env && bash "$SCRIPT_DIR/node-env.sh" up >/dev/null)
-  load_node_env
+  ensure_bridge
   import_images "$KUBELET_RS_CTR" "${KUBELET_RS_CRI_ENDPOINT#unix://}"
   start_kubelet "$kind" "$bin"
 }
@@ -461,7 +502,8 @@ cluster_down() {
   for h in /sys/fs/cgroup/*/; do [ -d "${h}kubelet-rs-conf" ] && rmdir "${h}kubelet-rs-conf" 2>/dev/null; done
   # The kubelet's root dir (volumes are unmounted by then; a leftover mount stays visible).
   if [ -d "$STATE/kubelet" ]; then
-    awk -v p="$STATE/kubelet/" 'index($2, p) == 1 { print $2 }' /proc/self/mounts | sort -r |
+    # (The Go kubelet bind-mounts its root dir onto itself.)
+    awk -v p="$STATE/kubelet" '$2 == p || index($2, p "/") == 1 { print $2 }' /proc/self/mounts | sort -r |
       while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
     rm -rf "$STATE/kubelet"
   fi
@@ -478,6 +520,8 @@ SKIPS=(
   '\[sig-cli\] Kubectl client Guestbook application :: the guestbook frontend finds its backends by Service name (cluster DNS)'
   'ServiceAccountIssuerDiscovery should support OIDC discovery :: the pod reaches the API server through the kubernetes Service VIP (no kube-proxy)'
   '\[sig-api-machinery\] Aggregator Should be able to support the 1.17 Sample API Server :: needs the sample-apiserver:1.17 and etcd:3.4.13-0 images, not built here'
+  'Container Runtime blackbox test when running a container with a new image should be able to pull (image|from private registry with secret) :: pulls an image from an internet registry'
+  'PrivilegedPod \[NodeConformance\] should enable privileged commands :: the kernel has no dummy netdevice (ip link add dummy1 type dummy: Operation not supported)'
 )
 
 skip_regex() {
@@ -493,8 +537,9 @@ skip_regex() {
 # [Serial] ones alone; JUnit under $RESULTS/KIND/{parallel,serial}.
 run_suite() {
   local kind=$1 focus=$2 out="$RESULTS/$1" t0=$SECONDS
-  rm -rf "$out/parallel" "$out/serial"
+  rm -rf "$out/parallel" "$out/serial" "$out"/rerun-*
   mkdir -p "$out/parallel" "$out/serial"
+  echo "$focus" >"$out/focus"
   local common=(--kubeconfig="$KUBECONFIG" --provider=skeleton --num-nodes=1
     --kubectl-path="$BIN_DIR/kubectl" --repo-root="$TREE" --e2e-output-dir="$out"
     --allowed-not-ready-nodes=0 --minStartupPods=0 --disable-log-dump
@@ -513,36 +558,73 @@ run_suite() {
   echo "$((SECONDS - t0))" >"$out/seconds"
 }
 
-# summarize KIND: `N passed, M failed, K skipped` over both parts' JUnit, the failed specs, and
-# $RESULTS/KIND/{passed,failed}.txt.
+# summarize KIND: `N passed, M failed, K skipped` over the parts' JUnit (parallel, serial, then
+# any re-runs in the order made: a later result of a spec replaces an earlier one), the failed
+# specs, and $RESULTS/KIND/{passed,failed}.txt. Only the focused specs count (the run's focus,
+# in $RESULTS/KIND/focus). A spec the skip list names counts as skipped
+# even in a run made before it was listed (so two runs compare on one list).
 summarize() {
   local kind=$1 out="$RESULTS/$1"
-  python3 - "$out" <<'PY'
-import glob, sys, xml.etree.ElementTree as ET
-out = sys.argv[1]
-passed, failed, skipped = [], [], []
-for f in sorted(glob.glob(out + "/parallel/junit_*.xml") + glob.glob(out + "/serial/junit_*.xml")):
-    for tc in ET.parse(f).getroot().iter("testcase"):
-        name = tc.get("name", "")
-        if tc.find("skipped") is not None:
-            skipped.append(name)
-        elif tc.find("failure") is not None or tc.find("error") is not None:
-            failed.append(name)
-        else:
-            passed.append(name)
-# Every spec appears in both parts' reports (skipped in one): a spec counts once, by its result.
-ran = set(passed) | set(failed)
-skipped = set(skipped) - ran
-passed, failed = sorted(set(passed)), sorted(set(failed))
-# Ginkgo's own [BeforeSuite]/[AfterSuite] entries are no specs.
-passed = [p for p in passed if not p.startswith("[") or not p.endswith("Suite]")]
-failed_specs = [f for f in failed if not (f.startswith("[") and f.endswith("Suite]"))]
+  local focus
+  focus=$(cat "$out/focus" 2>/dev/null || echo "$FOCUS_ALL")
+  python3 - "$out" "$(skip_regex)" "$focus" <<'PY'
+import glob, os, re, sys, xml.etree.ElementTree as ET
+out, skip, focus = sys.argv[1], re.compile(sys.argv[2]), re.compile(sys.argv[3])
+parts = [out + "/parallel", out + "/serial"]
+parts += sorted(glob.glob(out + "/rerun-*"), key=os.path.getmtime)
+result = {}
+for part in parts:
+    for f in sorted(glob.glob(part + "/junit_*.xml")):
+        for tc in ET.parse(f).getroot().iter("testcase"):
+            name = tc.get("name", "")
+            if name.startswith("[") and name.endswith("Suite]"):
+                if tc.find("failure") is not None:
+                    print("SUITE FAILURE in %s: %s" % (part, name))
+                continue
+            if tc.find("skipped") is not None:
+                result.setdefault(name, "skipped")
+            elif tc.find("failure") is not None or tc.find("error") is not None:
+                result[name] = "failed"
+            else:
+                result[name] = "passed"
+# Only the focused specs count (the reports list every spec of the suite, most as skipped).
+result = {n: v for n, v in result.items() if focus.search(n)}
+for name in result:
+    if skip.search(name):
+        result[name] = "skipped"
+by = lambda r: sorted(n for n, v in result.items() if v == r)
+passed, failed, skipped = by("passed"), by("failed"), by("skipped")
 open(out + "/passed.txt", "w").write("".join(p + "\n" for p in passed))
 open(out + "/failed.txt", "w").write("".join(p + "\n" for p in failed))
-print("%d passed, %d failed, %d skipped" % (len(passed), len(failed_specs), len(skipped)))
+print("%d passed, %d failed, %d skipped" % (len(passed), len(failed), len(skipped)))
 for f in failed:
     print("FAILED: " + f)
 PY
+}
+
+# rerun KIND FOCUS: the specs FOCUS selects, again (one ginkgo node), on a fresh cluster; the
+# results go to $RESULTS/KIND/rerun-<time> and replace the earlier results of those specs.
+cmd_rerun() {
+  need_root
+  local kind=${1:-kubelet-rs} focus=${2:-}
+  [ -n "$focus" ] || die "usage: $0 rerun KIND FOCUS"
+  cmd_build
+  local src out
+  src=$(bash "$SCRIPT_DIR/control-plane.sh" source | tail -n 1)
+  TREE=${src##* TREE=}
+  out="$RESULTS/$kind/rerun-$(date +%Y%m%d%H%M%S)"
+  trap cluster_down EXIT
+  cluster_up "$kind"
+  mkdir -p "$out"
+  log "$kind: re-running $focus (log: $out.log)"
+  "$BIN_DIR/ginkgo" -nodes=1 -noColor -focus="$focus" -skip="$(skip_regex)" "$BIN_DIR/e2e.test" -- \
+    --kubeconfig="$KUBECONFIG" --provider=skeleton --num-nodes=1 \
+    --kubectl-path="$BIN_DIR/kubectl" --repo-root="$TREE" --e2e-output-dir="$out" \
+    --allowed-not-ready-nodes=0 --minStartupPods=0 --disable-log-dump --node-os-distro=debian \
+    --report-dir="$out" >"$out.log" 2>&1 || true
+  cluster_down
+  trap - EXIT
+  summarize "$kind" | tee "$RESULTS/$kind/summary.txt"
 }
 
 cmd_run() {
@@ -584,24 +666,40 @@ print_compare() {
   fi
 }
 
-case "${1:-}" in
-  build) cmd_build ;;
-  run)
-    shift
-    cmd_run "$@"
-    ;;
-  compare)
-    shift
-    cmd_compare "$@"
-    ;;
-  table) print_compare ;;
-  ci) cmd_run kubelet-rs "$FOCUS_CI" ;;
-  skips)
-    for e in "${SKIPS[@]}"; do printf -- '- `%s`: %s\n' "${e%% :: *}" "${e#* :: }"; done
-    ;;
-  down) cluster_down ;;
-  *)
-    echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|compare [FOCUS]|table|ci|skips|down" >&2
-    exit 2
-    ;;
-esac
+# The whole file is read before anything runs (main is called on the last line, then exit), so
+# editing the script while a run goes on cannot change that run.
+main() {
+  case "${1:-}" in
+    build) cmd_build ;;
+    run)
+      shift
+      cmd_run "$@"
+      ;;
+    compare)
+      shift
+      cmd_compare "$@"
+      ;;
+    table) print_compare ;;
+    rerun)
+      shift
+      cmd_rerun "$@"
+      ;;
+    summary) summarize "${2:-kubelet-rs}" ;;
+    ci)
+      # The CI subset: fails when a spec failed.
+      cmd_run kubelet-rs "$FOCUS_CI"
+      ! grep -q . "$RESULTS/kubelet-rs/failed.txt"
+      ;;
+    skips)
+      for e in "${SKIPS[@]}"; do printf -- '- `%s`: %s\n' "${e%% :: *}" "${e#* :: }"; done
+      ;;
+    down) cluster_down ;;
+    *)
+      echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|rerun KIND FOCUS|compare [FOCUS]|summary KIND|table|ci|skips|down" >&2
+      exit 2
+      ;;
+  esac
+}
+
+main "$@"
+exit $?

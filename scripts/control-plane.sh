@@ -29,7 +29,9 @@
 # (binaries, downloads), KUBELET_RS_DEBIAN_MIRROR (default: the system's Debian mirror),
 # KUBELET_RS_APISERVER_EXTRA_FLAGS (extra kube-apiserver flags, split on whitespace, appended
 # last so they override the defaults; e.g. --enable-aggregator-routing=true),
-# KUBELET_RS_CP_LOCK (the state lock; give a second instance its own).
+# KUBELET_RS_CP_LOCK (the state lock; give a second instance its own),
+# KUBELET_RS_NODE_EXTRA_SANS (more subjectAltNames for the kubelet serving certs issued from then
+# on, an openssl list such as IP:10.126.0.1).
 #
 # Where things come from (registry packages only): etcd from Debian's `etcd-server`; kubectl from
 # Debian's `kubernetes-client` when no kubectl is installed; the three control-plane binaries
@@ -334,7 +336,7 @@ node_identity() {
   mkdir -p "$dir"
   issue ca "$dir/node" "/O=system:nodes/CN=system:node:$node" clientAuth
   issue kubelet-ca "$dir/kubelet" "/CN=$node" serverAuth \
-    "DNS:$node,DNS:localhost,IP:127.0.0.1,IP:::1"
+    "DNS:$node,DNS:localhost,IP:127.0.0.1,IP:::1${KUBELET_RS_NODE_EXTRA_SANS:+,$KUBELET_RS_NODE_EXTRA_SANS}"
   [ -f "$dir/kubeconfig" ] || write_kubeconfig "$dir/kubeconfig" "system:node:$node" "$dir/node"
 }
 
