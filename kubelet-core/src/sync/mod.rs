@@ -200,11 +200,7 @@ impl Engine {
             .ensure_pod_resources(p)
             .await
             .map_err(|e| e.to_string())?;
-        let hostname = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.hostname.clone())
-            .unwrap_or_else(|| pod::name(p).to_string());
+        let hostname = crate::volume::etc_hosts::sandbox_hostname(p);
         let log_directory = self.config.pod_logs_dir.join(format!(
             "{}_{}_{}",
             pod::namespace(p),
