@@ -190,6 +190,20 @@ async fn pod_reaches_running_with_conditions_and_ip() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_pod_name_longer_than_a_hostname_runs() {
+    // 69 characters, as the e2e spec "Pods should allow activeDeadlineSeconds to be updated"
+    // names its pod: the sandbox gets the name cut to 63 characters (Go
+    // truncatePodHostnameIfNeeded), not a hostname the kernel refuses.
+    let name = "pod-update-activedeadlineseconds-ea039d58-1250-446f-951d-ecb2b340df78";
+    let h = start(vec![pod(name, "u1", vec![container("c", "img:1")])]).await;
+    h.until(Duration::from_secs(10), "Running", |h| {
+        h.phase("u1") == "Running"
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn crash_loop_backs_off_exponentially() {
     let h = start(vec![pod("crash", "u1", vec![crashing("c", "1000", "1")])]).await;
     h.until(Duration::from_secs(120), "3 restarts", |h| {

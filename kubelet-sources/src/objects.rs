@@ -8,6 +8,13 @@
 //! pod's tokens and every cached object no remaining pod references. The Node authorizer lets
 //! a node read exactly the objects its pods reference, so nothing else is ever asked for.
 //!
+//! Services are never cached: the Go kubelet reads them from an informer (a watch, current
+//! within the watch's latency), so a service created just before a pod is in the pod's
+//! environment; a TTL cache would hand a pod the namespace's services as they were at an
+//! earlier pod's start (the e2e spec "Pods should contain environment variables for
+//! services" fails that way). Each container start lists its namespace's services and the
+//! `default` namespace's.
+//!
 //! Tokens (TokenRequest, bound to the pod, with audiences and `expirationSeconds`) are cached
 //! per request and replaced once 80% of their lifetime has passed or they are a day old
 //! ([`token_needs_refresh`]), as the Go kubelet's token manager does.
@@ -47,7 +54,6 @@ enum Cached {
 #[derive(Default)]
 struct State {
     objects: HashMap<Key, (Instant, Cached)>,
-    services: HashMap<String, (Instant, Vec<Service>)>,
     pods: HashMap<String, HashSet<Key>>,
     tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
 }
@@ -231,21 +237,13 @@ impl ObjectStore for ApiObjectStore {
     }
 
     async fn services(&self, namespace: &str) -> Result<Vec<Service>, ObjectError> {
-        if let Some((at, list)) = self.lock().services.get(namespace) {
-            if at.elapsed() < self.ttl {
-                return Ok(list.clone());
-            }
-        }
+        // Never from a cache (see the module docs).
         let api: Api<Service> = Api::namespaced(self.client.clone(), namespace);
-        let list = api
+        Ok(api
             .list(&ListParams::default())
             .await
             .map_err(|e| api_error("services", namespace, "", e))?
-            .items;
-        self.lock()
-            .services
-            .insert(namespace.to_string(), (Instant::now(), list.clone()));
-        Ok(list)
+            .items)
     }
 
     fn register_pod(&self, p: &Pod) {

@@ -86,12 +86,9 @@ pub enum ClusterError {
     },
 }
 
-/// The control plane's script.
+/// The control plane's script, in the running checkout ([`crate::scripts`]).
 pub fn script_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("scripts")
-        .join("control-plane.sh")
+    crate::scripts::script("control-plane.sh")
 }
 
 /// A running control plane: paths and clients. Cheap to clone.

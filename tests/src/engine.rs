@@ -715,7 +715,7 @@ pub async fn restart_node_containerd() {
         (!proc_dir.exists()).then_some(())
     })
     .await;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/node-env.sh");
+    let script = crate::scripts::script("node-env.sh");
     let up = tokio::process::Command::new("bash")
         .arg(script)
         .arg("up")

@@ -37,11 +37,18 @@ fn list_requests(audit: &std::path::Path, user: &str) -> usize {
         .count()
 }
 
-fn bump_etcd_revision() {
+/// Writes to the control plane's own etcd: the endpoint `control-plane.sh env` gives
+/// (`ETCDCTL_ENDPOINTS`, from `KUBELET_RS_ETCD_PORT`), never a fixed port.
+fn bump_etcd_revision(cp: &kubelet_tests::cluster::ControlPlane) {
+    let endpoints = cp
+        .env()
+        .get("ETCDCTL_ENDPOINTS")
+        .expect("control-plane.sh env gives ETCDCTL_ENDPOINTS")
+        .clone();
     for i in 0..3 {
         let out = std::process::Command::new("etcdctl")
             .env("ETCDCTL_API", "3")
-            .args(["--endpoints", "http://127.0.0.1:2379", "put"])
+            .args(["--endpoints", &endpoints, "put"])
             .arg(format!("/kubelet-rs-test/outage-{i}"))
             .arg("x")
             .output()
@@ -108,7 +115,7 @@ async fn pods_survive_an_apiserver_outage_and_the_kubelet_catches_up() {
     // Writes happen in the cluster while the apiserver is away (here: straight to etcd, under
     // a key outside /registry), so the restarted apiserver's watch cache starts past the
     // kubelet's resourceVersion and answers its watch with 410 Gone — deterministically.
-    bump_etcd_revision();
+    bump_etcd_revision(&node.cp);
     // Still desired and running: nothing was dropped while the server was away.
     assert!(
         node.handle.pod(&uid).is_some(),

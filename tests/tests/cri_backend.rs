@@ -593,7 +593,7 @@ async fn real_containerd_restart() {
         Err(RuntimeError::Unavailable(_)) => {}
         other => panic!("expected Unavailable while containerd is down, got {other:?}"),
     }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/node-env.sh");
+    let script = kubelet_tests::scripts::script("node-env.sh");
     let up = std::process::Command::new("bash")
         .arg(script)
         .arg("up")

@@ -16,6 +16,7 @@
 
 mod bench_cri;
 mod control_plane;
+mod cri_events;
 mod hollow;
 mod pods;
 mod proc_stats;
@@ -81,6 +82,8 @@ enum Cmd {
     BenchCri(bench_cri::BenchArgs),
     /// Hollow nodes: N simulated kubelets as members of the real control plane, in one process.
     HollowNodes(hollow::HollowArgs),
+    /// Check that the runtime streams container events (GetContainerEvents, containerd 1.7).
+    CriEvents(cri_events::CriEventsArgs),
 }
 
 fn script() -> PathBuf {
@@ -177,5 +180,6 @@ async fn main() -> Result<()> {
         Cmd::ControlPlane { cmd } => control_plane::run(cmd),
         Cmd::BenchCri(args) => bench_cri::run(args).await,
         Cmd::HollowNodes(args) => hollow::run(args).await,
+        Cmd::CriEvents(args) => cri_events::run(args).await,
     }
 }

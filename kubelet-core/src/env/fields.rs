@@ -171,10 +171,16 @@ pub fn resource_field_value(
         Some(q) => amount(q).map_err(ResourceFieldError::Quantity)?,
         None => 0,
     };
-    let d = match divisor {
-        Some(d) => amount(d).map_err(ResourceFieldError::Divisor)?,
-        None if cpu => 1000,
-        None => 1,
+    // A zero divisor is an unset one: the API server defaults an unset divisor to "0" (Go
+    // `ExtractContainerResourceValue` takes zero as "1").
+    let d = match divisor
+        .map(amount)
+        .transpose()
+        .map_err(ResourceFieldError::Divisor)?
+    {
+        Some(d) if d != 0 => d,
+        _ if cpu => 1000,
+        _ => 1,
     };
     if d <= 0 {
         return Err(ResourceFieldError::NonPositiveDivisor);

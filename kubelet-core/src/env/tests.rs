@@ -411,3 +411,37 @@ fn expansion_table() {
         assert_eq!(expand(input, &lookup), want, "{input}");
     }
 }
+
+#[test]
+fn a_zero_divisor_is_an_unset_one() {
+    let c = Container {
+        name: "c".into(),
+        resources: Some(ResourceRequirements {
+            limits: Some([("memory".to_string(), Quantity("64Mi".into()))].into()),
+            requests: Some([("cpu".to_string(), Quantity("250m".into()))].into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let allocatable: ResourceList = [("cpu".to_string(), Quantity("2".into()))].into();
+    for (resource, divisor, want) in [
+        ("limits.memory", Some("0"), Ok("67108864")),
+        ("limits.memory", None, Ok("67108864")),
+        ("limits.memory", Some("1Mi"), Ok("64")),
+        ("requests.cpu", Some("0"), Ok("1")),
+        ("requests.cpu", None, Ok("1")),
+        ("requests.cpu", Some("1m"), Ok("250")),
+        // No CPU limit: the node's allocatable.
+        ("limits.cpu", Some("0"), Ok("2")),
+        (
+            "limits.memory",
+            Some("-1"),
+            Err("divisor must be greater than 0".to_string()),
+        ),
+    ] {
+        let d = divisor.map(|d| Quantity(d.into()));
+        let got = resource_field_value(&c, resource, d.as_ref(), &allocatable);
+        let got = got.as_deref().map_err(|e| e.to_string());
+        assert_eq!(got, want, "{resource} divisor {divisor:?}");
+    }
+}

@@ -159,11 +159,7 @@ pub(super) async fn execute(
 /// Builds the sandbox config, asking the container manager for the cgroup parent.
 async fn sandbox_config(e: &Engine, p: &Arc<Pod>, attempt: u32) -> Result<SandboxConfig, CmError> {
     let resources = e.cm.ensure_pod_resources(p).await?;
-    let hostname = p
-        .spec
-        .as_ref()
-        .and_then(|s| s.hostname.clone())
-        .unwrap_or_else(|| pod::name(p).to_string());
+    let hostname = crate::volume::etc_hosts::sandbox_hostname(p);
     let log_directory = e.config.pod_logs_dir.join(format!(
         "{}_{}_{}",
         pod::namespace(p),

@@ -343,6 +343,13 @@ impl ContainerRuntime for SimRuntime {
 
     async fn run_pod_sandbox(&self, config: &SandboxConfig) -> RuntimeResult<String> {
         let mut st = self.enter("RunPodSandbox")?;
+        // As runc: the kernel takes hostnames of at most 64 bytes (HOST_NAME_MAX).
+        if config.hostname.len() > 64 {
+            return Err(RuntimeError::OperationFailed {
+                operation: "RunPodSandbox",
+                message: "sethostname: invalid argument".into(),
+            });
+        }
         let id = Self::next_id(&mut st, "sb");
         let n = st.next_id;
         let mut summary = SandboxSummary::new(id.clone(), config);

@@ -39,6 +39,13 @@ pub fn hostname_and_domain(pod: &Pod, cluster_domain: &str) -> (String, String) 
     (hostname, domain)
 }
 
+/// The hostname of the pod's sandbox (its UTS namespace), as Go's: the hostname of
+/// [`hostname_and_domain`], so a pod name longer than the kernel's 64-byte limit is cut as Go
+/// cuts it (`truncatePodHostnameIfNeeded`) instead of failing `sethostname` in the runtime.
+pub fn sandbox_hostname(pod: &Pod) -> String {
+    hostname_and_domain(pod, "").0
+}
+
 fn host_aliases(aliases: &[HostAlias]) -> String {
     if aliases.is_empty() {
         return String::new();
@@ -136,6 +143,36 @@ mod tests {
             host,
             "# Kubernetes-managed hosts file (host network).\n127.0.0.1 localhost\n\n# Entries added by HostAliases.\n1.1.1.1\tone\n"
         );
+    }
+
+    #[test]
+    fn a_sandbox_hostname_fits_the_kernel() {
+        // The e2e spec "Pods should allow activeDeadlineSeconds to be updated" names its pod
+        // like this (69 characters): the whole name as hostname failed RunPodSandbox with
+        // "sethostname: invalid argument" forever.
+        let name = "pod-update-activedeadlineseconds-ea039d58-1250-446f-951d-ecb2b340df78";
+        let pod = |name: &str, hostname: Option<&str>| Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                hostname: hostname.map(Into::into),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let h = sandbox_hostname(&pod(name, None));
+        assert_eq!(h, &name[..63]);
+        assert!(h.len() <= 63);
+        // Cut at a '-': the trailing '-' goes too.
+        let dash = format!("{}-{}", "b".repeat(62), "c".repeat(10));
+        assert_eq!(sandbox_hostname(&pod(&dash, None)), "b".repeat(62));
+        assert_eq!(sandbox_hostname(&pod("web", None)), "web");
+        assert_eq!(sandbox_hostname(&pod(name, Some("h"))), "h");
+        // An empty spec.hostname is an unset one (Go: len(pod.Spec.Hostname) > 0).
+        assert_eq!(sandbox_hostname(&pod("web", Some(""))), "web");
     }
 
     #[test]
