@@ -439,7 +439,7 @@ impl Inner {
         Some(self.qos_cgroup(pod_qos(pod)).child(&format!("pod{uid}")))
     }
 
-    fn ensure_pod(&self, pod: &Pod, pod_ref: &str) -> Result<PodResources, String> {
+    fn ensure_pod(&self, pod: &Pod, pod_ref: &str) -> Result<PodResources, PodCgroupError> {
         if !self.config.cgroups_per_qos {
             return Ok(PodResources {
                 cgroup_parent: None,
@@ -450,15 +450,15 @@ impl Inner {
             .uid
             .as_deref()
             .filter(|u| !u.is_empty())
-            .ok_or("pod has no uid")?;
+            .ok_or(PodCgroupError::NoUid)?;
         if uid.contains('/') || uid.contains("..") {
-            return Err(format!("pod uid {uid:?} is not usable as a cgroup name"));
+            return Err(PodCgroupError::UnusableUid(uid.to_string()));
         }
         let qos = pod_qos(pod);
-        let cpu_request_milli = pod_request(pod, "cpu").map_err(|e| e.to_string())?;
+        let cpu_request_milli = pod_request(pod, "cpu")?;
         let name = self.qos_cgroup(qos).child(&format!("pod{uid}"));
         let changed = {
-            let mut pods = self.pods.lock().map_err(|_| "pod table lock poisoned")?;
+            let mut pods = self.pods.lock().map_err(|_| PodCgroupError::Poisoned)?;
             let prev = pods.insert(
                 uid.to_string(),
                 TrackedPod {
@@ -472,24 +472,23 @@ impl Inner {
         if !self.cgroups.exists(&name) {
             if changed {
                 // As Go: the QoS tiers are updated before the pod cgroup is created.
-                self.update_qos_cpu().map_err(|e| e.to_string())?;
+                self.update_qos_cpu()?;
             }
-            let mut rc = resource_config_for_pod(pod, self.config.cpu_cfs_quota, self.period_us)
-                .map_err(|e| e.to_string())?;
+            let mut rc = resource_config_for_pod(pod, self.config.cpu_cfs_quota, self.period_us)?;
             if self.config.pod_pids_limit > 0 {
                 rc.pids_limit = Some(self.config.pod_pids_limit);
             }
-            self.cgroups.create(&name, &rc).map_err(|e| e.to_string())?;
+            self.cgroups.create(&name, &rc)?;
             tracing::info!(pod = pod_ref, uid, cgroup = %name, qos = qos.as_str(), "created pod cgroup");
         } else if changed {
-            self.update_qos_cpu().map_err(|e| e.to_string())?;
+            self.update_qos_cpu()?;
         }
         Ok(PodResources {
             cgroup_parent: Some(name.to_cgroupfs()),
         })
     }
 
-    fn remove_pod(&self, uid: &str) -> Result<(), String> {
+    fn remove_pod(&self, uid: &str) -> Result<(), PodCgroupError> {
         if !self.config.cgroups_per_qos {
             return Ok(());
         }
@@ -502,26 +501,26 @@ impl Inner {
         ] {
             let name = self.qos_cgroup(q).child(&leaf);
             if let Err(e) = self.cgroups.destroy(&name) {
-                first_err.get_or_insert(e.to_string());
+                first_err.get_or_insert(e);
             }
         }
         if let Some(e) = first_err {
-            return Err(e);
+            return Err(e.into());
         }
         let was_burstable = self
             .pods
             .lock()
-            .map_err(|_| "pod table lock poisoned")?
+            .map_err(|_| PodCgroupError::Poisoned)?
             .remove(uid)
             .is_some_and(|t| t.qos == QosClass::Burstable);
         if was_burstable {
-            self.update_qos_cpu().map_err(|e| e.to_string())?;
+            self.update_qos_cpu()?;
         }
         tracing::info!(uid, "removed pod cgroup");
         Ok(())
     }
 
-    fn pods_with_resources(&self) -> Result<Vec<String>, String> {
+    fn pods_with_resources(&self) -> Result<Vec<String>, PodCgroupError> {
         if !self.config.cgroups_per_qos {
             return Ok(Vec::new());
         }
@@ -532,13 +531,39 @@ impl Inner {
             QosClass::BestEffort,
         ] {
             let parent = self.qos_cgroup(q);
-            for child in self.cgroups.children(&parent).map_err(|e| e.to_string())? {
+            for child in self.cgroups.children(&parent)? {
                 if let Some(uid) = child.strip_prefix("pod").filter(|u| !u.is_empty()) {
                     uids.insert(uid.to_string());
                 }
             }
         }
         Ok(uids.into_iter().collect())
+    }
+}
+
+/// Why a pod cgroup could not be set up, removed or listed (reported through [`CmError`]).
+#[derive(Debug, thiserror::Error)]
+enum PodCgroupError {
+    /// The pod has no uid to name its cgroup after.
+    #[error("pod has no uid")]
+    NoUid,
+    /// The uid would escape the QoS cgroup.
+    #[error("pod uid {0:?} is not usable as a cgroup name")]
+    UnusableUid(String),
+    /// A resource quantity of the pod is malformed.
+    #[error(transparent)]
+    Quantity(#[from] kubelet_core::resources::QuantityError),
+    /// Reading or writing the cgroups failed.
+    #[error(transparent)]
+    Cgroup(#[from] Error),
+    /// A thread panicked while holding the pod table.
+    #[error("pod table lock poisoned")]
+    Poisoned,
+}
+
+impl From<crate::cgroups::CgroupError> for PodCgroupError {
+    fn from(e: crate::cgroups::CgroupError) -> Self {
+        PodCgroupError::Cgroup(Error::Cgroup(e))
     }
 }
 
@@ -571,7 +596,10 @@ impl ContainerManager for LinuxContainerManager {
                 pod: who.clone(),
                 message: format!("cgroup task failed: {e}"),
             })?
-            .map_err(|message| CmError::PodSetup { pod: who, message })
+            .map_err(|e| CmError::PodSetup {
+                pod: who,
+                message: e.to_string(),
+            })
     }
 
     async fn remove_pod_resources(&self, pod_uid: &str) -> Result<(), CmError> {
@@ -583,9 +611,9 @@ impl ContainerManager for LinuxContainerManager {
                 uid: pod_uid.to_string(),
                 message: format!("cgroup task failed: {e}"),
             })?
-            .map_err(|message| CmError::PodTeardown {
+            .map_err(|e| CmError::PodTeardown {
                 uid: pod_uid.to_string(),
-                message,
+                message: e.to_string(),
             })
     }
 
@@ -601,9 +629,9 @@ impl ContainerManager for LinuxContainerManager {
                 what: "pod cgroups".into(),
                 message: format!("cgroup task failed: {e}"),
             })?
-            .map_err(|message| CmError::Read {
+            .map_err(|e| CmError::Read {
                 what: "pod cgroups".into(),
-                message,
+                message: e.to_string(),
             })
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -83,7 +83,7 @@ pub async fn runtime_or_skip(test: &str) -> Option<TestRuntime> {
 /// A unique pod uid for this test process.
 pub fn unique_uid(tag: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
+    let nanos = kubelet_core::clock::wall_now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
@@ -167,12 +167,12 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     loop {
         if let Some(v) = check().await {
             return Some(v);
         }
-        if start.elapsed() > limit {
+        if kubelet_core::clock::elapsed(start) > limit {
             return None;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

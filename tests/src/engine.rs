@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -223,7 +223,7 @@ impl RunningKubelet {
 
 fn short_unique() -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
+    let nanos = kubelet_core::clock::wall_now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
@@ -550,12 +550,12 @@ pub async fn wait_until<T, F>(timeout: Duration, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Option<T>,
 {
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     loop {
         if let Some(v) = check() {
             return v;
         }
-        if start.elapsed() > timeout {
+        if kubelet_core::clock::elapsed(start) > timeout {
             panic!("timed out after {timeout:?} waiting for {what}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -568,12 +568,12 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     loop {
         if let Some(v) = check().await {
             return v;
         }
-        if start.elapsed() > timeout {
+        if kubelet_core::clock::elapsed(start) > timeout {
             panic!("timed out after {timeout:?} waiting for {what}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -652,7 +652,7 @@ pub fn running_and_ready(s: &PodStatus) -> bool {
 /// Waits until the engine reports the pod Running with all containers ready; returns the status.
 pub async fn wait_running(handle: &KubeletHandle, uid: &str, timeout: Duration) -> PodStatus {
     let mut last = None;
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     loop {
         if let Some(s) = handle.pod_status(uid) {
             if running_and_ready(&s) {
@@ -660,7 +660,7 @@ pub async fn wait_running(handle: &KubeletHandle, uid: &str, timeout: Duration) 
             }
             last = Some(s);
         }
-        if start.elapsed() > timeout {
+        if kubelet_core::clock::elapsed(start) > timeout {
             panic!("pod {uid} not Running+ready after {timeout:?}; last status: {last:#?}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

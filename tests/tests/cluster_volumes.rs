@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::{
@@ -118,12 +118,15 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     loop {
         if let Some(v) = check().await {
             return v;
         }
-        assert!(start.elapsed() < LONG, "timed out waiting for {what}");
+        assert!(
+            kubelet_core::clock::elapsed(start) < LONG,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

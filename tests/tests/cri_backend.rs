@@ -544,7 +544,7 @@ async fn connect_to_missing_socket_fails_clearly() {
         matches!(
             err,
             kubelet_runtime_cri::Error::Connect {
-                source: RuntimeError::Unavailable(_),
+                error: RuntimeError::Unavailable(_),
                 ..
             }
         ),

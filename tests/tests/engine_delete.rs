@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubelet_core::runtime::ListFilter;
 use kubelet_core::testing::StaticSource;
@@ -62,13 +62,13 @@ async fn removed_pod_leaves_nothing_behind_and_term_handler_exits_quickly() {
     assert!(!t.pod_cgroup_dirs(&uid).is_empty(), "pod cgroup exists");
     assert_eq!(t.sandboxes(&uid).await.len(), 1);
 
-    let removed_at = Instant::now();
+    let removed_at = kubelet_core::clock::monotonic_now();
     source.set(vec![]);
     wait_until_async(Duration::from_secs(30), "sandbox removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
-    let took = removed_at.elapsed();
+    let took = kubelet_core::clock::elapsed(removed_at);
     println!("removal with a TERM handler took {took:?}");
     assert!(
         took < Duration::from_secs(15),
@@ -110,7 +110,7 @@ async fn term_ignoring_container_is_killed_at_the_grace_deadline() {
     let status = wait_running(&k.handle, &uid, Duration::from_secs(60)).await;
     let id = container_id(&status, "c");
 
-    let removed_at = Instant::now();
+    let removed_at = kubelet_core::clock::monotonic_now();
     source.set(vec![]);
     wait_until_async(Duration::from_secs(30), "container stopped", || async {
         match t.cri.container_status(&id).await {
@@ -120,12 +120,12 @@ async fn term_ignoring_container_is_killed_at_the_grace_deadline() {
         }
     })
     .await;
-    let stopped = removed_at.elapsed();
+    let stopped = kubelet_core::clock::elapsed(removed_at);
     wait_until_async(Duration::from_secs(30), "sandbox removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
-    let took = removed_at.elapsed();
+    let took = kubelet_core::clock::elapsed(removed_at);
     println!("TERM-ignoring container stopped after {stopped:?}, pod removed after {took:?}");
     assert!(
         stopped >= Duration::from_secs(3),

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     Container, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler, Pod, Probe,
@@ -38,13 +38,13 @@ fn with_grace(mut p: Pod, secs: i64) -> Pod {
 }
 
 async fn remove_and_wait(t: &EngineTest, source: &StaticSource, uid: &str) -> Duration {
-    let t0 = Instant::now();
+    let t0 = kubelet_core::clock::monotonic_now();
     source.set(vec![]);
     wait_until_async(Duration::from_secs(60), "pod removed", || async {
         t.sandboxes(uid).await.is_empty().then_some(())
     })
     .await;
-    t0.elapsed()
+    kubelet_core::clock::elapsed(t0)
 }
 
 fn running(k: &RunningKubelet, uid: &str, c: &str) -> bool {

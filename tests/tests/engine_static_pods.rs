@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubelet_core::PodSource;
 use kubelet_sources::file::{Config as FileConfig, FileSource};
@@ -163,7 +163,7 @@ async fn twenty_manifests_at_once_time_to_running() {
 
     const N: usize = 20;
     let names: Vec<String> = (0..N).map(|i| format!("p{i:02}")).collect();
-    let written = Instant::now();
+    let written = kubelet_core::clock::monotonic_now();
     for n in &names {
         write_manifest(dir, &format!("{n}.yaml"), &manifest(&t.namespace, n, n));
     }
@@ -186,7 +186,7 @@ async fn twenty_manifests_at_once_time_to_running() {
                 .pod_status(&uid)
                 .is_some_and(|s| running_and_ready(&s))
             {
-                latency[i] = Some(written.elapsed());
+                latency[i] = Some(kubelet_core::clock::elapsed(written));
                 uids[i] = uid;
             }
         }

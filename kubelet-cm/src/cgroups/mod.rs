@@ -44,15 +44,14 @@ pub enum CgroupError {
         path: PathBuf,
     },
     /// A cgroup directory or control file could not be created, read or written.
-    #[error("{op} {path} failed: {source}")]
+    #[error("{op} {path} failed: {error}")]
     Io {
         /// What was attempted ("mkdir", "write", "read", "rmdir", …).
         op: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A control file held something unexpected.
     #[error("parsing {path} failed: {message}")]
@@ -71,15 +70,14 @@ pub enum CgroupError {
         missing: Vec<PathBuf>,
     },
     /// The cgroup could not be removed because it still holds processes.
-    #[error("cgroup {path} could not be removed, it still holds processes {pids:?}: {source}")]
+    #[error("cgroup {path} could not be removed, it still holds processes {pids:?}: {error}")]
     Busy {
         /// The directory.
         path: PathBuf,
         /// Processes found in it (and its descendants).
         pids: Vec<u32>,
         /// The last rmdir error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -88,7 +86,7 @@ impl CgroupError {
         CgroupError::Io {
             op,
             path: path.to_path_buf(),
-            source,
+            error: source,
         }
     }
 }
@@ -418,7 +416,7 @@ pub(crate) fn remove_tree(dir: &Path) -> Result<(), CgroupError> {
                 return Err(CgroupError::Busy {
                     path: dir.to_path_buf(),
                     pids,
-                    source: e,
+                    error: e,
                 });
             }
             Err(e) => {

@@ -1,7 +1,6 @@
 //! cgroup v2 (unified) cgroupfs manager.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use procfs::{FromRead, Meminfo};
 
@@ -158,7 +157,7 @@ impl CgroupManager for V2Manager {
     }
 
     fn usage(&self, name: &CgroupName) -> Result<Usage, CgroupError> {
-        let timestamp = Instant::now();
+        let timestamp = kubelet_core::clock::monotonic_now();
         let dir = name.dir_in(&self.mount);
         let cpu = read_keyed(&dir.join("cpu.stat"))?;
         let cpu_usage_ns = cpu
