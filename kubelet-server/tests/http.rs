@@ -86,16 +86,15 @@ async fn node() -> Node {
     let handle = kubelet.handle();
     let shutdown = CancellationToken::new();
     tokio::spawn(kubelet.run(shutdown.clone()));
-    for _ in 0..200 {
-        let running = handle
+    // Bounded wait; the tests below assert what they need of the pod.
+    let _ = kubelet_core::testing::poll_until(Duration::from_secs(10), || async {
+        handle
             .pod_status("uid-web")
             .and_then(|s| s.phase)
-            .is_some_and(|p| p == "Running");
-        if running {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+            .is_some_and(|p| p == "Running")
+            .then_some(())
+    })
+    .await;
     Node {
         handle,
         rt,

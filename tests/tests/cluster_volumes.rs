@@ -113,22 +113,12 @@ fn api_access_volume() -> Volume {
     }
 }
 
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let start = kubelet_core::clock::monotonic_now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            kubelet_core::clock::elapsed(start) < LONG,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    kubelet_core::testing::eventually(LONG, what, check).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -9,8 +9,8 @@ use kubelet_core::runtime::ListFilter;
 use kubelet_core::testing::StaticSource;
 use kubelet_core::{ContainerRuntime, PodSource};
 use kubelet_tests::engine::{
-    busybox, container_status, netns_names, pinned_netns_with_inode, wait_running,
-    wait_until_async, EngineTest,
+    busybox, container_status, eventually, netns_names, pinned_netns_with_inode, wait_running,
+    EngineTest,
 };
 
 fn container_id(s: &k8s_openapi::api::core::v1::PodStatus, name: &str) -> String {
@@ -64,7 +64,7 @@ async fn removed_pod_leaves_nothing_behind_and_term_handler_exits_quickly() {
 
     let removed_at = kubelet_core::clock::monotonic_now();
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "sandbox removed", || async {
+    eventually(Duration::from_secs(30), "sandbox removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
@@ -81,12 +81,12 @@ async fn removed_pod_leaves_nothing_behind_and_term_handler_exits_quickly() {
         !netns_names().contains(&netns),
         "netns {netns} still pinned after removal"
     );
-    wait_until_async(Duration::from_secs(10), "pod cgroups removed", || async {
+    eventually(Duration::from_secs(10), "pod cgroups removed", || async {
         t.pod_cgroup_dirs(&uid).is_empty().then_some(())
     })
     .await;
     // The worker finished and the pod's status is gone.
-    wait_until_async(Duration::from_secs(10), "status forgotten", || async {
+    eventually(Duration::from_secs(10), "status forgotten", || async {
         k.handle.pod_status(&uid).is_none().then_some(())
     })
     .await;
@@ -112,7 +112,7 @@ async fn term_ignoring_container_is_killed_at_the_grace_deadline() {
 
     let removed_at = kubelet_core::clock::monotonic_now();
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "container stopped", || async {
+    eventually(Duration::from_secs(30), "container stopped", || async {
         match t.cri.container_status(&id).await {
             Ok(s) if s.finished_at > 0 => Some(()),
             Err(_) => Some(()),
@@ -121,7 +121,7 @@ async fn term_ignoring_container_is_killed_at_the_grace_deadline() {
     })
     .await;
     let stopped = kubelet_core::clock::elapsed(removed_at);
-    wait_until_async(Duration::from_secs(30), "sandbox removed", || async {
+    eventually(Duration::from_secs(30), "sandbox removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
@@ -132,7 +132,7 @@ async fn term_ignoring_container_is_killed_at_the_grace_deadline() {
         "killed before the 3s grace period: {stopped:?}"
     );
     assert!(took < Duration::from_secs(10), "removal took {took:?}");
-    wait_until_async(Duration::from_secs(10), "pod cgroups removed", || async {
+    eventually(Duration::from_secs(10), "pod cgroups removed", || async {
         t.pod_cgroup_dirs(&uid).is_empty().then_some(())
     })
     .await;

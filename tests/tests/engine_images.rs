@@ -71,7 +71,7 @@ async fn missing_images_back_off_and_never_pull_while_a_healthy_pod_runs() {
     assert_eq!(ok.container_statuses.as_ref().unwrap()[0].restart_count, 0);
 
     source.set(vec![]);
-    kubelet_tests::engine::wait_until_async(Duration::from_secs(30), "pods removed", || async {
+    kubelet_tests::engine::eventually(Duration::from_secs(30), "pods removed", || async {
         for uid in [&pull_uid, &never_uid, &ok_uid] {
             if !t.sandboxes(uid).await.is_empty() {
                 return None;
