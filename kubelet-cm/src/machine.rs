@@ -5,13 +5,14 @@
 //! resolved under: `/` in production, a fixture directory in tests.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use procfs::{CpuInfo, FromRead, Meminfo};
 
 use kubelet_core::cpu::parse_cpuset;
 
 use crate::error::Error;
+use crate::host_root::under;
 
 pub use kubelet_core::stats::{CpuTopology, HugePages, MachineInfo};
 
@@ -19,11 +20,6 @@ pub use kubelet_core::stats::{CpuTopology, HugePages, MachineInfo};
 pub fn hugepage_resource_name(h: &HugePages) -> String {
     let bytes = i64::try_from(h.page_size_kb.saturating_mul(1024)).unwrap_or(i64::MAX);
     format!("hugepages-{}", crate::quantity::binary(bytes).0)
-}
-
-/// Resolves an absolute path under `root`.
-pub(crate) fn under(root: &Path, abs: &str) -> PathBuf {
-    root.join(abs.trim_start_matches('/'))
 }
 
 pub(crate) fn read_string(path: &Path) -> Result<String, Error> {

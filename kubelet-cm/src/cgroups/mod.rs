@@ -127,7 +127,7 @@ const NON_CONTROLLER_OPTIONS: [&str; 8] = [
 
 /// Detects the cgroup layout from `<root>/proc/self/mountinfo`.
 pub fn detect(root: &Path) -> Result<CgroupMounts, CgroupError> {
-    let path = crate::machine::under(root, "/proc/self/mountinfo");
+    let path = crate::host_root::under(root, "/proc/self/mountinfo");
     let infos = MountInfos::from_file(&path).map_err(|e| CgroupError::MountInfo {
         path: path.clone(),
         message: e.to_string(),
@@ -137,7 +137,7 @@ pub fn detect(root: &Path) -> Result<CgroupMounts, CgroupError> {
     let mut unified_is_main = false;
     for m in infos.0 {
         let mount_point = m.mount_point.to_string_lossy().into_owned();
-        let resolved = crate::machine::under(root, &mount_point);
+        let resolved = crate::host_root::under(root, &mount_point);
         match m.fs_type.as_str() {
             "cgroup2" => {
                 if mount_point == "/sys/fs/cgroup" {
@@ -299,7 +299,7 @@ pub fn manager_for(root: &Path, mounts: &CgroupMounts) -> Box<dyn CgroupManager>
             mounts
                 .unified
                 .clone()
-                .unwrap_or_else(|| crate::machine::under(root, "/sys/fs/cgroup")),
+                .unwrap_or_else(|| crate::host_root::under(root, "/sys/fs/cgroup")),
         )),
     }
 }
@@ -467,7 +467,7 @@ pub(crate) fn hugepage_unit(size: u64) -> Option<String> {
 
 /// Page sizes (bytes) of the huge page pools under `<root>/sys/kernel/mm/hugepages`.
 pub(crate) fn host_hugepage_sizes(root: &Path) -> Vec<u64> {
-    let dir = crate::machine::under(root, "/sys/kernel/mm/hugepages");
+    let dir = crate::host_root::under(root, "/sys/kernel/mm/hugepages");
     let mut out: Vec<u64> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()

@@ -176,7 +176,7 @@ impl CgroupManager for V2Manager {
             read_u64(&current)?
         } else {
             // The root cgroup has no memory.current: use MemTotal − MemFree as runc does.
-            let path = crate::machine::under(&self.root, "/proc/meminfo");
+            let path = crate::host_root::under(&self.root, "/proc/meminfo");
             let mi = Meminfo::from_file(&path).map_err(|e| CgroupError::Parse {
                 path: path.clone(),
                 message: e.to_string(),
