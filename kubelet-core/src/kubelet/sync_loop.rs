@@ -180,7 +180,14 @@ impl SyncLoop {
                         // published (e.g. the node controller marked the pod not Ready while
                         // the node was away): publish again (Go's needsReconcile).
                         self.engine.status.resync_if_drifted(&p);
-                        self.engine.pods_mut().upsert(p);
+                        self.engine.pods_mut().upsert(p.clone());
+                        // A readiness gate's condition may have changed: Ready is
+                        // re-evaluated by a sync (Go's NeedToReconcilePodReadiness).
+                        if crate::status::readiness::has_readiness_gates(&p)
+                            && self.admitted.contains(pod::uid(&p))
+                        {
+                            self.dispatch(p, WorkKind::Sync);
+                        }
                     }
                 }
             }

@@ -477,6 +477,7 @@ mod tests {
             log_directory: PathBuf::from("/logs"),
             cgroup_parent: None,
             dns: None,
+            runtime_handler: String::new(),
         };
         let sb = sim.run_pod_sandbox(&sandbox).await.unwrap();
         let mut ids = HashMap::new();

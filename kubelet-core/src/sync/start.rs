@@ -81,7 +81,7 @@ pub(super) async fn execute(
             return None;
         }
     }
-    let sandbox = match sandbox_config(e, p, actions.attempt).await {
+    let mut sandbox = match sandbox_config(e, p, actions.attempt).await {
         Ok(s) => s,
         Err(err) => {
             e.sink.record_event(Event::for_pod(
@@ -94,6 +94,25 @@ pub(super) async fn execute(
             return Some(ERROR_RETRY);
         }
     };
+    if actions.create_sandbox {
+        let handler = match super::sandbox::runtime_handler(e, p).await.and_then(|h| {
+            super::sandbox::check_user_namespaces(p, &h, &e.runtime_state.handlers()).map(|()| h)
+        }) {
+            Ok(h) => h,
+            Err(message) => {
+                tracing::warn!(pod = %pod::full_name(p), uid = pod::uid(p), error = %message, "cannot create the pod's sandbox");
+                e.sink.record_event(Event::for_pod(
+                    p,
+                    None,
+                    EventType::Warning,
+                    "FailedCreatePodSandBox",
+                    format!("Failed to create pod sandbox: {message}"),
+                ));
+                return Some(ERROR_RETRY);
+            }
+        };
+        sandbox.runtime_handler = handler;
+    }
     let mut pod_ip = pod_ip;
     let sandbox_id = if actions.create_sandbox {
         remove_dead_sandboxes(e, p, rt).await;
@@ -125,6 +144,35 @@ pub(super) async fn execute(
     let spec = p.spec.as_ref()?;
     let mut retry: Option<Duration> = None;
     let mut todo: Vec<(&Container, ContainerKind)> = Vec::new();
+    // Ephemeral containers first, so that a pod stuck in an init container can be debugged.
+    let ephemeral = pod::ephemeral_containers(p);
+    let mut not_started: Vec<(String, WaitingReason)> = Vec::new();
+    for &i in &actions.ephemeral_to_start {
+        let Some(c) = ephemeral.get(i) else { continue };
+        match ephemeral_kind(p, rt, &c.name) {
+            Ok(kind) => todo.push((c, kind)),
+            Err(message) => {
+                e.sink.record_event(Event::for_pod(
+                    p,
+                    Some(&c.name),
+                    EventType::Warning,
+                    "Failed",
+                    format!("Error: {message}"),
+                ));
+                not_started.push((
+                    c.name.clone(),
+                    WaitingReason {
+                        reason: "CreateContainerConfigError".into(),
+                        message,
+                    },
+                ));
+            }
+        }
+    }
+    for (name, reason) in not_started {
+        memory.reasons.insert(name, reason);
+        retry = Some(ERROR_RETRY);
+    }
     let inits = spec.init_containers.as_deref().unwrap_or(&[]);
     for i in actions
         .next_init_container
@@ -156,6 +204,21 @@ pub(super) async fn execute(
     retry
 }
 
+/// How an ephemeral container is started: in the process namespace of its running target
+/// container, when it names one (Go's `getTargetID`: "unable to find target container X"
+/// while the target does not run).
+fn ephemeral_kind(p: &Pod, rt: &PodRuntimeStatus, name: &str) -> Result<ContainerKind, String> {
+    let Some(target) = pod::ephemeral_target(p, name) else {
+        return Ok(ContainerKind::Ephemeral { target_id: None });
+    };
+    match rt.latest(target) {
+        Some(s) if s.summary.state == ContainerState::Running => Ok(ContainerKind::Ephemeral {
+            target_id: Some(s.summary.id.clone()),
+        }),
+        _ => Err(format!("unable to find target container {target}")),
+    }
+}
+
 /// Builds the sandbox config, asking the container manager for the cgroup parent.
 async fn sandbox_config(e: &Engine, p: &Arc<Pod>, attempt: u32) -> Result<SandboxConfig, CmError> {
     let resources = e.cm.ensure_pod_resources(p).await?;
@@ -177,6 +240,7 @@ async fn sandbox_config(e: &Engine, p: &Arc<Pod>, attempt: u32) -> Result<Sandbo
         log_directory,
         cgroup_parent: resources.cgroup_parent,
         dns: Some(pod_dns(p, &e.config, &e.runtime_state.host_dns())),
+        runtime_handler: String::new(),
     })
 }
 

@@ -302,7 +302,7 @@ impl ContainerRuntime for SimRuntime {
         Ok(RuntimeStatus {
             runtime_ready: true,
             network_ready: true,
-            message: String::new(),
+            ..Default::default()
         })
     }
 
