@@ -33,6 +33,7 @@ mod error;
 pub mod helpers;
 pub mod machine;
 mod manager;
+pub mod oom;
 pub mod quantity;
 mod stats;
 
@@ -42,4 +43,5 @@ pub use machine::MachineInfo;
 pub use manager::{
     CmConfig, LinuxContainerManager, NodeResources, ENFORCE_PODS, NODE_ALLOCATABLE_CGROUP,
 };
+pub use oom::{apply_oom_score_adj, OomError};
 pub use stats::{parse_net_dev, CgroupStats};
