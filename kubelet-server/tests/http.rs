@@ -324,7 +324,12 @@ async fn authorization_matrix_and_tokens() {
         (&plain, Some("t-dave"), "/runningpods/", 200),
         (&plain, Some("t-dave"), "/configz", 200),
         (&plain, Some("t-dave"), "/healthz", 403),
-        (&plain, Some("t-dave"), "/containerLogs/default/web/app", 403),
+        (
+            &plain,
+            Some("t-dave"),
+            "/containerLogs/default/web/app",
+            403,
+        ),
     ];
     for (c, token, path, want) in cases {
         let (code, body) = get(c, &url(&s, path), token).await;

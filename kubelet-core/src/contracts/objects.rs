@@ -179,6 +179,7 @@ struct MemoryObjects {
     config_maps: HashMap<(String, String), ConfigMap>,
     secrets: HashMap<(String, String), Secret>,
     services: HashMap<(String, String), Service>,
+    runtime_classes: HashMap<String, RuntimeClass>,
     token_requests: Vec<TokenRequest>,
     tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
 }
@@ -209,6 +210,11 @@ impl MemoryObjectStore {
     /// Adds or replaces a service.
     pub fn put_service(&self, s: Service) {
         self.lock().services.insert(key_of(&s.metadata), s);
+    }
+    /// Adds or replaces a RuntimeClass (cluster-scoped, keyed by name).
+    pub fn put_runtime_class(&self, rc: RuntimeClass) {
+        let name = rc.metadata.name.clone().unwrap_or_default();
+        self.lock().runtime_classes.insert(name, rc);
     }
     /// Removes a config map.
     pub fn remove_config_map(&self, namespace: &str, name: &str) {
@@ -275,6 +281,17 @@ impl ObjectStore for MemoryObjectStore {
             .filter(|((ns, _), _)| ns == namespace)
             .map(|(_, s)| s.clone())
             .collect())
+    }
+    async fn runtime_class(&self, name: &str) -> Result<RuntimeClass, ObjectError> {
+        self.lock()
+            .runtime_classes
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ObjectError::NotFound {
+                kind: "runtimeclass",
+                namespace: String::new(),
+                name: name.into(),
+            })
     }
 }
 
