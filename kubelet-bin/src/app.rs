@@ -99,6 +99,18 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
         tracing::info!(node = %loaded.node_name, "standalone mode: no --kubeconfig, pods come from static sources only");
     }
 
+    let boot = tokio::fs::read_to_string("/proc/stat")
+        .await
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        })
+        .unwrap_or(0);
+    kubelet_core::metrics::global()
+        .node_startup
+        .record_kubelet_start(boot);
     // Go's run: the kubelet's own OOM score, when permitted (a failure is logged, not fatal).
     let oom_score_adj = loaded.config.oom_score_adj;
     match tokio::task::spawn_blocking(move || kubelet_cm::apply_oom_score_adj(None, oom_score_adj))

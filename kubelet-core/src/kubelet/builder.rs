@@ -105,6 +105,7 @@ impl KubeletBuilder {
             }
         }
         let runtime = self.runtime.ok_or(Error::MissingComponent("runtime"))?;
+        crate::metrics::global().set_node_name(&c.node_name);
         let cm = self
             .container_manager
             .ok_or(Error::MissingComponent("container manager"))?;

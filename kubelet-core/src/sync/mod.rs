@@ -86,6 +86,8 @@ pub(crate) struct WorkerMemory {
     pub messages: HashMap<String, String>,
     /// Set when the kubelet fails the pod (`DeadlineExceeded`).
     pub failure: Option<WaitingReason>,
+    /// Time spent getting the pod's images (left out of the pod start-up SLI).
+    pub image_pull: Duration,
 }
 
 /// Go's reason and message for a pod past its `activeDeadlineSeconds`.

@@ -116,6 +116,7 @@ pub(super) async fn execute(
     let mut pod_ip = pod_ip;
     let sandbox_id = if actions.create_sandbox {
         remove_dead_sandboxes(e, p, rt).await;
+        crate::metrics::global().started_pods.inc_labels(&[]);
         match e.runtime.run_pod_sandbox(&sandbox).await {
             Ok(id) => {
                 if let Ok(st) = e.runtime.pod_sandbox_status(&id).await {
@@ -124,6 +125,7 @@ pub(super) async fn execute(
                 id
             }
             Err(err) => {
+                crate::metrics::global().started_pods_errors.inc_labels(&[]);
                 e.sink.record_event(Event::for_pod(
                     p,
                     None,
@@ -189,7 +191,8 @@ pub(super) async fn execute(
         }
     }
     for (c, kind) in todo {
-        match start_container(e, p, rt, &sandbox_id, &sandbox, c, kind, &fields).await {
+        let started = &mut memory.image_pull;
+        match start_container(e, p, rt, &sandbox_id, &sandbox, c, kind, &fields, started).await {
             Ok(()) => {
                 memory.reasons.remove(&c.name);
             }
@@ -254,6 +257,7 @@ async fn start_container(
     c: &Container,
     kind: ContainerKind,
     fields: &FieldValues,
+    image_pull: &mut Duration,
 ) -> Result<(), (WaitingReason, Option<Duration>)> {
     let fail = |reason: &str, message: String| {
         (
@@ -315,11 +319,13 @@ async fn start_container(
         }
         backoff.next(&key, s.finished_at, now);
     }
-    let image_ref = e
+    let pull_started = tokio::time::Instant::now();
+    let image = e
         .images
         .ensure_image(e.runtime.as_ref(), e.sink.as_ref(), p, c, sandbox)
-        .await
-        .map_err(|err| (err.reason, err.retry_after))?;
+        .await;
+    *image_pull += pull_started.elapsed();
+    let image_ref = image.map_err(|err| (err.reason, err.retry_after))?;
     let restart_count = latest.map_or(0, |s| s.summary.attempt.saturating_add(1));
     let config_error =
         |err: &dyn std::fmt::Display| fail("CreateContainerConfigError", err.to_string());
@@ -335,6 +341,9 @@ async fn start_container(
         Ok(None) => {}
         Err(err) => return Err(config_error(&err)),
     }
+    let metrics = crate::metrics::global();
+    let container_type = crate::metrics::container_type(&kind);
+    metrics.started_containers.inc(container_type);
     let config = ContainerConfig {
         pod: p.clone(),
         container: c.clone(),
@@ -355,6 +364,9 @@ async fn start_container(
     {
         Ok(id) => id,
         Err(err) => {
+            metrics
+                .started_containers_errors
+                .inc_labels(&[container_type, crate::metrics::error_code(&err)]);
             let message = err.to_string();
             event(EventType::Warning, "Failed", format!("Error: {message}"));
             return Err(fail("CreateContainerError", message));
@@ -366,6 +378,9 @@ async fn start_container(
         format!("Created container {}", c.name),
     );
     if let Err(err) = e.runtime.start_container(&id).await {
+        metrics
+            .started_containers_errors
+            .inc_labels(&[container_type, crate::metrics::error_code(&err)]);
         let message = err.to_string();
         event(EventType::Warning, "Failed", format!("Error: {message}"));
         return Err(fail("RunContainerError", message));
