@@ -399,6 +399,7 @@ fn memory(u: &ResourceUsage, time: &str, capacity: Option<u64>) -> MemoryStats {
         usage_bytes: u.memory_usage_bytes,
         working_set_bytes: u.memory_working_set_bytes,
         rss_bytes: u.memory_rss_bytes,
+        cache_bytes: Some(u.memory_cache_bytes),
     }
 }
 
