@@ -79,7 +79,11 @@ mod tests {
         match apply_oom_score_adj(Some(pid), -999) {
             Ok(()) => assert_eq!(oom_score_adj(Some(pid)), Some(-999)),
             Err(OomError::Write { error, .. }) => {
-                assert_eq!(error.kind(), std::io::ErrorKind::PermissionDenied, "{error}");
+                assert_eq!(
+                    error.kind(),
+                    std::io::ErrorKind::PermissionDenied,
+                    "{error}"
+                );
                 assert_eq!(oom_score_adj(Some(pid)), Some(500));
             }
             Err(e) => panic!("unexpected: {e}"),
