@@ -133,22 +133,24 @@ mod tests {
                 localhost_profile: name,
             }
         };
-        let mut p = Pod::default();
-        p.spec = Some(PodSpec {
-            containers: vec![Container {
-                name: "app".into(),
-                security_context: container.map(|t| SecurityContext {
+        let mut p = Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "app".into(),
+                    security_context: container.map(|t| SecurityContext {
+                        app_armor_profile: Some(prof(t)),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                security_context: pod_level.map(|t| PodSecurityContext {
                     app_armor_profile: Some(prof(t)),
                     ..Default::default()
                 }),
                 ..Default::default()
-            }],
-            security_context: pod_level.map(|t| PodSecurityContext {
-                app_armor_profile: Some(prof(t)),
-                ..Default::default()
             }),
             ..Default::default()
-        });
+        };
         if let Some(a) = annotation {
             p.metadata.annotations = Some(
                 [(format!("{ANNOTATION_PREFIX}app"), a.to_string())]
@@ -173,7 +175,14 @@ mod tests {
     fn admission_table() {
         const OFF: &str = "Cannot enforce AppArmor: AppArmor is not enabled on the host";
         // (container field, annotation, pod field, host enabled, rejection)
-        let cases: Vec<(Option<&str>, Option<&str>, Option<&str>, bool, Option<&str>)> = vec![
+        type Case<'a> = (
+            Option<&'a str>,
+            Option<&'a str>,
+            Option<&'a str>,
+            bool,
+            Option<&'a str>,
+        );
+        let cases: Vec<Case> = vec![
             (None, None, None, false, None),
             (Some("Unconfined"), None, None, false, None),
             (None, Some("unconfined"), None, false, None),

@@ -95,7 +95,8 @@ mod tests {
             user_namespaces: true,
             ..Default::default()
         };
-        let cases: Vec<(Option<bool>, &str, Vec<RuntimeHandler>, Option<&str>)> = vec![
+        type Case<'a> = (Option<bool>, &'a str, Vec<RuntimeHandler>, Option<&'a str>);
+        let cases: Vec<Case> = vec![
             (None, "", vec![], None),
             (Some(true), "", vec![], None),
             (

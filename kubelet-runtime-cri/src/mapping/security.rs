@@ -473,13 +473,14 @@ mod tests {
             ..opts.clone()
         };
         // (pod field, container field, options, want type, want file)
-        let cases: Vec<(
+        type Case<'a> = (
             Option<SeccompProfile>,
             Option<SeccompProfile>,
-            &Options,
+            &'a Options,
             cri::security_profile::ProfileType,
-            &str,
-        )> = vec![
+            &'a str,
+        );
+        let cases: Vec<Case> = vec![
             (None, None, &opts, Unconfined, ""),
             (None, None, &defaulted, RuntimeDefault, ""),
             (
