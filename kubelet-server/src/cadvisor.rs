@@ -1,6 +1,6 @@
 //! `/metrics/cadvisor`: the `container_*` and `machine_*` series cAdvisor exports through the
 //! Go kubelet (what kube-prometheus dashboards read), rendered from the core
-//! [`Summary`](kubelet_core::summary::Summary) — the one collector's cgroup measurements —
+//! [`Summary`] — the one collector's cgroup measurements —
 //! plus the runtime's container listing (names, images, writable layers) and the pods'
 //! specs (limits).
 //!
@@ -13,7 +13,7 @@
 //! | `container_cpu_usage_seconds_total` | container cgroup cpu time |
 //! | `container_memory_usage_bytes`, `_working_set_bytes`, `_rss`, `_cache` | container memory cgroup |
 //! | `container_network_{receive,transmit}_{bytes,errors}_total{interface}` | the pod's network namespace |
-//! | `container_fs_usage_bytes{device}`, `container_fs_inodes_usage`… see below | the writable layer (CRI container stats) |
+//! | `container_fs_usage_bytes{device}`, `container_fs_inodes_usage{device}` | the writable layer (CRI container stats) |
 //! | `container_spec_cpu_shares`, `_cpu_quota`, `_cpu_period`, `_memory_limit_bytes` | the container spec, as the CRI mapping sets them |
 //! | `container_start_time_seconds`, `container_last_seen` | the running instance |
 //! | `machine_cpu_cores`, `machine_memory_bytes` | machine info |
