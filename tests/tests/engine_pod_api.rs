@@ -16,6 +16,7 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubelet_cm::{CmConfig, LinuxContainerManager};
+use kubelet_core::metrics::InstrumentedRuntime;
 use kubelet_core::objects::MemoryObjectStore;
 use kubelet_core::testing::{RecordingSink, StaticSource};
 use kubelet_core::{ContainerRuntime, KubeletHandle, PodSource};
@@ -315,10 +316,16 @@ async fn runtime_class_handlers_overhead_and_host_users() {
     ];
     let sink = Arc::new(RecordingSink::default());
     let (store2, sink2) = (store.clone(), sink.clone());
+    let runtime: Arc<dyn ContainerRuntime> = t.runtime.clone();
     let k = t.start_customized(
         t.config(),
         vec![Arc::new(StaticSource::new("file", pods)) as Arc<dyn PodSource>],
-        move |b| b.object_store(store2).status_sink(sink2),
+        // Instrumented as kubelet-bin wires it, so kubelet_run_podsandbox_errors_total counts.
+        move |b| {
+            b.object_store(store2)
+                .status_sink(sink2)
+                .runtime(Arc::new(InstrumentedRuntime::new(runtime)))
+        },
     );
     wait_running(&k.handle, &ok, Duration::from_secs(60)).await;
     // Overhead: the pod cgroup's memory limit is the containers' limits plus the overhead.

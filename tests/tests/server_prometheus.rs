@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use kubelet_core::metrics::InstrumentedRuntime;
 use kubelet_core::testing::StaticSource;
-use kubelet_core::PodSource;
+use kubelet_core::{ContainerRuntime, PodSource};
 use kubelet_server::auth::{
     Attributes, AuthConfig, AuthError, Authorizer, Decision, TokenAuthenticator, UserInfo,
 };
@@ -98,9 +99,13 @@ async fn prometheus_scrapes_every_metrics_endpoint_through_authn() {
         ..Default::default()
     });
     let pod = t.pod("prom", &uid, vec![app]);
-    let k = t.start(vec![
-        Arc::new(StaticSource::new("file", vec![pod])) as Arc<dyn PodSource>
-    ]);
+    // The runtime instrumented as kubelet-bin wires it (kubelet_runtime_operations_*).
+    let runtime: Arc<dyn ContainerRuntime> = t.runtime.clone();
+    let k = t.start_customized(
+        t.config(),
+        vec![Arc::new(StaticSource::new("file", vec![pod])) as Arc<dyn PodSource>],
+        move |b| b.runtime(Arc::new(InstrumentedRuntime::new(runtime))),
+    );
     wait_running(&k.handle, &uid, Duration::from_secs(60)).await;
 
     // The secure port: self-signed serving certificate, bearer tokens, authorization.
