@@ -188,6 +188,7 @@ impl Pleg {
         let period = self.engine.config.pleg_relist_period;
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_relist: Option<std::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -199,10 +200,19 @@ impl Pleg {
                 .pleg_relist_started
                 .store(now_unix_nanos(), Ordering::Relaxed);
             let relist_started = crate::clock::monotonic_now();
+            let metrics = crate::metrics::global();
+            if let Some(prev) = last_relist.replace(relist_started) {
+                metrics
+                    .pleg_relist_interval
+                    .observe(relist_started.duration_since(prev));
+            }
             let relisted = self.relist().await;
-            crate::metrics::global()
+            metrics
                 .pleg_relist_duration
                 .observe(crate::clock::elapsed(relist_started));
+            metrics
+                .pleg_last_seen
+                .set(&[], now_unix_nanos() as f64 / 1e9);
             match relisted {
                 Ok(evs) => {
                     health
