@@ -20,10 +20,16 @@
 #                                    last LAST_SECONDS, default all of it)
 #   scripts/control-plane.sh apiserver-stop | apiserver-start
 #                                    stop / start only the apiserver (outage tests)
+#   scripts/control-plane.sh source  fetch (once) Go 1.15 and the kubernetes source tree the
+#                                    build uses; print `GOROOT=... TREE=...` (for other builds
+#                                    from the same tree: scripts/conformance.sh)
 #
 # Environment: KUBELET_RS_NODE_NAME (default node identity, kubelet-rs-node), KUBELET_RS_*_PORT
 # (ETCD, ETCD_PEER, APISERVER, CM, SCHED), KUBELET_RS_CP_DIR (state), KUBELET_RS_CP_CACHE
-# (binaries, downloads), KUBELET_RS_DEBIAN_MIRROR (default: the system's Debian mirror).
+# (binaries, downloads), KUBELET_RS_DEBIAN_MIRROR (default: the system's Debian mirror),
+# KUBELET_RS_APISERVER_EXTRA_FLAGS (extra kube-apiserver flags, split on whitespace, appended
+# last so they override the defaults; e.g. --enable-aggregator-routing=true),
+# KUBELET_RS_CP_LOCK (the state lock; give a second instance its own).
 #
 # Where things come from (registry packages only): etcd from Debian's `etcd-server`; kubectl from
 # Debian's `kubernetes-client` when no kubectl is installed; the three control-plane binaries
@@ -46,6 +52,8 @@ APISERVER_PORT=${KUBELET_RS_APISERVER_PORT:-6443}
 CM_PORT=${KUBELET_RS_CM_PORT:-10257}
 SCHED_PORT=${KUBELET_RS_SCHED_PORT:-10259}
 SERVICE_CIDR=10.96.0.0/16
+# shellcheck disable=SC2206
+APISERVER_EXTRA_FLAGS=(${KUBELET_RS_APISERVER_EXTRA_FLAGS:-})
 K8S_VERSION=v1.20.2
 K8S_COMMIT=faecb196815e248d3ecfb03c680a4507229c2a56
 BIN_DIR="$CP_CACHE/bin"
@@ -532,7 +540,8 @@ start_apiserver() {
     --audit-log-maxsize=200 --audit-log-maxbackup=3 \
     --cert-dir="$RUN/apiserver" \
     --profiling=false \
-    --v=1
+    --v=1 \
+    "${APISERVER_EXTRA_FLAGS[@]}"
   wait_for "kube-apiserver /readyz" 240 kube-apiserver curl_api /readyz
 }
 
@@ -691,10 +700,23 @@ cmd_audit_rate() {
       }'
 }
 
+# source: Go 1.15 and the kubernetes tree, fetched once (what `build` uses).
+cmd_source() {
+  need_root
+  install_packages
+  install_go
+  fetch_kubernetes_source
+  echo "GOROOT=$GO_DIR/usr/lib/go-1.15 TREE=$SRC_DIR/kubernetes"
+}
+
 case "${1:-}" in
   build)
     take_lock
     cmd_build
+    ;;
+  source)
+    take_lock
+    cmd_source
     ;;
   up) cmd_up ;;
   down) cmd_down ;;
@@ -705,7 +727,7 @@ case "${1:-}" in
   apiserver-stop) cmd_apiserver_stop ;;
   apiserver-start) cmd_apiserver_start ;;
   *)
-    echo "usage: $0 build|up|down|status|env|node-kubeconfig NODE|audit-rate [USER_PREFIX] [LAST_SECONDS]|apiserver-stop|apiserver-start" >&2
+    echo "usage: $0 build|source|up|down|status|env|node-kubeconfig NODE|audit-rate [USER_PREFIX] [LAST_SECONDS]|apiserver-stop|apiserver-start" >&2
     exit 2
     ;;
 esac

@@ -1,17 +1,51 @@
 #!/usr/bin/env bash
 # kubelet-rs node environment: a private containerd (CRI v1) with CNI and locally built images.
 #
-#   scripts/node-env.sh up      install what is missing, write configs, build images, start containerd
+#   scripts/node-env.sh up [--containerd 1.6|1.7]
+#                               install what is missing, write configs, build images, start containerd
 #   scripts/node-env.sh down    remove every sandbox/container, stop containerd, clean mounts/netns/cgroups
 #   scripts/node-env.sh status  print what is running
+#   scripts/node-env.sh env     print the instance's settings (KUBELET_RS_CRI_ENDPOINT=..., ...)
 #
 # Runs as root on Debian. Idempotent: `up` twice leaves one containerd running; `down` works on
 # a machine where `up` never ran. Everything lives under $NODE_DIR and $RUN_DIR so that it never
 # touches a system containerd.
+#
+# Instances: KUBELET_RS_NODE_INSTANCE=NAME (1-8 of [a-z0-9]) runs an independent node
+# environment beside the default one: its own node dir (/var/lib/kubelet-rs/node-NAME), run dir
+# and socket (/run/kubelet-rs-NAME), containerd root/state, CNI network and bridge (krs-NAME),
+# pod subnet (KUBELET_RS_POD_SUBNET, default one derived from NAME in 10.100-199.0.0/16), and
+# cgroup parents (kubelet-rs-NAME-test, kubelet-rs-NAME). `down` of an instance removes only what
+# is its own. Unset: the default instance, with the paths and names it always had.
+#
+# containerd version: bookworm's 1.6 (system packages) by default; `--containerd 1.7` or
+# KUBELET_RS_CONTAINERD=1.7 runs Debian trixie's containerd 1.7 and runc, unpacked into a private
+# prefix ($KUBELET_RS_CONTAINERD_CACHE, default /var/cache/kubelet-rs/containerd-1.7) from a
+# private apt list (the system's apt sources never change). The choice is remembered by the
+# instance until `down`.
 set -euo pipefail
 
-NODE_DIR=${KUBELET_RS_NODE_DIR:-/var/lib/kubelet-rs/node}
-RUN_DIR=${KUBELET_RS_RUN_DIR:-/run/kubelet-rs}
+INSTANCE=${KUBELET_RS_NODE_INSTANCE:-}
+if [ -n "$INSTANCE" ] && ! [[ "$INSTANCE" =~ ^[a-z0-9]{1,8}$ ]]; then
+  printf '[node-env] error: KUBELET_RS_NODE_INSTANCE must be 1-8 of [a-z0-9]: %s\n' "$INSTANCE" >&2
+  exit 2
+fi
+if [ -z "$INSTANCE" ]; then
+  NODE_DIR=${KUBELET_RS_NODE_DIR:-/var/lib/kubelet-rs/node}
+  RUN_DIR=${KUBELET_RS_RUN_DIR:-/run/kubelet-rs}
+  CNI_NET_NAME="kubelet-rs"
+  BRIDGE="kubeletrs0"
+  POD_SUBNET=${KUBELET_RS_POD_SUBNET:-10.88.0.0/16}
+  # Cgroup parents (relative to each hierarchy root) that tests and the kubelet create pods under.
+  TEST_CGROUPS=${KUBELET_RS_TEST_CGROUPS:-"kubelet-rs-test kubelet-rs"}
+else
+  NODE_DIR=${KUBELET_RS_NODE_DIR:-/var/lib/kubelet-rs/node-$INSTANCE}
+  RUN_DIR=${KUBELET_RS_RUN_DIR:-/run/kubelet-rs-$INSTANCE}
+  CNI_NET_NAME="kubelet-rs-$INSTANCE"
+  BRIDGE="krs-$INSTANCE"
+  POD_SUBNET=${KUBELET_RS_POD_SUBNET:-10.$((100 + $(printf '%s' "$INSTANCE" | cksum | cut -d' ' -f1) % 100)).0.0/16}
+  TEST_CGROUPS=${KUBELET_RS_TEST_CGROUPS:-"kubelet-rs-$INSTANCE-test kubelet-rs-$INSTANCE"}
+fi
 CTD_DIR="$NODE_DIR/containerd"
 SOCK="$RUN_DIR/containerd/containerd.sock"
 PID_FILE="$RUN_DIR/containerd/containerd.pid"
@@ -19,16 +53,19 @@ LOG_FILE="$NODE_DIR/containerd.log"
 CNI_CONF_DIR="$NODE_DIR/cni/net.d"
 CNI_DATA_DIR="$NODE_DIR/cni/networks"
 IMAGES_DIR="$NODE_DIR/images"
-CNI_NET_NAME="kubelet-rs"
-BRIDGE="kubeletrs0"
-POD_SUBNET="10.88.0.0/16"
+VERSION_FILE="$NODE_DIR/containerd-version"
 PAUSE_IMAGE="kubelet-rs.local/pause:1.0"
 BUSYBOX_IMAGE="kubelet-rs.local/busybox:1.0"
-# Cgroup parents (relative to each hierarchy root) that tests and the kubelet create pods under.
-TEST_CGROUPS=${KUBELET_RS_TEST_CGROUPS:-"kubelet-rs-test kubelet-rs"}
+CTD17_CACHE=${KUBELET_RS_CONTAINERD_CACHE:-/var/cache/kubelet-rs/containerd-1.7}
+CTD17_PREFIX="$CTD17_CACHE/root"
+# The containerd binaries this instance runs: the system's (1.6) or the private prefix's (1.7).
+CONTAINERD_BIN=containerd
+CTR_BIN=ctr
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PACKAGES=(containerd runc containernetworking-plugins busybox-static umoci protobuf-compiler
   iproute2 iptables gcc libc6-dev)
+# What containerd 1.7 from trixie needs besides (patchelf: its runc runs on trixie's glibc).
+PACKAGES_17=(patchelf)
 BUSYBOX_APPLETS=(sh ash ls cat echo sleep httpd wget date env touch rm mkdir ps kill true false
   nc hostname id grep sed head tail wc cp mv ln chmod printf test uname whoami sync stat
   mount umount ip ifconfig nslookup seq tee dd df du free top timeout xargs yes basename dirname
@@ -40,13 +77,33 @@ die() { log "error: $*"; exit 1; }
 
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 
-ctr_() { ctr -a "$SOCK" -n k8s.io "$@"; }
+ctr_() { "$CTR_BIN" -a "$SOCK" -n k8s.io "$@"; }
+
+# use_containerd VERSION: which binaries run this instance (1.6: the system's; 1.7: the prefix's).
+use_containerd() {
+  case "$1" in
+    1.6)
+      CONTAINERD_BIN=containerd
+      CTR_BIN=ctr
+      ;;
+    1.7)
+      CONTAINERD_BIN="$CTD17_PREFIX/usr/bin/containerd"
+      CTR_BIN="$CTD17_PREFIX/usr/bin/ctr"
+      ;;
+    *) die "unknown containerd version $1 (1.6 or 1.7)" ;;
+  esac
+}
+
+# The version an earlier `up` of this instance chose (status, down and a second up follow it).
+recorded_version() {
+  cat "$VERSION_FILE" 2>/dev/null || echo 1.6
+}
 
 # The pid of the containerd running our config (exact command line), if any.
 find_containerd_pid() {
-  local d cmd want="containerd --config $CTD_DIR/config.toml "
+  local d cmd want="$CONTAINERD_BIN --config $CTD_DIR/config.toml "
   for d in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline") || continue
     if [ "$cmd" = "$want" ]; then
       echo "${d#/proc/}"
       return 0
@@ -78,10 +135,81 @@ install_packages() {
   fi
 }
 
+# The Debian mirror the system uses (trixie is fetched from the same one).
+debian_mirror() {
+  local m=${KUBELET_RS_DEBIAN_MIRROR:-}
+  if [ -n "$m" ]; then
+    echo "$m"
+    return 0
+  fi
+  m=$(grep -h -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+    /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -o -E 'https?://[^ ]+/debian/?' |
+    grep -v -- '-security' | head -n 1 || true)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+# apt-get with a private source list, list dir and cache: nothing of /etc/apt or /var/lib/apt changes.
+apt_private() {
+  local apt="$CTD17_CACHE/apt"
+  apt-get -q \
+    -o Dir::Etc::sourcelist="$apt/sources.list" \
+    -o Dir::Etc::sourceparts=- \
+    -o Dir::State::Lists="$apt/lists" \
+    -o Dir::Cache="$apt/cache" \
+    -o Dir::Cache::Archives="$apt/cache/archives" \
+    -o APT::Get::List-Cleanup=0 \
+    -o APT::Sandbox::User=root \
+    "$@"
+}
+
+# Debian trixie's containerd 1.7 and runc, unpacked (dpkg -x) into $CTD17_PREFIX once.
+install_containerd_17() {
+  local bin="$CTD17_PREFIX/usr/bin"
+  if [ -x "$bin/containerd" ] && [ -x "$bin/containerd-shim-runc-v2" ] &&
+    "$CTD17_PREFIX/usr/sbin/runc" --version >/dev/null 2>&1; then
+    return 0
+  fi
+  local apt="$CTD17_CACHE/apt" mirror
+  mirror=$(debian_mirror)
+  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+  cat >"$apt/sources.list" <<SOURCES
+# kubelet-rs node environment: private apt sources (never added to the system's)
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main
+SOURCES
+  log "fetching containerd 1.7 and runc from trixie ($mirror; private apt list under $apt)"
+  apt_private update >/dev/null
+  rm -rf "$CTD17_CACHE/dl" && mkdir -p "$CTD17_CACHE/dl"
+  # trixie's runc needs a newer glibc than bookworm's (GLIBC_2.38): it gets trixie's libc6 and
+  # libseccomp2 from the prefix (its ELF interpreter and rpath point there; patchelf). runc
+  # re-executes itself (/proc/self/exe), so a loader wrapper would not do. containerd, its
+  # shims and ctr need only bookworm's glibc.
+  (cd "$CTD17_CACHE/dl" && apt_private download containerd runc libc6 libseccomp2 >/dev/null)
+  local tmp="$CTD17_PREFIX.tmp" deb
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  for deb in "$CTD17_CACHE"/dl/*.deb; do dpkg -x "$deb" "$tmp"; done
+  [ -x "$tmp/usr/bin/containerd" ] || die "no containerd in the trixie package"
+  [ -x "$tmp/usr/sbin/runc" ] || die "no runc in the trixie package"
+  local ld libdir
+  ld=$(find "$tmp" -name 'ld-linux-x86-64.so.2' \( -type f -o -type l \) | head -n 1)
+  libdir=$(dirname "$(find "$tmp" -name 'libc.so.6' | head -n 1)")
+  [ -n "$ld" ] && [ -n "$libdir" ] || die "no loader/libc in trixie's libc6"
+  ld=${ld/#$tmp/$CTD17_PREFIX}
+  libdir=${libdir/#$tmp/$CTD17_PREFIX}
+  patchelf --set-interpreter "$ld" --force-rpath --set-rpath "$libdir" "$tmp/usr/sbin/runc"
+  rm -rf "$CTD17_PREFIX" && mv "$tmp" "$CTD17_PREFIX"
+  "$CTD17_PREFIX/usr/bin/containerd" --version >&2
+  "$CTD17_PREFIX/usr/sbin/runc" --version | head -n 1 >&2
+}
+
 write_configs() {
   mkdir -p "$CTD_DIR/root" "$CTD_DIR/state" "$CNI_CONF_DIR" "$CNI_DATA_DIR" "$(dirname "$SOCK")"
+  local RUNC_BINARY_LINE=""
+  if [ "$CONTAINERD_BIN" != containerd ]; then
+    RUNC_BINARY_LINE=$(printf '\n        BinaryName = "%s"' "$CTD17_PREFIX/usr/sbin/runc")
+  fi
   cat >"$CTD_DIR/config.toml" <<EOF
-# Written by kubelet-rs scripts/node-env.sh; a private containerd for kubelet-rs.
+# Written by kubelet-rs scripts/node-env.sh; a private containerd for kubelet-rs
+# (instance: ${INSTANCE:-default}).
 version = 2
 root = "$CTD_DIR/root"
 state = "$CTD_DIR/state"
@@ -114,7 +242,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
+        SystemdCgroup = false$RUNC_BINARY_LINE
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$CNI_CONF_DIR"
@@ -167,13 +295,15 @@ start_containerd() {
     log "starting containerd (log: $LOG_FILE)"
     # setsid forks when its caller leads a process group (a shell with job control), so `$!`
     # may be setsid's short-lived parent: the pid file gets containerd's own pid below.
-    setsid containerd --config "$CTD_DIR/config.toml" >>"$LOG_FILE" 2>&1 </dev/null &
+    # The 1.7 prefix comes first on PATH: containerd finds its shim there and the shim runc.
+    PATH="$(dirname "$CONTAINERD_BIN"):$CTD17_PREFIX/usr/sbin:$PATH" \
+      setsid "$CONTAINERD_BIN" --config "$CTD_DIR/config.toml" >>"$LOG_FILE" 2>&1 </dev/null &
   fi
   for i in $(seq 1 100); do
     if ! containerd_pid >/dev/null; then
       pid=$(find_containerd_pid) && echo "$pid" >"$PID_FILE"
     fi
-    if [ -S "$SOCK" ] && ctr -a "$SOCK" version >/dev/null 2>&1 && containerd_pid >/dev/null; then
+    if [ -S "$SOCK" ] && "$CTR_BIN" -a "$SOCK" version >/dev/null 2>&1 && containerd_pid >/dev/null; then
       return 0
     fi
     if [ "$i" -gt 10 ] && ! containerd_pid >/dev/null; then
@@ -243,7 +373,7 @@ wait_cri_ready() {
   # CRI Status (cargo xtask cri-ready). Here: make sure the CRI plugin loaded at all.
   local i
   for i in $(seq 1 50); do
-    if ctr -a "$SOCK" plugins ls 2>/dev/null | grep -E "io.containerd.grpc.v1 +cri +" | grep -q ok; then
+    if "$CTR_BIN" -a "$SOCK" plugins ls 2>/dev/null | grep -E "io.containerd.grpc.v1 +cri +" | grep -q ok; then
       return 0
     fi
     sleep 0.2
@@ -254,15 +384,40 @@ wait_cri_ready() {
 
 cmd_up() {
   need_root
-  local t0=$SECONDS
+  local t0=$SECONDS version=${KUBELET_RS_CONTAINERD:-}
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --containerd)
+        [ $# -ge 2 ] || die "--containerd needs a version (1.6 or 1.7)"
+        version=$2
+        shift 2
+        ;;
+      --containerd=*)
+        version=${1#--containerd=}
+        shift
+        ;;
+      *) die "unknown argument to up: $1" ;;
+    esac
+  done
+  if [ -z "$version" ]; then
+    version=$(recorded_version)
+  elif [ -f "$VERSION_FILE" ] && [ "$version" != "$(recorded_version)" ] &&
+    (use_containerd "$(recorded_version)" && containerd_pid >/dev/null); then
+    die "this instance runs containerd $(recorded_version); run down first to switch to $version"
+  fi
+  use_containerd "$version"
+  [ "$version" = 1.7 ] && PACKAGES+=("${PACKAGES_17[@]}")
   install_packages
+  [ "$version" = 1.7 ] && install_containerd_17
+  mkdir -p "$NODE_DIR"
+  echo "$version" >"$VERSION_FILE"
   write_configs
   kernel_settings
   start_containerd
   wait_cri_ready
   build_image kubelet-rs.local/pause 1.0 fill_pause /pause
   build_image kubelet-rs.local/busybox 1.0 fill_busybox /bin/sh
-  log "up in $((SECONDS - t0))s: endpoint unix://$SOCK"
+  log "up in $((SECONDS - t0))s (instance ${INSTANCE:-default}, containerd $version): endpoint unix://$SOCK"
   echo "KUBELET_RS_CRI_ENDPOINT=unix://$SOCK"
 }
 
@@ -317,10 +472,48 @@ unmount_under() {
   done
 }
 
+# Network namespaces of our pods: those our containers' specs name (recorded while containerd
+# still runs, into $OUR_NETNS), and those whose eth0 is a veth on our bridge. The default
+# instance, when no other instance runs, also removes every other cni-* netns left behind (as it
+# always did).
+OUR_NETNS=""
+record_netns() {
+  local id
+  for id in $(ctr_ containers ls -q 2>/dev/null); do
+    OUR_NETNS="$OUR_NETNS $(ctr_ containers info "$id" 2>/dev/null |
+      grep -o -E '"path": *"/var/run/netns/cni-[^"]+"|"path": *"/run/netns/cni-[^"]+"' |
+      sed -E 's/.*"(\/[^"]+)"$/\1/' | xargs -r -n1 basename || true)"
+  done
+}
+
+netns_on_our_bridge() {
+  local ns=$1 peer master
+  peer=$(ip -n "$ns" -o link show eth0 2>/dev/null | grep -o -E 'eth0@if[0-9]+' | cut -d f -f 2) || return 1
+  [ -n "$peer" ] || return 1
+  master=$(ip -o link show 2>/dev/null | awk -F': ' -v i="$peer" '$1 == i { print $2 }' |
+    grep -o -E 'master [^ ]+' | cut -d' ' -f2) || return 1
+  [ "$master" = "$BRIDGE" ]
+}
+
+other_instance_running() {
+  local pidf pid
+  for pidf in /run/kubelet-rs/containerd/containerd.pid /run/kubelet-rs-*/containerd/containerd.pid; do
+    [ -f "$pidf" ] && [ "$pidf" != "$PID_FILE" ] || continue
+    pid=$(cat "$pidf" 2>/dev/null) || continue
+    [ -n "$pid" ] && [ -d "/proc/$pid" ] && return 0
+  done
+  return 1
+}
+
 remove_netns() {
-  local ns
+  local ns name sweep=0
+  if [ -z "$INSTANCE" ] && ! other_instance_running; then sweep=1; fi
   for ns in /var/run/netns/cni-*; do
     [ -e "$ns" ] || continue
+    name=$(basename "$ns")
+    if [ "$sweep" = 0 ] && ! [[ " $OUR_NETNS " == *" $name "* ]] && ! netns_on_our_bridge "$name"; then
+      continue
+    fi
     umount "$ns" 2>/dev/null || umount -l "$ns" 2>/dev/null || true
     rm -f "$ns" && log "removed netns $ns"
   done
@@ -380,7 +573,9 @@ remove_network() {
 
 cmd_down() {
   need_root
+  use_containerd "$(recorded_version)"
   if containerd_pid >/dev/null; then
+    record_netns
     remove_workloads
   fi
   stop_containerd
@@ -395,8 +590,9 @@ cmd_down() {
 
 cmd_status() {
   local pid
+  use_containerd "$(recorded_version)"
   if pid=$(containerd_pid); then
-    echo "containerd: running (pid $pid), endpoint unix://$SOCK"
+    echo "containerd: running (pid $pid, $("$CONTAINERD_BIN" --version 2>/dev/null | awk '{ print $3 }'), instance ${INSTANCE:-default}), endpoint unix://$SOCK"
     ctr_ images ls -q 2>/dev/null | sed 's/^/image: /'
     echo "containers: $(ctr_ containers ls -q 2>/dev/null | wc -l)"
   else
@@ -405,12 +601,31 @@ cmd_status() {
   fi
 }
 
+# env: the instance's settings, as shell assignments (for scripts that run a kubelet on it).
+cmd_env() {
+  cat <<ENV
+KUBELET_RS_CRI_ENDPOINT=unix://$SOCK
+KUBELET_RS_NODE_INSTANCE=$INSTANCE
+KUBELET_RS_NODE_DIR=$NODE_DIR
+KUBELET_RS_RUN_DIR=$RUN_DIR
+KUBELET_RS_POD_SUBNET=$POD_SUBNET
+KUBELET_RS_CNI_BRIDGE=$BRIDGE
+KUBELET_RS_CONTAINERD=$(recorded_version)
+KUBELET_RS_CTR=$( use_containerd "$(recorded_version)"; echo "$CTR_BIN")
+KUBELET_RS_CGROUP_PARENTS="$TEST_CGROUPS"
+ENV
+}
+
 case "${1:-}" in
-  up) cmd_up ;;
+  up)
+    shift
+    cmd_up "$@"
+    ;;
   down) cmd_down ;;
   status) cmd_status ;;
+  env) cmd_env ;;
   *)
-    echo "usage: $0 up|down|status" >&2
+    echo "usage: $0 up [--containerd 1.6|1.7]|down|status|env" >&2
     exit 2
     ;;
 esac

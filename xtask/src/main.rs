@@ -14,6 +14,7 @@
 
 mod bench_cri;
 mod control_plane;
+mod cri_events;
 mod pods;
 
 use std::path::PathBuf;
@@ -75,6 +76,8 @@ enum Cmd {
     },
     /// Benchmark: CRI backend vs raw CRI, and kubelet-rs vs the Go kubelet end to end.
     BenchCri(bench_cri::BenchArgs),
+    /// Check that the runtime streams container events (GetContainerEvents, containerd 1.7).
+    CriEvents(cri_events::CriEventsArgs),
 }
 
 fn script() -> PathBuf {
@@ -170,5 +173,6 @@ async fn main() -> Result<()> {
         }
         Cmd::ControlPlane { cmd } => control_plane::run(cmd),
         Cmd::BenchCri(args) => bench_cri::run(args).await,
+        Cmd::CriEvents(args) => cri_events::run(args).await,
     }
 }
