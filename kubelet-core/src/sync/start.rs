@@ -252,7 +252,14 @@ async fn start_container(
     }
     let image_ref = e
         .images
-        .ensure_image(e.runtime.as_ref(), e.sink.as_ref(), p, c, sandbox)
+        .ensure_image(
+            e.runtime.as_ref(),
+            e.sink.as_ref(),
+            e.volumes.store().as_ref(),
+            p,
+            c,
+            sandbox,
+        )
         .await
         .map_err(|err| (err.reason, err.retry_after))?;
     let restart_count = latest.map_or(0, |s| s.summary.attempt.saturating_add(1));
