@@ -43,6 +43,7 @@ pub use contracts::{cm, credentials, objects, runtime, sink, source, stats};
 pub mod clock;
 pub mod cpu;
 pub mod cri_log;
+pub mod duration;
 pub mod hash;
 pub mod images;
 pub mod keyring;
