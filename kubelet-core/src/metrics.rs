@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -185,9 +185,65 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// One certificate manager's metrics (Go's `certificate_manager_*_ttl_seconds` gauge and
+/// `*_expiration_renew_errors` counter): rendered once a manager registered them.
+#[derive(Debug, Default)]
+pub struct CertificateMetrics {
+    registered: AtomicBool,
+    /// `notAfter` of the certificate in use (Unix seconds); 0: none.
+    not_after: AtomicI64,
+    renew_errors: AtomicU64,
+}
+
+impl CertificateMetrics {
+    /// A manager runs: render these metrics.
+    pub fn register(&self) {
+        self.registered.store(true, Ordering::Relaxed);
+    }
+    /// Whether a manager registered them.
+    pub fn is_registered(&self) -> bool {
+        self.registered.load(Ordering::Relaxed)
+    }
+    /// The certificate in use expires at `not_after` (Unix seconds); `None`: there is none.
+    pub fn set_not_after(&self, not_after: Option<i64>) {
+        self.not_after
+            .store(not_after.unwrap_or(0), Ordering::Relaxed);
+    }
+    /// A renewal failed.
+    pub fn renew_error(&self) {
+        self.renew_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Failed renewals so far.
+    pub fn renew_errors(&self) -> u64 {
+        self.renew_errors.load(Ordering::Relaxed)
+    }
+    /// Seconds until the certificate expires at `now` (Unix seconds; negative once
+    /// expired); +Inf without one.
+    pub fn ttl_seconds(&self, now: i64) -> f64 {
+        match self.not_after.load(Ordering::Relaxed) {
+            0 => f64::INFINITY,
+            t => (t - now) as f64,
+        }
+    }
+}
+
+fn prometheus_float(v: f64) -> String {
+    if v == f64::INFINITY {
+        "+Inf".into()
+    } else {
+        v.to_string()
+    }
+}
+
 /// The kubelet's metrics. See the module docs.
 #[derive(Debug)]
 pub struct Metrics {
+    /// `kubelet_certificate_manager_client_ttl_seconds` and
+    /// `kubelet_certificate_manager_client_expiration_renew_errors`.
+    pub client_certificate: CertificateMetrics,
+    /// `kubelet_certificate_manager_server_ttl_seconds` and
+    /// `kubelet_server_expiration_renew_errors`.
+    pub server_certificate: CertificateMetrics,
     /// `kubelet_pod_start_duration_seconds`: first seen → running.
     pub pod_start_duration: Histogram,
     /// `kubelet_pleg_relist_duration_seconds`.
@@ -212,6 +268,8 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
+            client_certificate: CertificateMetrics::default(),
+            server_certificate: CertificateMetrics::default(),
             pod_start_duration: Histogram::new(POD_START_BUCKETS),
             pleg_relist_duration: Histogram::new(DEF_BUCKETS),
             pod_worker_duration: HistogramVec::new("operation_type", DEF_BUCKETS),
@@ -336,6 +394,29 @@ impl Metrics {
             self.exited_containers.load(Ordering::Relaxed),
             self.running_containers.load(Ordering::Relaxed)
         );
+        let now = crate::clock::now_unix_nanos() / 1_000_000_000;
+        for (m, ttl, ttl_help, errors) in [
+            (
+                &self.client_certificate,
+                "kubelet_certificate_manager_client_ttl_seconds",
+                "Gauge of the TTL (time-to-live) of the Kubelet's client certificate. The value is in seconds until certificate expiry (negative if already expired). If client certificate is invalid or unused, the value will be +INF.",
+                "kubelet_certificate_manager_client_expiration_renew_errors",
+            ),
+            (
+                &self.server_certificate,
+                "kubelet_certificate_manager_server_ttl_seconds",
+                "Gauge of the shortest TTL (time-to-live) of the Kubelet's serving certificate. The value is in seconds until certificate expiry (negative if already expired). If serving certificate is invalid or unused, the value will be +INF.",
+                "kubelet_server_expiration_renew_errors",
+            ),
+        ] {
+            if !m.is_registered() {
+                continue;
+            }
+            head(&mut out, ttl, "gauge", ttl_help);
+            let _ = writeln!(out, "{ttl} {}", prometheus_float(m.ttl_seconds(now)));
+            head(&mut out, errors, "counter", "Counter of certificate renewal errors.");
+            let _ = writeln!(out, "{errors} {}", m.renew_errors());
+        }
         out
     }
 }
@@ -528,6 +609,43 @@ impl ContainerRuntime for InstrumentedRuntime {
 mod tests {
     use super::*;
     use crate::runtime::RuntimeError;
+
+    #[tokio::test(start_paused = true)]
+    async fn certificate_metrics_render_once_registered() {
+        let m = Metrics::default();
+        assert!(!m.render().contains("certificate_manager"));
+        m.client_certificate.register();
+        let out = m.render();
+        assert!(
+            out.contains("kubelet_certificate_manager_client_ttl_seconds +Inf\n"),
+            "{out}"
+        );
+        let now = crate::clock::now_unix_nanos() / 1_000_000_000;
+        m.client_certificate.set_not_after(Some(now + 120));
+        m.client_certificate.renew_error();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        let out = m.render();
+        assert!(
+            out.contains("kubelet_certificate_manager_client_ttl_seconds 100\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("kubelet_certificate_manager_client_expiration_renew_errors 1\n"),
+            "{out}"
+        );
+        assert!(!out.contains("server_ttl_seconds"));
+        m.server_certificate.register();
+        m.server_certificate.set_not_after(Some(now - 5));
+        let out = m.render();
+        assert!(
+            out.contains("kubelet_certificate_manager_server_ttl_seconds -25\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("kubelet_server_expiration_renew_errors 0\n"),
+            "{out}"
+        );
+    }
 
     #[test]
     fn histogram_buckets_and_render() {

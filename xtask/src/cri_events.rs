@@ -128,7 +128,11 @@ async fn lifecycle(
             image: args.image.clone(),
             ..Default::default()
         }),
-        command: vec!["/bin/sh".to_string(), "-c".to_string(), "exit 3".to_string()],
+        command: vec![
+            "/bin/sh".to_string(),
+            "-c".to_string(),
+            "exit 3".to_string(),
+        ],
         log_path: "exits.log".to_string(),
         ..Default::default()
     };
@@ -144,7 +148,14 @@ async fn lifecycle(
         .into_inner()
         .container_id;
     ids.container = Some(cid.clone());
-    wait_event(&mut rx, &cid, cri::ContainerEventType::ContainerCreatedEvent, t, timeout).await?;
+    wait_event(
+        &mut rx,
+        &cid,
+        cri::ContainerEventType::ContainerCreatedEvent,
+        t,
+        timeout,
+    )
+    .await?;
     let t = Instant::now();
     client
         .start_container(cri::StartContainerRequest {
@@ -152,10 +163,22 @@ async fn lifecycle(
         })
         .await
         .context("StartContainer")?;
-    wait_event(&mut rx, &cid, cri::ContainerEventType::ContainerStartedEvent, t, timeout).await?;
-    let stopped =
-        wait_event(&mut rx, &cid, cri::ContainerEventType::ContainerStoppedEvent, t, timeout)
-            .await?;
+    wait_event(
+        &mut rx,
+        &cid,
+        cri::ContainerEventType::ContainerStartedEvent,
+        t,
+        timeout,
+    )
+    .await?;
+    let stopped = wait_event(
+        &mut rx,
+        &cid,
+        cri::ContainerEventType::ContainerStoppedEvent,
+        t,
+        timeout,
+    )
+    .await?;
     let exit_code = stopped
         .containers_statuses
         .iter()
@@ -173,7 +196,14 @@ async fn lifecycle(
         .await
         .context("RemoveContainer")?;
     ids.container = None;
-    wait_event(&mut rx, &cid, cri::ContainerEventType::ContainerDeletedEvent, t, timeout).await?;
+    wait_event(
+        &mut rx,
+        &cid,
+        cri::ContainerEventType::ContainerDeletedEvent,
+        t,
+        timeout,
+    )
+    .await?;
     println!("GetContainerEvents: CREATED, STARTED, STOPPED, DELETED all received");
     Ok(())
 }
