@@ -322,6 +322,13 @@ pub struct KubeletConfiguration {
     /// Feature gates (name → enabled).
     #[serde(rename = "featureGates")]
     pub feature_gates: BTreeMap<String, bool>,
+    /// Renew the client certificate before it expires (default false).
+    #[serde(rename = "rotateCertificates")]
+    pub rotate_certificates: bool,
+    /// Request the serving certificate from the cluster (`kubernetes.io/kubelet-serving`)
+    /// instead of using `tlsCertFile` or a self-signed one (default false).
+    #[serde(rename = "serverTLSBootstrap")]
+    pub server_tls_bootstrap: bool,
 }
 
 /// The Go kubelet's default hard eviction thresholds.
@@ -409,6 +416,8 @@ impl Default for KubeletConfiguration {
             image_service_endpoint: String::new(),
             shutdown_grace_period: GoDuration::default(),
             feature_gates: BTreeMap::new(),
+            rotate_certificates: false,
+            server_tls_bootstrap: false,
         }
     }
 }
