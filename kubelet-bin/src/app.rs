@@ -125,21 +125,10 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
         Some(m) => Some(start_cluster_member(m, &kubelet, &shutdown).await),
         None => None,
     };
-    let mut cluster_servers = crate::server::ClusterServers {
-        csr_client,
-        ..Default::default()
+    let cluster_servers = match &certificates {
+        Some(certs) => start_certificates(&loaded, csr_client, certs, &shutdown).await?,
+        None => crate::server::ClusterServers::default(),
     };
-    if let Some(certs) = &certificates {
-        certs.start(&shutdown);
-        if let (Some(manager), Some(kc)) = (&certs.manager, &loaded.kubeconfig) {
-            // The webhook client follows the rotated certificate too.
-            let api = kubelet_server::auth::ApiServerClient::from_kubeconfig(kc)
-                .await
-                .with_context(|| format!("API server client from {}", kc.display()))?;
-            crate::certificates::follow_client_certificate(manager, api.clone(), shutdown.clone());
-            cluster_servers.api = Some(api);
-        }
-    }
     // The one summary collector: the container manager's measurements and the runtime.
     let stats = stats_collector(&loaded, &kubelet.handle());
     let result =
@@ -195,6 +184,30 @@ pub async fn cluster(loaded: &LoadedConfig) -> Result<Option<Cluster>> {
         member,
         certificates,
     }))
+}
+
+/// Starts the client certificate's rotation (when on) and returns what the listeners get
+/// from the cluster: the CSR client (`csr_client`, the member's API client) for the serving
+/// certificate and, with rotation, a webhook client that follows the rotated certificate.
+pub async fn start_certificates(
+    loaded: &LoadedConfig,
+    csr_client: Option<kube::Client>,
+    certificates: &ClientCertificates,
+    shutdown: &CancellationToken,
+) -> Result<crate::server::ClusterServers> {
+    let mut servers = crate::server::ClusterServers {
+        csr_client,
+        ..Default::default()
+    };
+    certificates.start(shutdown);
+    if let (Some(manager), Some(kc)) = (&certificates.manager, &loaded.kubeconfig) {
+        let api = kubelet_server::auth::ApiServerClient::from_kubeconfig(kc)
+            .await
+            .with_context(|| format!("API server client from {}", kc.display()))?;
+        crate::certificates::follow_client_certificate(manager, api.clone(), shutdown.clone());
+        servers.api = Some(api);
+    }
+    Ok(servers)
 }
 
 /// The cluster member's configuration from the kubelet configuration and flags.
