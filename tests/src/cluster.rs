@@ -138,6 +138,19 @@ pub const JOIN_INSTANCE_ENV: &[(&str, &str)] = &[
     ("KUBELET_RS_CM_EXTRA_FLAGS", "--cluster-signing-duration=8m"),
 ];
 
+/// Closes every descriptor above 2 the shell inherited, then runs the script (`$0`).
+const CLOSE_INHERITED_FDS: &str = r#"for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ "$fd" -gt 2 ] && [ -e "/proc/$$/fd/$fd" ]; then eval "exec $fd>&-"; fi; done; exec bash "$0" "$@""#;
+
+/// A `bash` command running `script` (arguments to follow) with every inherited descriptor
+/// above 2 closed first: the daemons a script starts (etcd, the apiserver, the registry) must
+/// not keep the lock of the `flock LOCK cargo test ...` running the tests, which they would
+/// otherwise hold for as long as they run.
+pub fn script_command(script: &std::path::Path) -> Command {
+    let mut command = Command::new("bash");
+    command.arg("-c").arg(CLOSE_INHERITED_FDS).arg(script);
+    command
+}
+
 /// Runs the control-plane script with `args`; its standard output on success.
 async fn run_script(args: &[&str]) -> Result<String, ClusterError> {
     run_script_env(args, &[]).await
@@ -147,8 +160,7 @@ async fn run_script(args: &[&str]) -> Result<String, ClusterError> {
 async fn run_script_env(args: &[&str], env: &[(String, String)]) -> Result<String, ClusterError> {
     let path = script_path();
     let command = format!("{} {}", path.display(), args.join(" "));
-    let out = Command::new("bash")
-        .arg(&path)
+    let out = script_command(&path)
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(true)
