@@ -3,3 +3,4 @@
 pub mod cluster;
 pub mod cri;
 pub mod engine;
+pub mod registry;
