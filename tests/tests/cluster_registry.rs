@@ -21,7 +21,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
 use kube::api::PostParams;
 use kube::Api;
-use kubelet_core::runtime::ContainerRuntime;
 use kubelet_tests::cluster::ControlPlane;
 use kubelet_tests::cri::{endpoint, BUSYBOX_IMAGE};
 use kubelet_tests::engine::EngineTest;
@@ -319,8 +318,13 @@ async fn pulls_with_secrets_service_accounts_and_a_plugin() {
     .await;
     assert!(!missing.is_empty(), "the missing secret is reported");
     k.stop().await;
+    // Only the registry's names go: a CRI RemoveImage removes the image with all its names,
+    // the node's local kubelet-rs.local ones too (same digests), which later tests need.
+    let address = endpoint().trim_start_matches("unix://").to_string();
     for img in [&image, &pause] {
-        let _ = et.cri.remove_image(img).await;
+        let _ = std::process::Command::new("ctr")
+            .args(["-a", &address, "-n", "k8s.io", "images", "rm", img.as_str()])
+            .output();
     }
     cleanup(&cp, &node, &ns);
 }
