@@ -284,7 +284,7 @@ pub struct Flags {
         allow_negative_numbers = true
     )]
     pub kube_api_burst: i32,
-    /// Directory of the TLS certificates (default: <root-dir>/pki).
+    /// Directory of the TLS certificates (default: `<root-dir>/pki`).
     #[arg(long = "cert-dir", default_value = "", value_name = "DIR")]
     pub cert_dir: String,
     /// Renew the client certificate from the cluster before it expires.
