@@ -20,6 +20,11 @@
 #                                    last LAST_SECONDS, default all of it)
 #   scripts/control-plane.sh apiserver-stop | apiserver-start
 #                                    stop / start only the apiserver (outage tests)
+#   scripts/control-plane.sh bootstrap-token [TTL]
+#                                    create a bootstrap token (kubeadm's format, in kube-system,
+#                                    group system:bootstrappers:kubeadm:default-node-token, valid
+#                                    TTL, default 24h) and print the path of a bootstrap
+#                                    kubeconfig that uses it (for kubelet --bootstrap-kubeconfig)
 #   scripts/control-plane.sh source  fetch (once) Go 1.15 and the kubernetes source tree the
 #                                    build uses; print `GOROOT=... TREE=...` (for other builds
 #                                    from the same tree: scripts/conformance.sh)
@@ -29,9 +34,17 @@
 # (binaries, downloads), KUBELET_RS_DEBIAN_MIRROR (default: the system's Debian mirror),
 # KUBELET_RS_APISERVER_EXTRA_FLAGS (extra kube-apiserver flags, split on whitespace, appended
 # last so they override the defaults; e.g. --enable-aggregator-routing=true),
+# KUBELET_RS_CM_EXTRA_FLAGS (the same for kube-controller-manager; e.g.
+# --cluster-signing-duration=8m for short-lived kubelet certificates),
 # KUBELET_RS_CP_LOCK (the state lock; give a second instance its own),
 # KUBELET_RS_NODE_EXTRA_SANS (more subjectAltNames for the kubelet serving certs issued from then
 # on, an openssl list such as IP:10.126.0.1).
+#
+# Node TLS bootstrap as kubeadm sets it up: the apiserver accepts bootstrap tokens
+# (--enable-bootstrap-token-auth), `up` binds the kubeadm RBAC (system:bootstrappers may create
+# node CSRs, which are auto-approved; nodes may renew their own client certificates), and the
+# controller-manager signs kubelet client certificates with the cluster CA and kubelet serving
+# certificates with the kubelet CA (the apiserver's --kubelet-certificate-authority).
 #
 # Where things come from (registry packages only): etcd from Debian's `etcd-server`; kubectl from
 # Debian's `kubernetes-client` when no kubectl is installed; the three control-plane binaries
@@ -56,6 +69,8 @@ SCHED_PORT=${KUBELET_RS_SCHED_PORT:-10259}
 SERVICE_CIDR=10.96.0.0/16
 # shellcheck disable=SC2206
 APISERVER_EXTRA_FLAGS=(${KUBELET_RS_APISERVER_EXTRA_FLAGS:-})
+# shellcheck disable=SC2206
+CM_EXTRA_FLAGS=(${KUBELET_RS_CM_EXTRA_FLAGS:-})
 K8S_VERSION=v1.20.2
 K8S_COMMIT=faecb196815e248d3ecfb03c680a4507229c2a56
 BIN_DIR="$CP_CACHE/bin"
@@ -530,6 +545,7 @@ start_apiserver() {
     --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --authorization-mode=Node,RBAC \
     --enable-admission-plugins=NodeRestriction \
+    --enable-bootstrap-token-auth=true \
     --endpoint-reconciler-type=none \
     --enable-priority-and-fairness=false \
     --allow-privileged=true \
@@ -578,10 +594,18 @@ cmd_up() {
     --use-service-account-credentials=true \
     --service-account-private-key-file="$PKI/sa.key" \
     --root-ca-file="$PKI/ca.crt" \
-    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --cluster-signing-kubelet-client-cert-file="$PKI/ca.crt" \
+    --cluster-signing-kubelet-client-key-file="$PKI/ca.key" \
+    --cluster-signing-kube-apiserver-client-cert-file="$PKI/ca.crt" \
+    --cluster-signing-kube-apiserver-client-key-file="$PKI/ca.key" \
+    --cluster-signing-legacy-unknown-cert-file="$PKI/ca.crt" \
+    --cluster-signing-legacy-unknown-key-file="$PKI/ca.key" \
+    --cluster-signing-kubelet-serving-cert-file="$PKI/kubelet-ca.crt" \
+    --cluster-signing-kubelet-serving-key-file="$PKI/kubelet-ca.key" \
     --controllers='*,bootstrapsigner,tokencleaner' \
     --profiling=false \
-    --v=1
+    --v=1 \
+    "${CM_EXTRA_FLAGS[@]}"
 
   start kube-scheduler "$BIN_DIR/kube-scheduler" \
     --kubeconfig="$CP_DIR/scheduler.kubeconfig" \
@@ -600,8 +624,125 @@ cmd_up() {
     tail -n 40 "$LOGS/kube-scheduler.log" >&2
     die "kube-scheduler exited"
   fi
+  bootstrap_rbac
   log "up in $((SECONDS - t0))s: $APISERVER_URL"
   cmd_env
+}
+
+kubectl_admin() {
+  kubectl --kubeconfig="$CP_DIR/admin.kubeconfig" "$@"
+}
+
+# The RBAC kubeadm creates for node TLS bootstrap (kubeadm init phase bootstrap-token): the
+# token's group may create CSRs and have its node client CSRs approved; nodes may renew their
+# own client certificates. The cluster roles are the apiserver's bootstrap policy.
+bootstrap_rbac() {
+  kubectl_admin apply -f - >/dev/null <<'RBAC'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kubeadm:kubelet-bootstrap
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:node-bootstrapper
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: system:bootstrappers:kubeadm:default-node-token
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kubeadm:node-autoapprove-bootstrap
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:certificates.k8s.io:certificatesigningrequests:nodeclient
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: system:bootstrappers:kubeadm:default-node-token
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kubeadm:node-autoapprove-certificate-rotation
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:certificates.k8s.io:certificatesigningrequests:selfnodeclient
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: system:nodes
+RBAC
+}
+
+# bootstrap-token [TTL]: a kubeadm-style bootstrap token secret and a kubeconfig using it.
+cmd_bootstrap_token() {
+  local ttl=${1:-24h}
+  need_root
+  take_lock
+  [ -f "$PKI/ca.crt" ] && curl_api /readyz >/dev/null 2>&1 || die "the control plane is not up"
+  local pid
+  pid=$(pid_of kube-apiserver) || die "the control plane's apiserver is not running"
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--enable-bootstrap-token-auth=true" ||
+    die "this apiserver was started without --enable-bootstrap-token-auth (an older control-plane.sh): restart it with down and up"
+  [[ "$ttl" =~ ^[0-9]+[smh]$ ]] || die "TTL must be like 30m or 24h: $ttl"
+  local secs=${ttl%?}
+  case "$ttl" in
+    *m) secs=$((secs * 60)) ;;
+    *h) secs=$((secs * 3600)) ;;
+  esac
+  bootstrap_rbac
+  local id secret expiration
+  id=$(openssl rand -hex 3)
+  secret=$(openssl rand -hex 8)
+  expiration=$(date -u -d "@$(($(date +%s) + secs))" +%Y-%m-%dT%H:%M:%SZ)
+  kubectl_admin apply -f - >/dev/null <<TOKEN
+apiVersion: v1
+kind: Secret
+metadata:
+  name: bootstrap-token-$id
+  namespace: kube-system
+type: bootstrap.kubernetes.io/token
+stringData:
+  description: kubelet-rs node bootstrap token (scripts/control-plane.sh bootstrap-token)
+  token-id: "$id"
+  token-secret: "$secret"
+  expiration: "$expiration"
+  usage-bootstrap-authentication: "true"
+  usage-bootstrap-signing: "true"
+  auth-extra-groups: system:bootstrappers:kubeadm:default-node-token
+TOKEN
+  mkdir -p "$CP_DIR/bootstrap"
+  local path="$CP_DIR/bootstrap/bootstrap-kubelet-$id.kubeconfig" tmp
+  tmp="$path.tmp"
+  cat >"$tmp" <<KCFG
+apiVersion: v1
+kind: Config
+clusters:
+- name: kubelet-rs
+  cluster:
+    server: $APISERVER_URL
+    certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
+users:
+- name: kubelet-bootstrap
+  user:
+    token: $id.$secret
+contexts:
+- name: kubelet-bootstrap@kubelet-rs
+  context:
+    cluster: kubelet-rs
+    user: kubelet-bootstrap
+current-context: kubelet-bootstrap@kubelet-rs
+preferences: {}
+KCFG
+  chmod 0600 "$tmp"
+  mv "$tmp" "$path"
+  log "bootstrap token $id (expires $expiration)"
+  echo "$path"
 }
 
 cmd_down() {
@@ -720,6 +861,7 @@ case "${1:-}" in
     take_lock
     cmd_source
     ;;
+  bootstrap-token) cmd_bootstrap_token "${2:-}" ;;
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
@@ -729,7 +871,7 @@ case "${1:-}" in
   apiserver-stop) cmd_apiserver_stop ;;
   apiserver-start) cmd_apiserver_start ;;
   *)
-    echo "usage: $0 build|source|up|down|status|env|node-kubeconfig NODE|audit-rate [USER_PREFIX] [LAST_SECONDS]|apiserver-stop|apiserver-start" >&2
+    echo "usage: $0 build|source|bootstrap-token [TTL]|up|down|status|env|node-kubeconfig NODE|audit-rate [USER_PREFIX] [LAST_SECONDS]|apiserver-stop|apiserver-start" >&2
     exit 2
     ;;
 esac

@@ -53,6 +53,8 @@ LOG_FILE="$NODE_DIR/containerd.log"
 CNI_CONF_DIR="$NODE_DIR/cni/net.d"
 CNI_DATA_DIR="$NODE_DIR/cni/networks"
 IMAGES_DIR="$NODE_DIR/images"
+# containerd's registry hosts directory (/etc/containerd/certs.d style).
+HOSTS_DIR="$NODE_DIR/certs.d"
 VERSION_FILE="$NODE_DIR/containerd-version"
 PAUSE_IMAGE="kubelet-rs.local/pause:1.0"
 BUSYBOX_IMAGE="kubelet-rs.local/busybox:1.0"
@@ -202,7 +204,8 @@ SOURCES
 }
 
 write_configs() {
-  mkdir -p "$CTD_DIR/root" "$CTD_DIR/state" "$CNI_CONF_DIR" "$CNI_DATA_DIR" "$(dirname "$SOCK")"
+  mkdir -p "$CTD_DIR/root" "$CTD_DIR/state" "$CNI_CONF_DIR" "$CNI_DATA_DIR" "$(dirname "$SOCK")" \
+    "$HOSTS_DIR"
   local RUNC_BINARY_LINE=""
   if [ "$CONTAINERD_BIN" != containerd ]; then
     RUNC_BINARY_LINE=$(printf '\n        BinaryName = "%s"' "$CTD17_PREFIX/usr/sbin/runc")
@@ -247,8 +250,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     bin_dir = "/usr/lib/cni"
     conf_dir = "$CNI_CONF_DIR"
     max_conf_num = 1
+  # Registry hosts (containerd's hosts.toml layout, <host:port>/hosts.toml), read at every
+  # pull: scripts/registry.sh puts its CA there.
   [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = ""
+    config_path = "$HOSTS_DIR"
 EOF
   # The CRI plugin sets up the pod's loopback itself with /usr/lib/cni/loopback; the chain
   # below configures eth0.
@@ -613,6 +618,7 @@ KUBELET_RS_CNI_BRIDGE=$BRIDGE
 KUBELET_RS_CONTAINERD=$(recorded_version)
 KUBELET_RS_CTR=$( use_containerd "$(recorded_version)"; echo "$CTR_BIN")
 KUBELET_RS_CGROUP_PARENTS="$TEST_CGROUPS"
+KUBELET_RS_REGISTRY_HOSTS_DIR=$HOSTS_DIR
 ENV
 }
 

@@ -23,7 +23,21 @@ started_cp=0
 if ! bash scripts/control-plane.sh status >/dev/null 2>&1; then
   started_cp=1
 fi
+# The join tests' control plane instance (tests/src/cluster.rs JOIN_INSTANCE_ENV) and the test
+# registry (scripts/registry.sh) are started by the tests that need them.
+join_cp() {
+  KUBELET_RS_CP_DIR=/var/lib/kubelet-rs/join/control-plane \
+    KUBELET_RS_CP_LOCK=/var/lib/kubelet-rs/join/control-plane.lock bash scripts/control-plane.sh "$@"
+}
+started_join_cp=0
+if ! join_cp status >/dev/null 2>&1; then started_join_cp=1; fi
+started_registry=0
+if ! bash scripts/registry.sh status >/dev/null 2>&1; then started_registry=1; fi
 cleanup() {
+  if [ "$started_join_cp" = 1 ] && [ -z "${KUBELET_RS_KEEP_CONTROL_PLANE:-}" ]; then
+    join_cp down >/dev/null 2>&1 || true
+  fi
+  if [ "$started_registry" = 1 ]; then bash scripts/registry.sh down >/dev/null 2>&1 || true; fi
   if [ "$started_cp" = 1 ] && [ -z "${KUBELET_RS_KEEP_CONTROL_PLANE:-}" ]; then
     bash scripts/control-plane.sh down >/dev/null 2>&1 || true
   fi
@@ -46,6 +60,11 @@ if ! command -v prometheus >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 prometheus --version 2>&1 | head -1
+echo "== test registry packages (docker-registry, htpasswd)"
+if ! dpkg-query -W -f='${Status}\n' docker-registry apache2-utils 2>/dev/null | grep -c "install ok installed" | grep -qx 2; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry apache2-utils >/dev/null
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -13,7 +13,8 @@ use kubelet_cm::{CmConfig, LinuxContainerManager};
 use kubelet_core::summary::{SummaryCollector, SummaryConfig};
 use kubelet_core::{ContainerManager, ContainerRuntime, Kubelet, KubeletHandle};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
-use kubelet_sources::apiserver::{ApiClients, ClientConfig, ClusterMember, ClusterMemberConfig};
+use kubelet_sources::apiserver::certificate::ClientCertificates;
+use kubelet_sources::apiserver::{ClusterMember, ClusterMemberConfig};
 use kubelet_sources::{file::FileSource, http::HttpSource};
 use tokio_util::sync::CancellationToken;
 
@@ -64,6 +65,10 @@ pub fn cri_config(loaded: &LoadedConfig) -> CriConfig {
 }
 
 /// The node's IPs: `--node-ip`, else the addresses the node name resolves to (not loopback).
+pub async fn node_ips_of(loaded: &LoadedConfig) -> Vec<String> {
+    node_ips(loaded).await
+}
+
 async fn node_ips(loaded: &LoadedConfig) -> Vec<String> {
     if !loaded.node_ips.is_empty() {
         return loaded.node_ips.iter().map(IpAddr::to_string).collect();
@@ -91,10 +96,11 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
         tracing::warn!("{w}");
     }
     loaded.root_dir = canonical_root_dir(&loaded.root_dir).await?;
-    if loaded.bootstrap_kubeconfig.is_some() {
-        bail!("--bootstrap-kubeconfig: TLS bootstrapping is not implemented by kubelet-rs yet; provide a --kubeconfig with client credentials instead");
-    }
-    let member = cluster_member(&loaded).await?;
+    let cluster = cluster(&loaded).await?;
+    let (member, certificates) = match cluster {
+        Some(c) => (Some(c.member), Some(c.certificates)),
+        None => (None, None),
+    };
     if member.is_none() {
         tracing::info!(node = %loaded.node_name, "standalone mode: no --kubeconfig, pods come from static sources only");
     }
@@ -141,13 +147,20 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
     );
     let cm: Arc<dyn ContainerManager> = Arc::new(cm);
     let kubelet = create_and_init_kubelet_with(&loaded, runtime, cm, member.as_ref()).await?;
+    // The serving certificate manager asks through the node's (rotating) API client.
+    let csr_client = member.as_ref().map(ClusterMember::api_client);
     let member_tasks = match member {
         Some(m) => Some(start_cluster_member(m, &kubelet, &shutdown).await),
         None => None,
     };
+    let cluster_servers = match &certificates {
+        Some(certs) => start_certificates(&loaded, csr_client, certs, &shutdown).await?,
+        None => crate::server::ClusterServers::default(),
+    };
     // The one summary collector: the container manager's measurements and the runtime.
     let stats = stats_collector(&loaded, &kubelet.handle());
-    let result = start_kubelet_with(&loaded, kubelet, stats, shutdown.clone()).await;
+    let result =
+        start_kubelet_cluster(&loaded, kubelet, stats, cluster_servers, shutdown.clone()).await;
     if let Some(tasks) = member_tasks {
         // The kubelet stopped (normally on shutdown; on an error, stop the member too).
         shutdown.cancel();
@@ -156,10 +169,30 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
     result
 }
 
+/// A cluster member with the certificates behind its API clients.
+pub struct Cluster {
+    /// The member.
+    pub member: ClusterMember,
+    /// Bootstrap's outcome, and the client certificate's rotation (start it with
+    /// [`ClientCertificates::start`]).
+    pub certificates: ClientCertificates,
+}
+
 /// Cluster mode (`--kubeconfig`): the API clients and the [`ClusterMember`] (API pod source,
 /// status sink, node registration and status, lease, events, mirror pods); `None` standalone.
+/// Without rotation (see [`cluster`] for the certificates).
 pub async fn cluster_member(loaded: &LoadedConfig) -> Result<Option<ClusterMember>> {
+    Ok(cluster(loaded).await?.map(|c| c.member))
+}
+
+/// [`cluster_member`] with its certificates: TLS bootstrap first with
+/// `--bootstrap-kubeconfig` (Go's semantics: a valid `--kubeconfig` skips it), the API
+/// clients over a rotating identity with `rotateCertificates`.
+pub async fn cluster(loaded: &LoadedConfig) -> Result<Option<Cluster>> {
     let Some(kubeconfig) = &loaded.kubeconfig else {
+        if loaded.bootstrap_kubeconfig.is_some() {
+            bail!("--bootstrap-kubeconfig needs --kubeconfig: the kubeconfig bootstrapping writes");
+        }
         return Ok(None);
     };
     let bad = kubelet_sources::apiserver::node::disallowed_node_labels(&loaded.node_labels);
@@ -169,19 +202,40 @@ pub async fn cluster_member(loaded: &LoadedConfig) -> Result<Option<ClusterMembe
             bad.join(", ")
         );
     }
-    let c = &loaded.config;
-    let client_cfg = ClientConfig {
-        kubeconfig: kubeconfig.clone(),
-        qps: f64::from(c.kube_api_qps),
-        burst: u32::try_from(c.kube_api_burst).unwrap_or(0),
-        heartbeat_timeout: c.node_status_update_frequency.0,
+    let Some(certificates) = crate::certificates::client_certificates(loaded).await? else {
+        return Ok(None);
     };
-    let clients = ApiClients::from_kubeconfig(&client_cfg)
-        .await
-        .with_context(|| format!("--kubeconfig {}", kubeconfig.display()))?;
     let config = cluster_member_config(loaded, node_ips(loaded).await);
-    tracing::info!(node = %loaded.node_name, kubeconfig = %kubeconfig.display(), register = config.node.register_node, "cluster mode: pods from the API server and static sources");
-    Ok(Some(ClusterMember::new(clients, config)))
+    tracing::info!(node = %loaded.node_name, kubeconfig = %kubeconfig.display(), register = config.node.register_node, rotate_certificates = certificates.manager.is_some(), "cluster mode: pods from the API server and static sources");
+    let member = ClusterMember::new(certificates.clients.clone(), config);
+    Ok(Some(Cluster {
+        member,
+        certificates,
+    }))
+}
+
+/// Starts the client certificate's rotation (when on) and returns what the listeners get
+/// from the cluster: the CSR client (`csr_client`, the member's API client) for the serving
+/// certificate and, with rotation, a webhook client that follows the rotated certificate.
+pub async fn start_certificates(
+    loaded: &LoadedConfig,
+    csr_client: Option<kube::Client>,
+    certificates: &ClientCertificates,
+    shutdown: &CancellationToken,
+) -> Result<crate::server::ClusterServers> {
+    let mut servers = crate::server::ClusterServers {
+        csr_client,
+        ..Default::default()
+    };
+    certificates.start(shutdown);
+    if let (Some(manager), Some(kc)) = (&certificates.manager, &loaded.kubeconfig) {
+        let api = kubelet_server::auth::ApiServerClient::from_kubeconfig(kc)
+            .await
+            .with_context(|| format!("API server client from {}", kc.display()))?;
+        crate::certificates::follow_client_certificate(manager, api.clone(), shutdown.clone());
+        servers.api = Some(api);
+    }
+    Ok(servers)
 }
 
 /// The cluster member's configuration from the kubelet configuration and flags.
@@ -250,6 +304,9 @@ pub async fn create_and_init_kubelet_with(
         .config(config)
         .runtime(runtime)
         .container_manager(cm);
+    for p in crate::certificates::credential_providers(loaded).await? {
+        builder = builder.credential_provider(Arc::new(p));
+    }
     let mut sources = 0;
     // In cluster mode the static pod sources record their events (unknown fields dropped,
     // duplicates refused) through the member's sink; standalone they only log them.
@@ -342,8 +399,27 @@ pub async fn start_kubelet_with(
     stats: Option<Arc<SummaryCollector>>,
     shutdown: CancellationToken,
 ) -> Result<()> {
+    start_kubelet_cluster(
+        loaded,
+        kubelet,
+        stats,
+        crate::server::ClusterServers::default(),
+        shutdown,
+    )
+    .await
+}
+
+/// [`start_kubelet_with`] for a cluster member: the listeners get the member's API clients
+/// (webhooks, the serving certificate's CSRs).
+pub async fn start_kubelet_cluster(
+    loaded: &LoadedConfig,
+    kubelet: Kubelet,
+    stats: Option<Arc<SummaryCollector>>,
+    cluster: crate::server::ClusterServers,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let handle = kubelet.handle();
-    crate::server::start_servers(loaded, &handle, stats, None, &shutdown).await?;
+    crate::server::start_servers_with(loaded, &handle, stats, cluster, &shutdown).await?;
     let engine = tokio::spawn(kubelet.run(shutdown.clone()));
     if loaded.runonce {
         let ok = run_once(&handle).await;

@@ -295,6 +295,19 @@ pub struct Flags {
         allow_negative_numbers = true
     )]
     pub kube_api_burst: i32,
+    /// Directory of the TLS certificates (default: `<root-dir>/pki`).
+    #[arg(long = "cert-dir", default_value = "", value_name = "DIR")]
+    pub cert_dir: String,
+    /// Renew the client certificate from the cluster before it expires.
+    #[arg(long = "rotate-certificates", default_value = "false", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = ArgAction::Set)]
+    pub rotate_certificates: bool,
+    /// Credential provider plugin configuration file (CredentialProviderConfig).
+    #[arg(long = "image-credential-provider-config", value_name = "FILE")]
+    pub image_credential_provider_config: Option<PathBuf>,
+    /// Directory of the credential provider plugin executables.
+    #[arg(long = "image-credential-provider-bin-dir", value_name = "DIR")]
+    pub image_credential_provider_bin_dir: Option<PathBuf>,
 }
 
 /// A flag value that cannot be parsed.

@@ -3,7 +3,8 @@
 //! The command line ([`flags`]) and the `KubeletConfiguration` file ([`config`]) of the
 //! kubelet-rs binary, merged with the Go kubelet's precedence: flags given on the command line
 //! override the `--config` file, which overrides the defaults; and the composition of the
-//! stock kubelet ([`app`]) from the library crates.
+//! stock kubelet ([`app`]) from the library crates, with its certificates and registry
+//! credentials ([`certificates`]).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), kubelet_bin::config::ConfigError> {
@@ -18,6 +19,7 @@
 //! ```
 
 pub mod app;
+pub mod certificates;
 pub mod config;
 pub mod flags;
 pub mod server;

@@ -67,13 +67,24 @@ pub fn tls_options(loaded: &LoadedConfig, node_ips: &[IpAddr]) -> TlsOptions {
     TlsOptions {
         cert_file: non_empty(&c.tls_cert_file),
         key_file: non_empty(&c.tls_private_key_file),
-        cert_dir: loaded.root_dir.join("pki"),
+        cert_dir: loaded.cert_dir.clone(),
         host_name: loaded.node_name.clone(),
         host_ips: node_ips.to_vec(),
         client_ca_file: non_empty(&c.authentication.x509.client_ca_file),
         min_version: (!c.tls_min_version.is_empty()).then(|| c.tls_min_version.clone()),
         cipher_suites: c.tls_cipher_suites.clone(),
+        bootstrap: c.server_tls_bootstrap,
     }
+}
+
+/// What the listeners of a cluster member get from it.
+#[derive(Clone, Default)]
+pub struct ClusterServers {
+    /// The API server client for webhook authentication and authorization (default: one
+    /// from `--kubeconfig`).
+    pub api: Option<ApiServerClient>,
+    /// The client serving-certificate CSRs go through (`serverTLSBootstrap`).
+    pub csr_client: Option<kube::Client>,
 }
 
 async fn bind(address: &str, port: i32, what: &str) -> Result<tokio::net::TcpListener> {
@@ -104,6 +115,25 @@ pub async fn start_servers(
     api: Option<ApiServerClient>,
     shutdown: &CancellationToken,
 ) -> Result<()> {
+    let cluster = ClusterServers {
+        api,
+        csr_client: None,
+    };
+    start_servers_with(loaded, handle, stats, cluster, shutdown).await
+}
+
+/// [`start_servers`] with what a cluster member provides: with `serverTLSBootstrap` the
+/// secure port serves the certificate a manager requests through `cluster.csr_client`
+/// (none until it is issued); the certificate and client CA files are re-read when they
+/// change.
+pub async fn start_servers_with(
+    loaded: &LoadedConfig,
+    handle: &KubeletHandle,
+    stats: Option<Arc<SummaryCollector>>,
+    cluster: ClusterServers,
+    shutdown: &CancellationToken,
+) -> Result<()> {
+    let ClusterServers { api, csr_client } = cluster;
     let c = &loaded.config;
     let mut host = KubeletHost::new(handle.clone())
         .with_configz(serde_json::to_value(c).context("encoding the configuration")?);
@@ -158,10 +188,32 @@ pub async fn start_servers(
         let auth = auth_config(loaded, api.as_ref())?;
         let ips = loaded.node_ips.clone();
         let options = tls_options(loaded, &ips);
-        let tls = tokio::task::spawn_blocking(move || ServerTls::load(&options))
+        let opts = options.clone();
+        let tls = tokio::task::spawn_blocking(move || ServerTls::load(&opts))
             .await
             .context("TLS set-up task")?
             .context("setting up TLS for the kubelet server")?;
+        if c.server_tls_bootstrap {
+            let Some(client) = csr_client else {
+                bail!("serverTLSBootstrap: no API server client (standalone mode), cannot request a serving certificate; set it to false or run with --kubeconfig");
+            };
+            let node_ips: Vec<String> = if loaded.node_ips.is_empty() {
+                crate::app::node_ips_of(loaded).await
+            } else {
+                loaded.node_ips.iter().map(IpAddr::to_string).collect()
+            };
+            let manager = crate::certificates::serving_manager(loaded, client, &node_ips).await?;
+            crate::certificates::serve_managed_certificate(
+                manager,
+                tls.serving.clone(),
+                shutdown.clone(),
+            );
+        }
+        tokio::spawn(tls.clone().reload_files(
+            options,
+            kubelet_server::tls::FILE_CHECK_INTERVAL,
+            shutdown.clone(),
+        ));
         // The debugging handlers are switched inside (`HandlerOptions`), answering Go's 405
         // "Debug endpoints are disabled." when off.
         let endpoints = Endpoints::Full;

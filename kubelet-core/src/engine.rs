@@ -13,6 +13,7 @@ use crate::admission::AdmitHandler;
 use crate::backoff::Backoff;
 use crate::cm::ContainerManager;
 use crate::config::Config;
+use crate::credentials::CredentialProvider;
 use crate::hooks::Hooks;
 use crate::images::ImageManager;
 use crate::objects::ObjectStore;
@@ -72,8 +73,9 @@ impl Engine {
         sink: Arc<dyn StatusSink>,
         admit_handlers: Vec<Arc<dyn AdmitHandler>>,
         objects: Arc<dyn ObjectStore>,
+        credential_providers: Vec<Arc<dyn CredentialProvider>>,
     ) -> Self {
-        let images = ImageManager::new(&config);
+        let images = ImageManager::with_providers(&config, credential_providers);
         let volumes = VolumeManager::new(&config.root_dir, objects, &config.cluster_domain);
         let crash_backoff = Backoff::new(config.backoff_initial, config.backoff_max);
         let sync_permits = config

@@ -37,14 +37,16 @@
 // at the crate root under its own name.
 pub mod admission;
 pub mod contracts;
-pub use contracts::{cm, objects, runtime, sink, source, stats};
+pub use contracts::{cm, credentials, objects, runtime, sink, source, stats};
 
 // Helpers for backends, sources and servers that speak the kubelet's language.
 pub mod clock;
 pub mod cpu;
 pub mod cri_log;
+pub mod duration;
 pub mod hash;
 pub mod images;
+pub mod keyring;
 pub mod metrics;
 pub mod pod;
 pub mod qos;

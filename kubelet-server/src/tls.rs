@@ -1,6 +1,16 @@
 //! The secure port's TLS: the serving certificate (from files, or self-signed into the cert
-//! dir as the Go kubelet does), `tlsMinVersion`, `tlsCipherSuites`, and client certificates
-//! checked against `clientCAFile`.
+//! dir as the Go kubelet does, or set by a certificate manager with `serverTLSBootstrap`),
+//! `tlsMinVersion`, `tlsCipherSuites`, and client certificates checked against
+//! `clientCAFile`.
+//!
+//! The serving certificate ([`ServingCert`]) and the client CA ([`ClientCa`]) can change
+//! while the server runs: [`ServerTls::reload_files`] re-reads `tlsCertFile`/
+//! `tlsPrivateKeyFile` and `clientCAFile` when they change on disk, and a certificate
+//! manager calls [`ServingCert::set`]; new connections use the new ones, open connections
+//! keep theirs. A file that does not parse leaves the old one in use. Without a serving
+//! certificate (bootstrap, before the first one is issued) every handshake fails, as in Go
+//! ("no serving certificate available for the kubelet"). The CA names hinted to clients in
+//! the handshake are those of the first client CA loaded.
 //!
 //! Client certificates are *requested*, never required, and any certificate passes the
 //! handshake (its signature over the handshake is still checked); whether it chains to the
@@ -9,14 +19,16 @@
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
 use crate::auth::{PeerCert, UserInfo};
@@ -76,6 +88,9 @@ pub struct TlsOptions {
     /// `tlsCipherSuites` (Go/IANA names) for TLS 1.2; empty: rustls' defaults. TLS 1.3
     /// suites are always enabled, as in Go.
     pub cipher_suites: Vec<String>,
+    /// `serverTLSBootstrap`: the serving certificate comes from a certificate manager
+    /// ([`ServingCert::set`]); none is loaded or generated here.
+    pub bootstrap: bool,
 }
 
 fn file_err(path: &Path, message: impl ToString) -> TlsError {
@@ -199,24 +214,51 @@ fn versions(
     }
 }
 
-/// The client CA: checks a connection's client certificate chain.
+/// The client CA: checks a connection's client certificate chain. Clones share one CA,
+/// which [`ClientCa::reload`] replaces.
 #[derive(Debug, Clone)]
 pub struct ClientCa {
-    verifier: Arc<dyn ClientCertVerifier>,
+    verifier: Arc<RwLock<Arc<dyn ClientCertVerifier>>>,
+    provider: Arc<CryptoProvider>,
+}
+
+fn ca_verifier(
+    path: &Path,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for c in read_certs(path)? {
+        roots.add(c).map_err(|e| file_err(path, e))?;
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| file_err(path, e))
 }
 
 impl ClientCa {
     /// Loads the CA bundle (blocking file IO).
     pub fn load(path: &Path, provider: Arc<CryptoProvider>) -> Result<ClientCa, TlsError> {
-        let mut roots = RootCertStore::empty();
-        for c in read_certs(path)? {
-            roots.add(c).map_err(|e| file_err(path, e))?;
-        }
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| file_err(path, e))?;
-        Ok(ClientCa { verifier })
+        let verifier = ca_verifier(path, provider.clone())?;
+        Ok(ClientCa {
+            verifier: Arc::new(RwLock::new(verifier)),
+            provider,
+        })
+    }
+
+    /// Replaces the CA with the bundle at `path` (blocking file IO); on an error the old
+    /// one stays.
+    pub fn reload(&self, path: &Path) -> Result<(), TlsError> {
+        let verifier = ca_verifier(path, self.provider.clone())?;
+        *self.verifier.write().unwrap_or_else(|e| e.into_inner()) = verifier;
+        Ok(())
+    }
+
+    fn current(&self) -> Arc<dyn ClientCertVerifier> {
+        self.verifier
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Whether the presented chain (leaf first) verifies; the user it names when it does.
@@ -226,7 +268,7 @@ impl ClientCa {
         };
         let user = user_of(leaf);
         match self
-            .verifier
+            .current()
             .verify_client_cert(leaf, intermediates, UnixTime::now())
         {
             // Go's CommonNameUserConversion: a verified certificate without a common name
@@ -271,7 +313,8 @@ fn user_of(leaf: &CertificateDer<'_>) -> Option<UserInfo> {
 /// chain is judged later by [`ClientCa::check`].
 #[derive(Debug)]
 struct RequestClientCert {
-    inner: Arc<dyn ClientCertVerifier>,
+    inner: ClientCa,
+    hints: Vec<DistinguishedName>,
 }
 
 impl ClientCertVerifier for RequestClientCert {
@@ -282,7 +325,7 @@ impl ClientCertVerifier for RequestClientCert {
         false
     }
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
+        &self.hints
     }
     fn verify_client_cert(
         &self,
@@ -298,7 +341,9 @@ impl ClientCertVerifier for RequestClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        self.inner
+            .current()
+            .verify_tls12_signature(message, cert, dss)
     }
     fn verify_tls13_signature(
         &self,
@@ -306,36 +351,134 @@ impl ClientCertVerifier for RequestClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        self.inner
+            .current()
+            .verify_tls13_signature(message, cert, dss)
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        self.inner.current().supported_verify_schemes()
     }
 }
 
-/// The secure port's TLS setup: the rustls configuration and the client CA, if any.
+/// The serving certificate in use. Clones share it; [`ServingCert::set`] replaces it for
+/// new connections.
+#[derive(Debug, Clone)]
+pub struct ServingCert {
+    key: Arc<RwLock<Option<Arc<CertifiedKey>>>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServingCert {
+    fn new(provider: Arc<CryptoProvider>) -> ServingCert {
+        ServingCert {
+            key: Arc::new(RwLock::new(None)),
+            provider,
+        }
+    }
+
+    /// Serves `chain` (leaf first) with `key` from now on.
+    pub fn set(
+        &self,
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<(), TlsError> {
+        let signing = self
+            .provider
+            .key_provider
+            .load_private_key(key)
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        let certified = CertifiedKey::new(chain, signing);
+        certified
+            .keys_match()
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        *self.key.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(certified));
+        Ok(())
+    }
+
+    /// Serves the pair in these PEM files from now on (blocking file IO).
+    pub fn load_files(&self, cert: &Path, key: &Path) -> Result<(), TlsError> {
+        self.set(read_certs(cert)?, read_key(key)?)
+    }
+
+    /// The certificate chain served now, if any.
+    pub fn chain(&self) -> Option<Vec<CertificateDer<'static>>> {
+        self.key
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|k| k.cert.clone())
+    }
+}
+
+#[derive(Debug)]
+struct ServingResolver(ServingCert);
+
+impl ResolvesServerCert for ServingResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let key = self.0.key.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if key.is_none() {
+            tracing::debug!("no serving certificate available for the kubelet");
+        }
+        key
+    }
+}
+
+/// The secure port's TLS setup: the rustls configuration, the serving certificate and the
+/// client CA, if any.
 #[derive(Debug, Clone)]
 pub struct ServerTls {
     /// For `tokio_rustls::TlsAcceptor`.
     pub config: Arc<rustls::ServerConfig>,
     /// Checks client certificates; None when no `clientCAFile` is configured.
     pub client_ca: Option<ClientCa>,
+    /// The serving certificate (shared with `config`).
+    pub serving: ServingCert,
+}
+
+/// How often [`ServerTls::reload_files`] looks at the files.
+pub const FILE_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// What identifies a file's content for change detection: modification time, size, inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint(Option<(SystemTime, u64, u64)>);
+
+fn fingerprint_of(m: Option<std::fs::Metadata>) -> Fingerprint {
+    use std::os::unix::fs::MetadataExt;
+    Fingerprint(m.and_then(|m| Some((m.modified().ok()?, m.len(), m.ino()))))
+}
+
+async fn fingerprint(paths: &[&Path]) -> Vec<Fingerprint> {
+    let mut out = Vec::new();
+    for p in paths {
+        out.push(fingerprint_of(tokio::fs::metadata(p).await.ok()));
+    }
+    out
+}
+
+/// [`fingerprint`] now, on the caller's thread (a `stat` per file).
+fn fingerprint_now(paths: &[&Path]) -> Vec<Fingerprint> {
+    paths
+        .iter()
+        .map(|p| fingerprint_of(std::fs::metadata(p).ok()))
+        .collect()
 }
 
 impl ServerTls {
     /// Builds the TLS setup from `options` (blocking file IO; may write the self-signed
     /// pair into the cert dir).
     pub fn load(options: &TlsOptions) -> Result<ServerTls, TlsError> {
-        let (crt, key) = match (&options.cert_file, &options.key_file) {
-            (Some(c), Some(k)) => (c.clone(), k.clone()),
+        let provider = Arc::new(provider(options)?);
+        let serving = ServingCert::new(provider.clone());
+        match (&options.cert_file, &options.key_file) {
+            (_, _) if options.bootstrap => {}
+            (Some(c), Some(k)) => serving.load_files(c, k)?,
             (None, None) => {
-                ensure_self_signed(&options.cert_dir, &options.host_name, &options.host_ips)?
+                let (c, k) =
+                    ensure_self_signed(&options.cert_dir, &options.host_name, &options.host_ips)?;
+                serving.load_files(&c, &k)?;
             }
             _ => return Err(TlsError::HalfPair),
-        };
-        let chain = read_certs(&crt)?;
-        let key = read_key(&key)?;
-        let provider = Arc::new(provider(options)?);
+        }
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(versions(options.min_version.as_deref())?)
             .map_err(|e| TlsError::Config(e.to_string()))?;
@@ -345,24 +488,292 @@ impl ServerTls {
         };
         let builder = match &client_ca {
             Some(ca) => builder.with_client_cert_verifier(Arc::new(RequestClientCert {
-                inner: ca.verifier.clone(),
+                hints: ca.current().root_hint_subjects().to_vec(),
+                inner: ca.clone(),
             })),
             None => builder.with_no_client_auth(),
         };
-        let mut config = builder
-            .with_single_cert(chain, key)
-            .map_err(|e| TlsError::Config(e.to_string()))?;
+        let mut config = builder.with_cert_resolver(Arc::new(ServingResolver(serving.clone())));
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(ServerTls {
             config: Arc::new(config),
             client_ca,
+            serving,
         })
+    }
+
+    /// Re-reads the serving certificate files (`tlsCertFile`/`tlsPrivateKeyFile`, when
+    /// configured and not bootstrapping) and the client CA file whenever they change on
+    /// disk, every `interval`, until `shutdown`. A change that does not load is logged and
+    /// tried again at the next change. The files are looked at once on the caller's thread
+    /// (the state the server starts from), then by the returned future.
+    pub fn reload_files(
+        self,
+        options: TlsOptions,
+        interval: Duration,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let pair = match (&options.cert_file, &options.key_file) {
+            (Some(c), Some(k)) if !options.bootstrap => Some((c.clone(), k.clone())),
+            _ => None,
+        };
+        let ca = options
+            .client_ca_file
+            .clone()
+            .filter(|_| self.client_ca.is_some());
+        let seen_pair = match &pair {
+            Some(p) => fingerprint_now(&[&p.0, &p.1]),
+            None => Vec::new(),
+        };
+        let seen_ca = match &ca {
+            Some(c) => fingerprint_now(&[c]),
+            None => Vec::new(),
+        };
+        self.watch_files(pair, ca, seen_pair, seen_ca, interval, shutdown)
+    }
+
+    async fn watch_files(
+        self,
+        pair: Option<(PathBuf, PathBuf)>,
+        ca: Option<PathBuf>,
+        mut seen_pair: Vec<Fingerprint>,
+        mut seen_ca: Vec<Fingerprint>,
+        interval: Duration,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
+        if pair.is_none() && ca.is_none() {
+            return;
+        }
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {}
+            }
+            if let Some(p) = &pair {
+                let now = fingerprint(&[&p.0, &p.1]).await;
+                if now != seen_pair {
+                    seen_pair = now;
+                    let (c, k) = p.clone();
+                    let serving = self.serving.clone();
+                    match tokio::task::spawn_blocking(move || serving.load_files(&c, &k)).await {
+                        Ok(Ok(())) => {
+                            tracing::info!(cert = %p.0.display(), "reloaded the serving certificate")
+                        }
+                        Ok(Err(e)) => {
+                            tracing::warn!(error = %e, "the changed serving certificate does not load; keeping the old one")
+                        }
+                        Err(e) => tracing::warn!(error = %e, "serving certificate reload task"),
+                    }
+                }
+            }
+            if let (Some(path), Some(client_ca)) = (&ca, &self.client_ca) {
+                let now = fingerprint(&[path]).await;
+                if now != seen_ca {
+                    seen_ca = now;
+                    let (path2, ca2) = (path.clone(), client_ca.clone());
+                    match tokio::task::spawn_blocking(move || ca2.reload(&path2)).await {
+                        Ok(Ok(())) => {
+                            tracing::info!(file = %path.display(), "reloaded the client CA")
+                        }
+                        Ok(Err(e)) => {
+                            tracing::warn!(error = %e, "the changed client CA does not load; keeping the old one")
+                        }
+                        Err(e) => tracing::warn!(error = %e, "client CA reload task"),
+                    }
+                }
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct TestCa {
+        cert: rcgen::Certificate,
+        key: rcgen::KeyPair,
+    }
+
+    impl TestCa {
+        fn new(cn: &str) -> TestCa {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+            TestCa {
+                cert: p.self_signed(&key).unwrap(),
+                key,
+            }
+        }
+        /// (cert PEM, key PEM)
+        fn issue(&self, cn: &str) -> (String, String) {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut p = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+            p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+            let c = p.signed_by(&key, &self.cert, &self.key).unwrap();
+            (c.pem(), key.serialize_pem())
+        }
+    }
+
+    /// Writes through a temporary file and a rename, as tools replacing certificates do.
+    fn replace(path: &Path, text: &str) {
+        let tmp = path.with_extension("new");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    }
+
+    /// The CN of the certificate a handshake with `tls` gets; None when it fails.
+    async fn served_cn(tls: &ServerTls, ca: &TestCa) -> Option<String> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
+        tokio::spawn(async move {
+            if let Ok((tcp, _)) = listener.accept().await {
+                let _ = acceptor.accept(tcp).await;
+            }
+        });
+        let mut roots = RootCertStore::empty();
+        roots.add(ca.cert.der().clone()).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let stream = connector.connect(name, tcp).await.ok()?;
+        let leaf = stream.get_ref().1.peer_certificates()?.first()?.clone();
+        let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
+        let cn = cert
+            .subject()
+            .iter_common_name()
+            .next()?
+            .as_str()
+            .ok()?
+            .to_string();
+        Some(cn)
+    }
+
+    #[tokio::test]
+    async fn changed_files_are_served_to_new_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = TestCa::new("serving-ca");
+        let (crt, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        let (c, k) = ca.issue("first");
+        std::fs::write(&crt, c).unwrap();
+        std::fs::write(&key, k).unwrap();
+        let clients = TestCa::new("clients-1");
+        let other_clients = TestCa::new("clients-2");
+        let ca_file = dir.path().join("client-ca.crt");
+        std::fs::write(&ca_file, clients.cert.pem()).unwrap();
+        let options = TlsOptions {
+            cert_file: Some(crt.clone()),
+            key_file: Some(key.clone()),
+            client_ca_file: Some(ca_file.clone()),
+            ..Default::default()
+        };
+        let tls = ServerTls::load(&options).unwrap();
+        assert_eq!(served_cn(&tls, &ca).await.as_deref(), Some("first"));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(tls.clone().reload_files(
+            options,
+            Duration::from_millis(20),
+            shutdown.clone(),
+        ));
+        let client_of = |ca: &TestCa| {
+            let (pem, _) = ca.issue("system:node:x");
+            read_certs_pem(&pem)
+        };
+        let client_ca = tls.client_ca.clone().unwrap();
+        assert!(matches!(
+            client_ca.check(&client_of(&clients)),
+            PeerCert::Verified(_)
+        ));
+        assert!(matches!(
+            client_ca.check(&client_of(&other_clients)),
+            PeerCert::Invalid(_)
+        ));
+
+        let (c, k) = ca.issue("second");
+        replace(&key, &k);
+        replace(&crt, &c);
+        replace(&ca_file, &other_clients.cert.pem());
+        let mut served = None;
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            served = served_cn(&tls, &ca).await;
+            if served.as_deref() == Some("second")
+                && matches!(
+                    client_ca.check(&client_of(&other_clients)),
+                    PeerCert::Verified(_)
+                )
+            {
+                break;
+            }
+        }
+        assert_eq!(served.as_deref(), Some("second"));
+        assert!(matches!(
+            client_ca.check(&client_of(&other_clients)),
+            PeerCert::Verified(_)
+        ));
+        assert!(matches!(
+            client_ca.check(&client_of(&clients)),
+            PeerCert::Invalid(_)
+        ));
+
+        // A broken file keeps the old pair.
+        replace(&crt, "not a certificate");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(served_cn(&tls, &ca).await.as_deref(), Some("second"));
+        shutdown.cancel();
+    }
+
+    fn read_certs_pem(pem: &str) -> Vec<CertificateDer<'static>> {
+        CertificateDer::pem_slice_iter(pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn bootstrap_serves_nothing_until_a_certificate_is_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = TestCa::new("serving-ca");
+        let tls = ServerTls::load(&TlsOptions {
+            cert_dir: dir.path().into(),
+            bootstrap: true,
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(tls.serving.chain().is_none());
+        assert!(
+            !dir.path().join("kubelet.crt").exists(),
+            "no self-signed pair"
+        );
+        assert_eq!(served_cn(&tls, &ca).await, None);
+        let (c, k) = ca.issue("issued");
+        tls.serving
+            .set(
+                read_certs_pem(&c),
+                PrivateKeyDer::from_pem_slice(k.as_bytes()).unwrap(),
+            )
+            .unwrap();
+        assert_eq!(served_cn(&tls, &ca).await.as_deref(), Some("issued"));
+        // A key that is not the certificate's is refused.
+        let (c2, _) = ca.issue("other");
+        let (_, k2) = ca.issue("third");
+        assert!(tls
+            .serving
+            .set(
+                read_certs_pem(&c2),
+                PrivateKeyDer::from_pem_slice(k2.as_bytes()).unwrap()
+            )
+            .is_err());
+        assert_eq!(served_cn(&tls, &ca).await.as_deref(), Some("issued"));
+    }
 
     #[test]
     fn self_signed_pair_is_generated_once() {

@@ -9,6 +9,8 @@
 //! node registration and status, the node lease, pod status, events and mirror pods.
 //! [`objects::ApiObjectStore`] is the API-server implementation of
 //! [`kubelet_core::objects::ObjectStore`] (config maps, secrets, tokens, services).
+//! [`credential_plugin`] runs credential provider plugins for image pulls
+//! ([`kubelet_core::credentials::CredentialProvider`]).
 //!
 //! [`PodOperation::Set`]: kubelet_core::source::PodOperation::Set
 //!
@@ -35,6 +37,7 @@
 //! ```
 
 pub mod apiserver;
+pub mod credential_plugin;
 pub mod decode;
 pub mod file;
 pub mod http;

@@ -95,6 +95,8 @@ pub fn script_path() -> PathBuf {
 #[derive(Debug, Clone)]
 pub struct ControlPlane {
     env: BTreeMap<String, String>,
+    /// The script's environment for this instance (empty: the shared default one).
+    script_env: Vec<(String, String)>,
     admin_kubeconfig: PathBuf,
     node_kubeconfig: PathBuf,
     node_name: String,
@@ -107,14 +109,57 @@ pub struct ControlPlane {
 }
 
 static ENSURED: OnceCell<ControlPlane> = OnceCell::const_new();
+static JOIN: OnceCell<ControlPlane> = OnceCell::const_new();
+
+/// The control plane of the join tests (TLS bootstrap, rotation, serving certificates): an
+/// instance of its own beside the shared one (its own state dir, ports and lock), whose
+/// controller-manager signs kubelet certificates for 8 minutes (`--cluster-signing-duration`;
+/// v1.20 backdates them 5 minutes, so they expire 3 minutes after issuance and rotate after
+/// 0.6–2.2 minutes). Started by the first test that needs it and left running, like the
+/// shared one; `scripts/test.sh` stops it at the end when it started it.
+pub const JOIN_INSTANCE_ENV: &[(&str, &str)] = &[
+    (
+        "KUBELET_RS_CP_DIR",
+        "/var/lib/kubelet-rs/join/control-plane",
+    ),
+    (
+        "KUBELET_RS_CP_LOCK",
+        "/var/lib/kubelet-rs/join/control-plane.lock",
+    ),
+    ("KUBELET_RS_ETCD_PORT", "32379"),
+    ("KUBELET_RS_ETCD_PEER_PORT", "32380"),
+    ("KUBELET_RS_APISERVER_PORT", "36443"),
+    ("KUBELET_RS_CM_PORT", "30257"),
+    ("KUBELET_RS_SCHED_PORT", "30259"),
+    ("KUBELET_RS_NODE_NAME", "kubelet-rs-join"),
+    ("KUBELET_RS_CM_EXTRA_FLAGS", "--cluster-signing-duration=8m"),
+];
+
+/// Closes every descriptor above 2 the shell inherited, then runs the script (`$0`).
+const CLOSE_INHERITED_FDS: &str = r#"for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ "$fd" -gt 2 ] && [ -e "/proc/$$/fd/$fd" ]; then eval "exec $fd>&-"; fi; done; exec bash "$0" "$@""#;
+
+/// A `bash` command running `script` (arguments to follow) with every inherited descriptor
+/// above 2 closed first: the daemons a script starts (etcd, the apiserver, the registry) must
+/// not keep the lock of the `flock LOCK cargo test ...` running the tests, which they would
+/// otherwise hold for as long as they run.
+pub fn script_command(script: &std::path::Path) -> Command {
+    let mut command = Command::new("bash");
+    command.arg("-c").arg(CLOSE_INHERITED_FDS).arg(script);
+    command
+}
 
 /// Runs the control-plane script with `args`; its standard output on success.
 async fn run_script(args: &[&str]) -> Result<String, ClusterError> {
+    run_script_env(args, &[]).await
+}
+
+/// [`run_script`] for the instance of `env`.
+async fn run_script_env(args: &[&str], env: &[(String, String)]) -> Result<String, ClusterError> {
     let path = script_path();
     let command = format!("{} {}", path.display(), args.join(" "));
-    let out = Command::new("bash")
-        .arg(&path)
+    let out = script_command(&path)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(true)
         .output()
         .await
@@ -181,6 +226,31 @@ impl ControlPlane {
             .cloned()
     }
 
+    /// The join tests' control plane ([`JOIN_INSTANCE_ENV`]), started when not running.
+    pub async fn ensure_join() -> Result<ControlPlane, ClusterError> {
+        JOIN.get_or_try_init(|| async {
+            let env: Vec<(String, String)> = JOIN_INSTANCE_ENV
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            if run_script_env(&["status"], &env).await.is_err() {
+                run_script_env(&["up"], &env).await?;
+            }
+            let mut cp = ControlPlane::from_env(parse_env(&run_script_env(&["env"], &env).await?))?;
+            cp.script_env = env;
+            Ok(cp)
+        })
+        .await
+        .cloned()
+    }
+
+    /// A new bootstrap token (kubeadm's format, valid `ttl`, e.g. "1h") and the path of a
+    /// bootstrap kubeconfig using it.
+    pub async fn bootstrap_kubeconfig(&self, ttl: &str) -> Result<PathBuf, ClusterError> {
+        let out = run_script_env(&["bootstrap-token", ttl], &self.script_env).await?;
+        Ok(PathBuf::from(out.trim()))
+    }
+
     fn from_env(env: BTreeMap<String, String>) -> Result<ControlPlane, ClusterError> {
         let get = |name: &str| {
             env.get(name)
@@ -200,6 +270,7 @@ impl ControlPlane {
             kubelet_key: get("KUBELET_RS_KUBELET_TLS_KEY")?.into(),
             audit_log: get("KUBELET_RS_AUDIT_LOG")?.into(),
             env,
+            script_env: Vec::new(),
         })
     }
 
@@ -297,7 +368,7 @@ impl ControlPlane {
                 name: node_name.to_string(),
             });
         }
-        let out = run_script(&["node-kubeconfig", node_name]).await?;
+        let out = run_script_env(&["node-kubeconfig", node_name], &self.script_env).await?;
         let kubeconfig = PathBuf::from(out.trim());
         let dir = kubeconfig
             .parent()

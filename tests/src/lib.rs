@@ -3,4 +3,5 @@
 pub mod cluster;
 pub mod cri;
 pub mod engine;
+pub mod registry;
 pub mod scripts;

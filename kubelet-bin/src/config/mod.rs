@@ -100,6 +100,12 @@ pub struct LoadedConfig {
     pub kubeconfig: Option<PathBuf>,
     /// `--bootstrap-kubeconfig`.
     pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// `--cert-dir` (default `<root-dir>/pki`).
+    pub cert_dir: PathBuf,
+    /// `--image-credential-provider-config`.
+    pub image_credential_provider_config: Option<PathBuf>,
+    /// `--image-credential-provider-bin-dir`.
+    pub image_credential_provider_bin_dir: Option<PathBuf>,
     /// The node name: `--hostname-override` or the host name, trimmed and lower-cased.
     pub node_name: String,
     /// `--node-ip` addresses (empty: detect).
@@ -316,6 +322,7 @@ fn apply_flags(c: &mut KubeletConfiguration, f: &Flags, m: &ArgMatches) -> Resul
         image_gc_low_threshold => c.image_gc_low_threshold_percent,
         kube_api_qps => c.kube_api_qps,
         kube_api_burst => c.kube_api_burst,
+        rotate_certificates => c.rotate_certificates,
     }
     if set("manifest_url_header") {
         c.static_pod_url_header = flags::parse_headers(&f.manifest_url_header)?;
@@ -411,6 +418,13 @@ pub fn load_with_hostname(
         config_file: flags.config.clone(),
         kubeconfig: flags.kubeconfig.clone(),
         bootstrap_kubeconfig: flags.bootstrap_kubeconfig.clone(),
+        cert_dir: if flags.cert_dir.is_empty() {
+            flags.root_dir.join("pki")
+        } else {
+            PathBuf::from(&flags.cert_dir)
+        },
+        image_credential_provider_config: flags.image_credential_provider_config.clone(),
+        image_credential_provider_bin_dir: flags.image_credential_provider_bin_dir.clone(),
         node_name,
         node_ips,
         node_labels,

@@ -340,6 +340,13 @@ pub struct KubeletConfiguration {
     /// OpenTelemetry tracing (Go's `KubeletTracing`): off when unset.
     #[serde(rename = "tracing", skip_serializing_if = "Option::is_none")]
     pub tracing: Option<TracingConfiguration>,
+    /// Renew the client certificate before it expires (default false).
+    #[serde(rename = "rotateCertificates")]
+    pub rotate_certificates: bool,
+    /// Request the serving certificate from the cluster (`kubernetes.io/kubelet-serving`)
+    /// instead of using `tlsCertFile` or a self-signed one (default false).
+    #[serde(rename = "serverTLSBootstrap")]
+    pub server_tls_bootstrap: bool,
 }
 
 /// `tracing` of the kubelet configuration (component-base's `TracingConfiguration`).
@@ -444,6 +451,8 @@ impl Default for KubeletConfiguration {
             seccomp_default: false,
             allowed_unsafe_sysctls: Vec::new(),
             tracing: None,
+            rotate_certificates: false,
+            server_tls_bootstrap: false,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! | [`ContainerRuntime`](runtime::ContainerRuntime) | what runs them: a required core of nine calls, optional capabilities with "not supported" defaults | `kubelet-runtime-cri`, the simulator |
 //! | [`ContainerManager`](cm::ContainerManager) | node resources, pod cgroups, and (optionally) a [`NodeStatsProvider`](stats::NodeStatsProvider) | `kubelet-cm` |
 //! | [`StatusSink`](sink::StatusSink) | where pod status, events and mirror pods go | `kubelet-sources` (API server), [`sink::NoopStatusSink`] |
+//! | [`CredentialProvider`](credentials::CredentialProvider) | registry credentials from outside the pod (plugins) | `kubelet-sources` (exec plugins) |
 //! | [`ObjectStore`](objects::ObjectStore) | config maps, secrets, service-account tokens and services for volumes and env | `kubelet-sources` (API server), [`objects::StandaloneObjectStore`] |
 //! | [`NodeStatsProvider`](stats::NodeStatsProvider) | machine info and node, pod, container and filesystem measurements (what [`crate::summary`] reads) | `kubelet-cm` |
 //! | [`AdmitHandler`](crate::AdmitHandler) | extra admission checks | embedders |
@@ -14,6 +15,7 @@
 //! is re-exported at the crate root under its own name (`kubelet_core::runtime`, …).
 
 pub mod cm;
+pub mod credentials;
 pub mod objects;
 pub mod runtime;
 pub mod sink;

@@ -10,6 +10,7 @@ use crate::admission::{
 };
 use crate::cm::ContainerManager;
 use crate::config::Config;
+use crate::credentials::CredentialProvider;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::objects::{ObjectStore, StandaloneObjectStore};
@@ -28,6 +29,7 @@ pub struct KubeletBuilder {
     sources: Vec<Arc<dyn PodSource>>,
     admit_handlers: Vec<Arc<dyn AdmitHandler>>,
     object_store: Option<Arc<dyn ObjectStore>>,
+    credential_providers: Vec<Arc<dyn CredentialProvider>>,
 }
 
 impl KubeletBuilder {
@@ -65,6 +67,12 @@ impl KubeletBuilder {
     /// (default: [`StandaloneObjectStore`], which has none).
     pub fn object_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
         self.object_store = Some(store);
+        self
+    }
+    /// Adds a source of registry credentials (e.g. a credential provider plugin), consulted
+    /// for every pull after the pod's image pull secrets, in the order added.
+    pub fn credential_provider(mut self, provider: Arc<dyn CredentialProvider>) -> Self {
+        self.credential_providers.push(provider);
         self
     }
     /// Validates the parts and builds the kubelet.
@@ -139,6 +147,7 @@ impl KubeletBuilder {
             sink,
             handlers,
             objects,
+            self.credential_providers,
         ));
         let shutdown = CancellationToken::new();
         let workers = Arc::new(PodWorkers::new(shutdown.clone()));

@@ -25,6 +25,7 @@
 //! | `rest_client_request_duration_seconds`, `rest_client_rate_limiter_duration_seconds` | `host`, `verb` |
 //! | `process_*` | — |
 
+mod certificates;
 pub mod families;
 pub mod process;
 mod runtime;
@@ -38,6 +39,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
+pub use certificates::CertificateMetrics;
 pub use families::{CounterVec, GaugeVec, Histogram, HistogramVec, DEF_BUCKETS};
 pub use runtime::InstrumentedRuntime;
 pub use startup::NodeStartup;
@@ -76,6 +78,12 @@ const REST_CLIENT_BUCKETS: &[f64] = &[
 /// The kubelet's metrics. See the module docs.
 #[derive(Debug)]
 pub struct Metrics {
+    /// `kubelet_certificate_manager_client_ttl_seconds` and
+    /// `kubelet_certificate_manager_client_expiration_renew_errors`.
+    pub client_certificate: CertificateMetrics,
+    /// `kubelet_certificate_manager_server_ttl_seconds` and
+    /// `kubelet_server_expiration_renew_errors`.
+    pub server_certificate: CertificateMetrics,
     /// `kubelet_node_name{node}`.
     pub node_name: GaugeVec,
     /// `kubelet_pod_start_duration_seconds`: first seen → running.
@@ -154,6 +162,8 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
+            client_certificate: CertificateMetrics::default(),
+            server_certificate: CertificateMetrics::default(),
             node_name: GaugeVec::new(&["node"]),
             pod_start_duration: Histogram::new(POD_START_BUCKETS),
             pod_start_sli_duration: HistogramVec::new(&["first_with_network"], POD_START_BUCKETS),
@@ -460,6 +470,7 @@ impl Metrics {
             "Client side rate limiter latency in seconds. Broken down by verb, and host.",
             &self.rest_client_rate_limiter_duration,
         );
+        certificates::render(o, &self.client_certificate, &self.server_certificate);
         process::ProcessStats::read().render(o);
         out
     }

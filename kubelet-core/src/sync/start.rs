@@ -318,7 +318,14 @@ async fn start_container(
     let pull_started = tokio::time::Instant::now();
     let image = e
         .images
-        .ensure_image(e.runtime.as_ref(), e.sink.as_ref(), p, c, sandbox)
+        .ensure_image(
+            e.runtime.as_ref(),
+            e.sink.as_ref(),
+            e.volumes.store().as_ref(),
+            p,
+            c,
+            sandbox,
+        )
         .await;
     *image_pull += pull_started.elapsed();
     let image_ref = image.map_err(|err| (err.reason, err.retry_after))?;

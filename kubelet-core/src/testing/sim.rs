@@ -104,6 +104,10 @@ struct State {
     by_pod: HashMap<String, (Vec<String>, Vec<String>)>,
     images: HashMap<String, ImageInfo>,
     pull_failures: HashSet<String>,
+    /// image → (user, password) the simulated registry wants.
+    pull_credentials: HashMap<String, (String, String)>,
+    /// The user name of every pull request (empty: anonymous), oldest first.
+    pull_users: Vec<(String, String)>,
     behaviors: HashMap<String, ContainerBehavior>,
     next_id: u64,
     unavailable: bool,
@@ -214,6 +218,19 @@ impl SimRuntime {
     /// Makes pulls of `image` fail.
     pub fn fail_pulls(&self, image: &str) {
         self.lock().pull_failures.insert(image.to_string());
+    }
+
+    /// Makes pulls of `image` need these credentials (else they fail with a 401).
+    pub fn require_pull_credentials(&self, image: &str, username: &str, password: &str) {
+        self.lock().pull_credentials.insert(
+            image.to_string(),
+            (username.to_string(), password.to_string()),
+        );
+    }
+
+    /// Every pull so far as (image, user name; empty when anonymous), oldest first.
+    pub fn pull_users(&self) -> Vec<(String, String)> {
+        self.lock().pull_users.clone()
     }
 
     /// Makes the image present.
@@ -580,11 +597,26 @@ impl ContainerRuntime for SimRuntime {
 
     async fn pull_image(&self, request: &PullImageRequest) -> RuntimeResult<String> {
         let mut st = self.enter("PullImage")?;
+        let user = request
+            .auth
+            .as_ref()
+            .map(|a| a.username.clone())
+            .unwrap_or_default();
+        st.pull_users.push((request.image.clone(), user));
         if st.pull_failures.contains(&request.image) {
             return Err(RuntimeError::ImagePull {
                 image: request.image.clone(),
                 message: "simulated registry: not found".into(),
             });
+        }
+        if let Some((u, p)) = st.pull_credentials.get(&request.image) {
+            let given = request.auth.as_ref().map(|a| (&a.username, &a.password));
+            if given != Some((u, p)) {
+                return Err(RuntimeError::ImagePull {
+                    image: request.image.clone(),
+                    message: "simulated registry: 401 Unauthorized".into(),
+                });
+            }
         }
         let image = sim_image(&request.image);
         let id = image.id.clone();

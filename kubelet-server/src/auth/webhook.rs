@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -22,7 +22,10 @@ const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ApiServerClient {
     base: String,
     bearer: Option<String>,
-    client: reqwest::Client,
+    ca_pem: Option<Vec<u8>>,
+    /// Shared by clones, so a new identity ([`ApiServerClient::set_identity`]) reaches the
+    /// authenticator and the authorizer alike.
+    client: Arc<std::sync::RwLock<reqwest::Client>>,
 }
 
 impl ApiServerClient {
@@ -35,30 +38,20 @@ impl ApiServerClient {
         identity_pem: Option<&[u8]>,
         bearer: Option<String>,
     ) -> Result<ApiServerClient, AuthError> {
-        let bad = |what: &str, e: reqwest::Error| AuthError::File {
-            path: what.to_string(),
-            message: e.to_string(),
-        };
-        let mut builder = reqwest::Client::builder()
-            .use_rustls_tls()
-            .timeout(REVIEW_TIMEOUT);
-        if let Some(ca) = ca_pem {
-            for cert in reqwest::Certificate::from_pem_bundle(ca)
-                .map_err(|e| bad("API server CA bundle", e))?
-            {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        if let Some(id) = identity_pem {
-            builder = builder.identity(
-                reqwest::Identity::from_pem(id).map_err(|e| bad("client certificate", e))?,
-            );
-        }
         Ok(ApiServerClient {
             base: base.trim_end_matches('/').to_string(),
             bearer,
-            client: builder.build().map_err(|e| bad("API server client", e))?,
+            client: Arc::new(std::sync::RwLock::new(build_client(ca_pem, identity_pem)?)),
+            ca_pem: ca_pem.map(<[u8]>::to_vec),
         })
+    }
+
+    /// Presents `identity_pem` (certificate and key) from now on: the rotated client
+    /// certificate. Requests in flight finish on the old client.
+    pub fn set_identity(&self, identity_pem: &[u8]) -> Result<(), AuthError> {
+        let client = build_client(self.ca_pem.as_deref(), Some(identity_pem))?;
+        *self.client.write().unwrap_or_else(|e| e.into_inner()) = client;
+        Ok(())
     }
 
     /// A client from a kubeconfig file's current context: the server URL, the CA
@@ -148,7 +141,12 @@ impl ApiServerClient {
             url: url.clone(),
             message,
         };
-        let mut req = self.client.post(&url).json(body);
+        let client = self
+            .client
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut req = client.post(&url).json(body);
         if let Some(t) = &self.bearer {
             req = req.bearer_auth(t);
         }
@@ -166,6 +164,33 @@ impl ApiServerClient {
         }
         serde_json::from_slice(&bytes).map_err(|e| fail(format!("decoding the answer: {e}")))
     }
+}
+
+/// A reqwest client trusting `ca_pem` (None: the system roots) and presenting
+/// `identity_pem`.
+fn build_client(
+    ca_pem: Option<&[u8]>,
+    identity_pem: Option<&[u8]>,
+) -> Result<reqwest::Client, AuthError> {
+    let bad = |what: &str, e: reqwest::Error| AuthError::File {
+        path: what.to_string(),
+        message: e.to_string(),
+    };
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .timeout(REVIEW_TIMEOUT);
+    if let Some(ca) = ca_pem {
+        for cert in
+            reqwest::Certificate::from_pem_bundle(ca).map_err(|e| bad("API server CA bundle", e))?
+        {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    if let Some(id) = identity_pem {
+        builder = builder
+            .identity(reqwest::Identity::from_pem(id).map_err(|e| bad("client certificate", e))?);
+    }
+    builder.build().map_err(|e| bad("API server client", e))
 }
 
 #[derive(serde::Deserialize)]

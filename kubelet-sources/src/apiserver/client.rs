@@ -23,6 +23,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
+use super::certificate::transport::{CaptureLayer, TrackingConnector};
+use super::certificate::ClientIdentity;
 use super::client_metrics::{RequestVerb, RestClientMetricsLayer};
 use super::ApiError;
 
@@ -108,6 +110,33 @@ impl ApiClients {
         })
     }
 
+    /// [`ApiClients::from_kubeconfig`] presenting `identity` as the client certificate
+    /// instead of the kubeconfig's: when the identity changes (certificate rotation), new
+    /// connections use the new certificate and the clients keep working (see
+    /// [`super::certificate::transport`]).
+    pub async fn from_kubeconfig_with_identity(
+        cfg: &ClientConfig,
+        identity: &ClientIdentity,
+    ) -> Result<Self, ApiError> {
+        let kube_cfg = load_kubeconfig(&cfg.kubeconfig).await?;
+        let api = rotating_client(
+            &kube_cfg,
+            identity,
+            Some(RateLimitLayer::new(cfg.qps, cfg.burst)),
+        )?;
+        let mut hb_cfg = kube_cfg;
+        hb_cfg.connect_timeout = Some(cfg.heartbeat_timeout);
+        hb_cfg.read_timeout = Some(cfg.heartbeat_timeout);
+        hb_cfg.write_timeout = Some(cfg.heartbeat_timeout);
+        hb_cfg.reset_reader_on_write = true;
+        let heartbeat = rotating_client(&hb_cfg, identity, None)?;
+        Ok(ApiClients {
+            api,
+            heartbeat,
+            heartbeat_timeout: cfg.heartbeat_timeout,
+        })
+    }
+
     /// Two clients over one already built client (tests, embedders); no limiter is added.
     pub fn from_client(client: kube::Client, heartbeat_timeout: Duration) -> Self {
         ApiClients {
@@ -116,6 +145,52 @@ impl ApiClients {
             heartbeat_timeout,
         }
     }
+}
+
+/// A kube client like `ClientBuilder::try_from(config)` builds (base URI, auth and extra
+/// headers, connect/read/write timeouts, rustls with the config's CA), whose TLS client
+/// certificate is `identity`'s and whose connections `identity` tracks.
+fn rotating_client(
+    config: &kube::Config,
+    identity: &ClientIdentity,
+    limiter: Option<RateLimitLayer>,
+) -> Result<kube::Client, ApiError> {
+    use kube::client::ConfigExt;
+    let server = config.cluster_url.to_string();
+    let build_err = |source: kube::Error| ApiError::ClientBuild {
+        server: server.clone(),
+        error: source,
+    };
+    let mut tls = config.rustls_client_config().map_err(build_err)?;
+    tls.client_auth_cert_resolver = identity.resolver();
+    // A resumed session keeps the identity it began with, so a new connection after a
+    // rotation could still present the old certificate; client-go does not resume either.
+    tls.resumption = rustls::client::Resumption::disabled();
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    let tracked = TrackingConnector::new(https, identity.clone());
+    let mut connector = hyper_timeout::TimeoutConnector::new(tracked);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    connector.set_reset_reader_on_write(config.reset_reader_on_write);
+    let client: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .build(connector);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer().map_err(build_err)?)
+        .layer(config.extra_headers_layer().map_err(build_err)?)
+        .option_layer(limiter)
+        .map_err(tower::BoxError::from)
+        .layer(CaptureLayer::new(identity.clone()))
+        .service(client);
+    Ok(ClientBuilder::new(service, config.default_namespace.clone()).build())
 }
 
 /// Loads a kubeconfig file into a kube-rs [`kube::Config`] (relative certificate paths are
@@ -266,6 +341,9 @@ where
         })
     }
 }
+
+#[cfg(test)]
+mod rotation_tests;
 
 #[cfg(test)]
 mod tests {

@@ -8,10 +8,13 @@
 //! - [`lease`]: the node lease in `kube-node-lease`;
 //! - [`status_sink`]: the [`kubelet_core::StatusSink`] publishing pod status, deleting
 //!   finished pods and keeping mirror pods of static pods;
-//! - [`events`]: the event recorder (bounded queue, aggregation, rate limit).
+//! - [`events`]: the event recorder (bounded queue, aggregation, rate limit);
+//! - [`certificate`]: TLS bootstrap, client and serving certificate rotation, and the API
+//!   clients' changeable TLS identity.
 //!
 //! [`ClusterMember::start`] composes all of it for a running kubelet.
 
+pub mod certificate;
 pub mod client;
 pub mod client_metrics;
 pub mod events;

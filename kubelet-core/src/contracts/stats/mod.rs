@@ -10,7 +10,7 @@
 //! [`SampleRequest`] names everything one collection needs, so a provider reading cgroups
 //! and `/proc` does all its blocking reads in one blocking task per collection. kubelet-cm
 //! implements it from cgroups, `/proc` and `statvfs`;
-//! [`testing::FakeNodeStats`](crate::testing::FakeNodeStats) is a complete fake.
+//! `testing::FakeNodeStats` (feature `testing`) is a complete fake.
 //!
 //! The provider is its own trait, reached through
 //! [`ContainerManager::node_stats`](crate::ContainerManager::node_stats) (an optional
