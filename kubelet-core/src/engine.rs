@@ -22,6 +22,7 @@ use crate::runtime::ContainerRuntime;
 use crate::runtime_state::RuntimeState;
 use crate::sink::StatusSink;
 use crate::status::StatusManager;
+use crate::summary::{SummaryCollector, SummaryConfig};
 use crate::volume::VolumeManager;
 
 /// Bound of the queue of pods whose probe results changed.
@@ -62,6 +63,8 @@ pub(crate) struct Engine {
     pub health: Health,
     /// Pod directories, volumes and the object store.
     pub volumes: VolumeManager,
+    /// The one summary collector (`None` when the container manager does not measure).
+    pub stats: Option<Arc<SummaryCollector>>,
 }
 
 impl Engine {
@@ -88,7 +91,23 @@ impl Engine {
             probe_tx,
         ));
         let hooks = Hooks::new(runtime.clone(), sink.clone(), prober.http().cloned());
+        let stats = cm.node_stats().map(|provider| {
+            let allocatable_memory = cm
+                .allocatable()
+                .get("memory")
+                .and_then(|q| crate::resources::value(q).ok())
+                .and_then(|v| u64::try_from(v).ok());
+            Arc::new(SummaryCollector::new(
+                provider,
+                runtime.clone(),
+                SummaryConfig {
+                    allocatable_memory,
+                    ..SummaryConfig::from_config(&config)
+                },
+            ))
+        });
         Engine {
+            stats,
             status,
             hooks,
             prober,
