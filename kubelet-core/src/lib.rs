@@ -43,6 +43,7 @@ pub use contracts::{cm, objects, runtime, sink, source, stats};
 pub mod clock;
 pub mod cpu;
 pub mod cri_log;
+pub mod eviction;
 pub mod hash;
 pub mod images;
 pub mod metrics;

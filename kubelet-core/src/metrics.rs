@@ -206,6 +206,15 @@ pub struct Metrics {
     pub running_containers: AtomicI64,
     /// `kubelet_running_containers{container_state="exited"}`.
     pub exited_containers: AtomicI64,
+    /// `kubelet_evictions{eviction_signal}`: pods evicted, by the signal (or local-storage
+    /// limit) that made the eviction manager evict them.
+    pub evictions: CounterVec,
+    /// `kubelet_eviction_stats_age_seconds{eviction_signal}`: how old the stats an eviction
+    /// acted on were.
+    pub eviction_stats_age: HistogramVec,
+    /// `kubelet_image_garbage_collected_total{reason}`: images removed by image garbage
+    /// collection, for `space` or `age`.
+    pub image_garbage_collected: CounterVec,
     started: Mutex<std::collections::HashSet<String>>,
 }
 
@@ -221,6 +230,9 @@ impl Default for Metrics {
             running_pods: AtomicI64::new(0),
             running_containers: AtomicI64::new(0),
             exited_containers: AtomicI64::new(0),
+            evictions: CounterVec::new("eviction_signal"),
+            eviction_stats_age: HistogramVec::new("eviction_signal", DEF_BUCKETS),
+            image_garbage_collected: CounterVec::new("reason"),
             started: Mutex::new(Default::default()),
         }
     }
@@ -336,6 +348,20 @@ impl Metrics {
             self.exited_containers.load(Ordering::Relaxed),
             self.running_containers.load(Ordering::Relaxed)
         );
+        let name = "kubelet_evictions";
+        head(
+            &mut out,
+            name,
+            "counter",
+            "Cumulative number of pod evictions by eviction signal",
+        );
+        self.evictions.render(&mut out, name);
+        let name = "kubelet_eviction_stats_age_seconds";
+        head(&mut out, name, "histogram", "Time between when stats are collected, and when pod is evicted based on those stats by eviction signal");
+        self.eviction_stats_age.render(&mut out, name);
+        let name = "kubelet_image_garbage_collected_total";
+        head(&mut out, name, "counter", "Total number of images garbage collected by the kubelet, whether through disk usage or image age.");
+        self.image_garbage_collected.render(&mut out, name);
         out
     }
 }
