@@ -14,6 +14,7 @@ use crate::backoff::Backoff;
 use crate::cm::ContainerManager;
 use crate::config::Config;
 use crate::hooks::Hooks;
+use crate::images::gc::ImageGc;
 use crate::images::ImageManager;
 use crate::objects::ObjectStore;
 use crate::pod_manager::PodManager;
@@ -65,6 +66,8 @@ pub(crate) struct Engine {
     pub volumes: VolumeManager,
     /// The one summary collector (`None` when the container manager does not measure).
     pub stats: Option<Arc<SummaryCollector>>,
+    /// Image garbage collection (its own task, and the eviction manager's disk reclaim).
+    pub image_gc: ImageGc,
 }
 
 impl Engine {
@@ -107,6 +110,7 @@ impl Engine {
             ))
         });
         Engine {
+            image_gc: ImageGc::new(config.image_gc.clone()),
             stats,
             status,
             hooks,

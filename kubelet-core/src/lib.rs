@@ -64,6 +64,7 @@ mod error;
 mod gc;
 mod hooks;
 mod kubelet;
+mod logs;
 mod pleg;
 mod pod_manager;
 mod pod_status;
@@ -77,6 +78,8 @@ mod sync;
 mod termination_message;
 mod volume;
 
+#[cfg(test)]
+mod eviction_tests;
 #[cfg(test)]
 mod lifecycle_tests;
 #[cfg(test)]

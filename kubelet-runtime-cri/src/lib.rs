@@ -169,6 +169,8 @@ pub struct CriRuntime {
     runtime: RuntimeServiceClient<Channel>,
     images: ImageServiceClient<Channel>,
     memory_capacity: i64,
+    /// The runtime's sandbox image, asked for once (see [`runtime_info::sandbox_image`]).
+    sandbox_image: std::sync::Arc<tokio::sync::OnceCell<Option<String>>>,
 }
 
 impl CriRuntime {
@@ -198,6 +200,7 @@ impl CriRuntime {
                 .max_encoding_message_size(MAX_MESSAGE_SIZE),
             config,
             memory_capacity,
+            sandbox_image: Default::default(),
         };
         let version = runtime.version().await.map_err(|source| Error::Connect {
             endpoint: runtime.config.runtime_endpoint.clone(),
@@ -222,6 +225,14 @@ impl CriRuntime {
     /// The configuration this runtime was connected with.
     pub fn config(&self) -> &CriConfig {
         &self.config
+    }
+
+    /// The runtime's sandbox image (asked for once; `None` when it does not say).
+    pub(crate) async fn sandbox_image(&self) -> Option<String> {
+        self.sandbox_image
+            .get_or_init(|| runtime_info::sandbox_image(self))
+            .await
+            .clone()
     }
 }
 

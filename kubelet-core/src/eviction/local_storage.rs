@@ -43,7 +43,7 @@ fn value(q: &Quantity) -> i64 {
     resources::value(q).unwrap_or(0)
 }
 
-fn limit<'a>(c: &'a Container) -> Option<&'a Quantity> {
+fn limit(c: &Container) -> Option<&Quantity> {
     c.resources
         .as_ref()
         .and_then(|r| r.limits.as_ref())

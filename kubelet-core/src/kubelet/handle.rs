@@ -10,6 +10,7 @@ use crate::clock::now_unix_nanos;
 use crate::cm::ContainerManager;
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::eviction::{NodePressure, PressureCondition, PressureState};
 use crate::pod_workers::{PodWorkers, WorkerState};
 use crate::runtime::ContainerRuntime;
 use crate::stats::StatsError;
@@ -20,6 +21,7 @@ use crate::summary::{PodEntry, Summary, SummaryCollector, SummaryConfig};
 pub struct KubeletHandle {
     pub(super) engine: Arc<Engine>,
     pub(super) workers: Arc<PodWorkers>,
+    pub(super) pressure: Arc<PressureState>,
 }
 
 impl KubeletHandle {
@@ -69,6 +71,17 @@ impl KubeletHandle {
     /// The state of the pod's worker, if it has one.
     pub fn worker_state(&self, uid: &str) -> Option<WorkerState> {
         self.workers.state(uid)
+    }
+
+    /// The pressure the eviction manager reports (MemoryPressure / DiskPressure /
+    /// PIDPressure), what node status sets the conditions from.
+    pub fn node_pressure(&self) -> NodePressure {
+        self.pressure.pressure()
+    }
+
+    /// The pressure conditions in effect, sorted.
+    pub fn pressure_conditions(&self) -> Vec<PressureCondition> {
+        self.pressure.conditions()
     }
 
     /// Whether every pod source has delivered its first full state.

@@ -24,7 +24,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::build::{self, Collected};
 use super::rates::CpuRates;
-use crate::config::Config;
 use crate::runtime::{
     ContainerRuntime, ContainerState, FilesystemUsage, ListFilter, RuntimeError, SandboxState,
 };
@@ -51,20 +50,6 @@ pub struct SummaryConfig {
     /// allocatable − the pods' working set as `availableBytes` (what
     /// `allocatableMemory.available` reads). `None`: no `pods` system container.
     pub allocatable_memory: Option<u64>,
-}
-
-impl SummaryConfig {
-    /// The node name, root dir and pod log root of an engine configuration; no image store
-    /// directory, no allocatable memory.
-    pub fn from_config(config: &Config) -> Self {
-        SummaryConfig {
-            node_name: config.node_name.clone(),
-            root_dir: config.root_dir.clone(),
-            pod_logs_dir: config.pod_logs_dir.clone(),
-            image_fs_dir: None,
-            allocatable_memory: None,
-        }
-    }
 }
 
 /// A pod the summary covers, with the start time from its status.

@@ -22,13 +22,14 @@
 
 mod build;
 mod collector;
-mod rates;
 #[cfg(test)]
-mod tests;
+mod collector_tests;
+mod rates;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::stats::InterfaceStats;
+pub(crate) use collector::Detail;
 pub use collector::{PodEntry, SummaryCollector, SummaryConfig, MIN_RATE_WINDOW};
 
 /// The name of the system container that stands for all pods (Go's

@@ -283,6 +283,7 @@ mod tests {
             repo_tags: vec!["busybox:1".into()],
             repo_digests: vec![],
             size_bytes: 10,
+            pinned: false,
         });
         let ctx = SetterContext {
             config: &cfg,

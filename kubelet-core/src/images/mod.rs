@@ -4,6 +4,10 @@
 //! `ErrImagePull` and starts a backoff per pod and image; inside it the answer is
 //! `ImagePullBackOff` without asking the runtime. Pulls are serialized unless
 //! `serializeImagePulls` is off (then bounded by `maxParallelImagePulls`).
+//!
+//! Image garbage collection is in [`gc`].
+
+pub mod gc;
 
 use std::sync::Mutex;
 use std::time::Duration;
