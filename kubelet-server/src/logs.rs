@@ -392,18 +392,34 @@ pub async fn follow<F, Fut>(
     if !initial.is_empty() && tx.send(Ok(Bytes::from(initial))).await.is_err() {
         return;
     }
+    use std::os::unix::fs::MetadataExt;
+    // The file being read and the inode the offset belongs to. A rotation (the kubelet
+    // renames the log and the runtime reopens a new one) is noticed when the path names
+    // another inode: the old file is read to its end once more — the runtime writes to
+    // the new one only after it exists — and then the new one is read from its start, so
+    // no line is lost across a rotation.
     let mut ino = inode(&path).await;
+    let mut file: Option<(tokio::fs::File, u64)> = None;
+    let mut draining = false;
     let mut ticks = 0u32;
     let mut stopping = false;
     loop {
+        if file.is_none() {
+            if let Ok(f) = tokio::fs::File::open(&path).await {
+                let file_ino = f.metadata().await.map(|m| m.ino()).unwrap_or(0);
+                if file_ino != ino {
+                    offset = 0;
+                    ino = file_ino;
+                }
+                file = Some((f, file_ino));
+            }
+        }
         let mut data = Vec::new();
-        if let Ok(mut f) = tokio::fs::File::open(&path).await {
+        if let Some((f, _)) = file.as_mut() {
             let len = f.metadata().await.map(|m| m.len()).unwrap_or(0);
-            let now_ino = inode(&path).await;
-            if len < offset || now_ino != ino {
-                // Rotated or truncated: start over on the new file.
+            if len < offset {
+                // Truncated: start over.
                 offset = 0;
-                ino = now_ino;
             }
             if f.seek(std::io::SeekFrom::Start(offset)).await.is_ok() {
                 let _ = f.read_to_end(&mut data).await;
@@ -432,6 +448,19 @@ pub async fn follow<F, Fut>(
                 return;
             }
             continue;
+        }
+        // Nothing new in the file being read: has it been rotated away?
+        if let Some((_, file_ino)) = &file {
+            let now_ino = inode(&path).await;
+            if now_ino != 0 && now_ino != *file_ino {
+                if draining {
+                    draining = false;
+                    file = None;
+                    continue;
+                }
+                draining = true;
+                continue;
+            }
         }
         if stopping {
             return;
@@ -647,5 +676,46 @@ mod tests {
         assert_eq!(rx.recv().await.unwrap().unwrap(), Bytes::from("last\n"));
         assert!(rx.recv().await.is_none());
         task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn follow_survives_a_rotation_without_losing_lines() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let cur = dir.path().join("0.log");
+        std::fs::write(&cur, line(T0, "stdout", "F", "a")).unwrap();
+        let (tx, mut rx) = mpsc::channel(16);
+        let files = log_files(&cur).await;
+        let task = tokio::spawn(follow(
+            files,
+            cur.clone(),
+            LogOptions {
+                follow: true,
+                ..Default::default()
+            },
+            tx,
+            || async { true },
+            CancellationToken::new(),
+        ));
+        assert_eq!(rx.recv().await.unwrap().unwrap(), Bytes::from("a\n"));
+        // The kubelet renames the log; the runtime still writes to it until it reopens.
+        let mut old = std::fs::OpenOptions::new().append(true).open(&cur).unwrap();
+        std::fs::rename(&cur, dir.path().join("0.log.20240501-100000")).unwrap();
+        old.write_all(line(T0, "stdout", "F", "b").as_bytes())
+            .unwrap();
+        // The runtime reopens: a new file; a last line still lands in the old one.
+        let mut new = std::fs::File::create(&cur).unwrap();
+        old.write_all(line(T0, "stdout", "F", "c").as_bytes())
+            .unwrap();
+        drop(old);
+        new.write_all(line(T0, "stdout", "F", "d").as_bytes())
+            .unwrap();
+        let mut got = String::new();
+        while !got.ends_with("d\n") {
+            let b = rx.recv().await.unwrap().unwrap();
+            got.push_str(std::str::from_utf8(&b).unwrap());
+        }
+        assert_eq!(got, "b\nc\nd\n");
+        task.abort();
     }
 }
