@@ -396,11 +396,8 @@ fn apply_flags(c: &mut KubeletConfiguration, f: &Flags, m: &ArgMatches) -> Resul
         )?;
     }
     if set("eviction_minimum_reclaim") {
-        c.eviction_minimum_reclaim = flags::parse_map(
-            "eviction-minimum-reclaim",
-            &f.eviction_minimum_reclaim,
-            '=',
-        )?;
+        c.eviction_minimum_reclaim =
+            flags::parse_map("eviction-minimum-reclaim", &f.eviction_minimum_reclaim, '=')?;
     }
     Ok(())
 }

@@ -137,7 +137,11 @@ mod tests {
         }
         for name in &listed {
             assert!(fields.contains_key(*name), "{name} is not a field");
-            assert_eq!(listed.iter().filter(|n| *n == name).count(), 1, "{name} twice");
+            assert_eq!(
+                listed.iter().filter(|n| *n == name).count(),
+                1,
+                "{name} twice"
+            );
         }
     }
 

@@ -505,10 +505,17 @@ fn node_self_protection_settings_reach_the_engine() {
         Duration::from_secs(90)
     );
     assert_eq!(e.eviction.minimum_reclaim["memory.available"], "100Mi");
-    assert_eq!(e.eviction.pressure_transition_period, Duration::from_secs(30));
+    assert_eq!(
+        e.eviction.pressure_transition_period,
+        Duration::from_secs(30)
+    );
     assert_eq!(e.eviction.max_pod_grace_period_seconds, 20);
     assert!(e.eviction.enforce_pods_allocatable);
-    assert_eq!(e.eviction.thresholds().unwrap().len(), 3, "hard, soft, allocatable copy");
+    assert_eq!(
+        e.eviction.thresholds().unwrap().len(),
+        3,
+        "hard, soft, allocatable copy"
+    );
     assert_eq!(e.image_gc.high_threshold_percent, 90);
     assert_eq!(e.image_gc.min_age, Duration::from_secs(300));
     assert_eq!(e.image_gc.max_age, Duration::from_secs(48 * 3600));
@@ -521,7 +528,11 @@ fn node_self_protection_settings_reach_the_engine() {
     assert_eq!(e.max_dead_containers_per_container, 2);
     assert_eq!(e.maximum_dead_containers, 50);
     // The setting kubelet-rs does not honour is named in one warning line.
-    let named: Vec<&String> = l.warnings.iter().filter(|w| w.contains("oomScoreAdj")).collect();
+    let named: Vec<&String> = l
+        .warnings
+        .iter()
+        .filter(|w| w.contains("oomScoreAdj"))
+        .collect();
     assert_eq!(named.len(), 1, "{:?}", l.warnings);
     assert!(named[0].contains("not supported by kubelet-rs"));
 
@@ -544,7 +555,10 @@ fn node_self_protection_settings_reach_the_engine() {
             vec!["--eviction-soft-grace-period=memory.available=soon"],
             "evictionSoftGracePeriod.memory.available",
         ),
-        (vec!["--container-log-max-files=1"], "containerLogMaxFiles: 1 must be greater than 1"),
+        (
+            vec!["--container-log-max-files=1"],
+            "containerLogMaxFiles: 1 must be greater than 1",
+        ),
         (vec!["--container-log-max-size=big"], "containerLogMaxSize"),
     ] {
         let err = load_args(&flags).unwrap_err().to_string();

@@ -321,15 +321,14 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
                 ))
             })
             .collect();
-        let parsed = kubelet_core::eviction::parse_thresholds(
-            kubelet_core::eviction::ThresholdSettings {
+        let parsed =
+            kubelet_core::eviction::parse_thresholds(kubelet_core::eviction::ThresholdSettings {
                 hard: &c.eviction_hard,
                 soft: &c.eviction_soft,
                 soft_grace_period: &grace,
                 minimum_reclaim: &c.eviction_minimum_reclaim,
                 enforce_pods_allocatable: false,
-            },
-        );
+            });
         if let Err(e) = parsed {
             errs.add(format!("{}.{}", e.field, e.signal), e.message);
         }
