@@ -498,9 +498,21 @@ impl EngineTest {
         sources: Vec<Arc<dyn PodSource>>,
         customize: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
     ) -> RunningKubelet {
+        self.start_on(self.runtime.clone(), config, sources, customize)
+    }
+
+    /// Like [`EngineTest::start_customized`] on another view of the runtime (a
+    /// [`ScopedRuntime`] with an image scope, say).
+    pub fn start_on(
+        &self,
+        runtime: Arc<ScopedRuntime>,
+        config: Config,
+        sources: Vec<Arc<dyn PodSource>>,
+        customize: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
+    ) -> RunningKubelet {
         let mut builder = Kubelet::builder()
             .config(config)
-            .runtime(self.runtime.clone())
+            .runtime(runtime)
             .container_manager(self.cm.clone() as Arc<dyn ContainerManager>);
         for s in sources {
             builder = builder.source(s);
