@@ -5,7 +5,7 @@
 //! - Critical pods (static, mirror, system-critical priority) are always admitted.
 //! - Memory pressure alone: pods that are not BestEffort are admitted, and BestEffort pods
 //!   that tolerate the `node.kubernetes.io/memory-pressure:NoSchedule` taint.
-//! - Anything else (disk or PID pressure): refused, "The node had condition: [DiskPressure]. ".
+//! - Anything else (disk or PID pressure): refused, `"The node had condition: [DiskPressure]. "`.
 
 use std::sync::Arc;
 

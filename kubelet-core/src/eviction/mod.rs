@@ -3,7 +3,7 @@
 //! node-level resources and, when that is not enough, evicts pods one at a time.
 //!
 //! # The monitoring loop
-//! Every `monitoring_interval` (10s) one synchronisation ([`manager`]) runs:
+//! Every `monitoring_interval` (10s) one synchronisation (the `manager` module) runs:
 //!
 //! ```text
 //!  summary ──► observations ──► thresholds met (now, or not yet reclaimed: below

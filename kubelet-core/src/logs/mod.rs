@@ -1,7 +1,7 @@
 //! Container logs on the node (Go's `pkg/kubelet/logs` and the log half of
-//! `kuberuntime_gc.go`): [`rotation`] keeps every running container's log within
+//! `kuberuntime_gc.go`): `rotation` keeps every running container's log within
 //! `containerLogMaxSize` × `containerLogMaxFiles` by rotating it through the runtime's
-//! `ReopenContainerLog`, and [`cleanup`] removes the log directories of pods that are gone
+//! `ReopenContainerLog`, and `cleanup` removes the log directories of pods that are gone
 //! and the dangling `/var/log/containers` symlinks.
 //!
 //! Both leave the node's files alone when the kubelet has no root dir (simulations).
