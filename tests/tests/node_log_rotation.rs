@@ -155,8 +155,8 @@ async fn twenty_megabytes_under_one_mebibyte_and_three_files() {
     for n in &rotated {
         let stamp = n
             .trim_start_matches("0.log.")
-            .trim_end_matches(".gz")
-            .trim_end_matches(".tmp");
+            .trim_end_matches(".tmp")
+            .trim_end_matches(".gz");
         let (date, time) = stamp.split_once('-').unwrap_or_else(|| panic!("{n}"));
         assert!(
             date.len() == 8
