@@ -6,8 +6,9 @@
 //!   container's `ephemeral-storage` limit, are evicted at once — phase `Failed`, reason
 //!   `Evicted`, Go's message, an `Evicted` event, `kubelet_evictions` — while a pod within
 //!   its limit keeps running.
-//! - Memory pressure: a `memory.available` threshold above the machine's memory (always
-//!   met) makes MemoryPressure True; the BestEffort pod is evicted first, then the
+//! - Memory pressure: a soft `memory.available` threshold above the machine's memory
+//!   (always met) makes MemoryPressure True at once; past its grace period the BestEffort
+//!   pod is evicted first, then the
 //!   Burstable one (one pod per cycle); the static pod is never evicted; a new BestEffort
 //!   pod is refused at admission. Restarted with the threshold lifted and a short transition
 //!   period, the condition returns to False.
@@ -24,6 +25,8 @@ use kubelet_core::{KubeletHandle, PodSource};
 use kubelet_tests::engine::{busybox, phase, resources, wait_running, wait_until, EngineTest};
 
 const LONG: Duration = Duration::from_secs(90);
+/// The soft memory threshold's grace period.
+const GRACE: Duration = Duration::from_secs(20);
 
 fn with_scratch(mut p: Pod, c: &mut Container, size_limit: &str) -> Pod {
     c.volume_mounts = Some(vec![VolumeMount {
@@ -165,7 +168,8 @@ async fn memory_pressure_evicts_best_effort_first_and_spares_static_pods() {
     let st_uid = t.uid("static");
     let st = t.pod("static", &st_uid, vec![busybox("app", "exec sleep 3600")]);
 
-    // Everything runs first, without thresholds.
+    // A soft threshold always met, with a grace period long enough for every pod to start
+    // (and be measured: Go ranks pods without stats first) before anything is evicted.
     let api = Arc::new(StaticSource::new("api", vec![be.clone(), bu.clone()]));
     let file = Arc::new(StaticSource::new("file", vec![st.clone()]));
     let sink = Arc::new(RecordingSink::default());
@@ -174,7 +178,10 @@ async fn memory_pressure_evicts_best_effort_first_and_spares_static_pods() {
         .collect();
     let config = kubelet_core::Config {
         eviction: EvictionConfig {
-            hard: huge,
+            soft: huge,
+            soft_grace_period: [("memory.available".to_string(), GRACE)]
+                .into_iter()
+                .collect(),
             // Only what the test is about: no allocatable copy, no local storage.
             enforce_pods_allocatable: false,
             local_storage_capacity_isolation: false,
@@ -198,6 +205,9 @@ async fn memory_pressure_evicts_best_effort_first_and_spares_static_pods() {
     })
     .await;
     assert!(k.handle.node_pressure().memory);
+    for uid in [&be_uid, &bu_uid, &st_uid] {
+        wait_running(&k.handle, uid, GRACE).await;
+    }
     let (reason, message) = wait_evicted(&k.handle, &be_uid).await;
     assert_eq!(reason, "Evicted");
     assert!(
@@ -254,7 +264,7 @@ async fn memory_pressure_evicts_best_effort_first_and_spares_static_pods() {
     // period is over.
     let config = kubelet_core::Config {
         eviction: EvictionConfig {
-            hard: [("memory.available".to_string(), "1Ki".to_string())]
+            soft: [("memory.available".to_string(), "1Ki".to_string())]
                 .into_iter()
                 .collect(),
             ..config.eviction
