@@ -209,6 +209,7 @@ pub async fn build(o: &Options, runtime: Arc<dyn ContainerRuntime>) -> Result<No
             node_name: o.node_name.clone(),
             root_dir,
             pod_logs_dir: o.log_dir.join("pods"),
+            container_logs_dir: o.log_dir.join("containers"),
             ..Config::default()
         })
         .runtime(runtime)

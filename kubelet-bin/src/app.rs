@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use kubelet_cm::{CmConfig, LinuxContainerManager};
-use kubelet_core::summary::{SummaryCollector, SummaryConfig};
+use kubelet_core::summary::SummaryCollector;
 use kubelet_core::{ContainerManager, ContainerRuntime, Kubelet, KubeletHandle};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
 use kubelet_sources::apiserver::certificate::ClientCertificates;
@@ -360,24 +360,15 @@ pub async fn canonical_root_dir(root: &std::path::Path) -> Result<std::path::Pat
         .with_context(|| format!("--root-dir {}: resolving it", root.display()))
 }
 
-/// The summary collector of a built kubelet, composed from the library parts as an embedder
-/// would: its container manager's stats provider
-/// ([`ContainerManager::node_stats`]), its runtime, and the node name, root dir and pod
-/// log root of the configuration. `None` when the container manager does not measure.
+/// The summary collector of a built kubelet: the engine's own ([`KubeletHandle::stats`],
+/// over its container manager's stats provider and its runtime), which node status and
+/// the eviction manager read too. `None` when the container manager does not measure.
 pub fn stats_collector(
     loaded: &LoadedConfig,
     handle: &KubeletHandle,
 ) -> Option<Arc<SummaryCollector>> {
-    let provider = handle.container_manager().node_stats()?;
-    let config = SummaryConfig {
-        root_dir: loaded.root_dir.clone(),
-        ..SummaryConfig::from_config(handle.config())
-    };
-    Some(Arc::new(SummaryCollector::new(
-        provider,
-        handle.runtime(),
-        config,
-    )))
+    let _ = loaded;
+    handle.stats()
 }
 
 /// Go's `startKubelet`: the HTTP listeners (stats from [`stats_collector`]) and the kubelet,

@@ -259,6 +259,82 @@ pub struct Flags {
     /// Hard eviction thresholds (memory.available<100Mi,nodefs.available<10%,...).
     #[arg(long = "eviction-hard", value_name = "SIGNAL<VALUE,...", action = ArgAction::Append)]
     pub eviction_hard: Vec<String>,
+    /// Soft eviction thresholds (memory.available<1.5Gi,...).
+    #[arg(long = "eviction-soft", value_name = "SIGNAL<VALUE,...", action = ArgAction::Append)]
+    pub eviction_soft: Vec<String>,
+    /// Grace periods of the soft eviction thresholds (memory.available=1m30s,...).
+    #[arg(long = "eviction-soft-grace-period", value_name = "SIGNAL=DURATION,...", action = ArgAction::Append)]
+    pub eviction_soft_grace_period: Vec<String>,
+    /// Minimum reclaim per signal once a threshold is met (imagefs.available=2Gi,...).
+    #[arg(long = "eviction-minimum-reclaim", value_name = "SIGNAL=VALUE,...", action = ArgAction::Append)]
+    pub eviction_minimum_reclaim: Vec<String>,
+    /// The most grace (seconds) a soft eviction gives a pod.
+    #[arg(
+        long = "eviction-max-pod-grace-period",
+        default_value_t = 0,
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
+    pub eviction_max_pod_grace_period: i32,
+    /// How long a pressure condition is held after it cleared.
+    #[arg(
+        long = "eviction-pressure-transition-period",
+        default_value = "5m0s",
+        value_name = "DURATION"
+    )]
+    pub eviction_pressure_transition_period: GoDuration,
+    /// Minimum age of an unused image before it is garbage collected.
+    #[arg(
+        long = "minimum-image-ttl-duration",
+        default_value = "2m0s",
+        value_name = "DURATION"
+    )]
+    pub minimum_image_ttl_duration: GoDuration,
+    /// Image never removed by image garbage collection (the sandbox image).
+    #[arg(
+        long = "pod-infra-container-image",
+        default_value = "k8s.gcr.io/pause:3.2",
+        value_name = "IMAGE"
+    )]
+    pub pod_infra_container_image: String,
+    /// Container log size at which it is rotated (e.g. 10Mi).
+    #[arg(
+        long = "container-log-max-size",
+        default_value = "10Mi",
+        value_name = "QUANTITY"
+    )]
+    pub container_log_max_size: String,
+    /// Container log files kept, the current one included.
+    #[arg(
+        long = "container-log-max-files",
+        default_value_t = 5,
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub container_log_max_files: i32,
+    /// Dead containers younger than this are not garbage collected.
+    #[arg(
+        long = "minimum-container-ttl-duration",
+        default_value = "0s",
+        value_name = "DURATION"
+    )]
+    pub minimum_container_ttl_duration: GoDuration,
+    /// Dead instances kept per container (negative: no limit).
+    #[arg(
+        long = "maximum-dead-containers-per-container",
+        default_value_t = 1,
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub maximum_dead_containers_per_container: i32,
+    /// Dead containers kept on the node (negative: no limit).
+    #[arg(
+        long = "maximum-dead-containers",
+        default_value_t = -1,
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub maximum_dead_containers: i32,
     /// Pull images one at a time.
     #[arg(long = "serialize-image-pulls", default_value = "true", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", action = ArgAction::Set)]

@@ -373,6 +373,11 @@ fn cgroup_config_from_amounts(limits: &Amounts) -> ResourceConfig {
 }
 
 impl Inner {
+    /// The cgroup every pod runs under (`cgroupRoot/kubepods`, or `cgroupRoot`).
+    pub(crate) fn node_cgroup(&self) -> &CgroupName {
+        &self.node_cgroup
+    }
+
     fn qos_cgroup(&self, qos: QosClass) -> CgroupName {
         match qos {
             QosClass::Guaranteed => self.node_cgroup.clone(),

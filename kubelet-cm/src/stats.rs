@@ -2,16 +2,18 @@
 //! from the node's root cgroup and the pod and container cgroups (`<pod cgroup>/<container
 //! id>`, where the runtime puts them under the cgroup parent the manager hands out), network
 //! interfaces from `/proc/net/dev` and `/proc/<pid>/net/dev` of a process in the pod's cgroup,
-//! filesystems from `statvfs`, directory usage by walking the tree. One sample is one
-//! blocking task; every path is resolved under the manager's `root`.
+//! filesystems from `statvfs`, directory usage by walking the tree, `du`-style disk usage
+//! (allocated blocks, one filesystem, at most [`DU_MAX_ENTRIES`] entries), the node's process
+//! limits from `/proc/sys/kernel/{pid_max,threads-max}` and `/proc/loadavg`. One sample is
+//! one blocking task; every path is resolved under the manager's `root`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use kubelet_core::stats::{
-    DirUsage, FsUsage, InterfaceStats, MachineInfo, NodeStatsProvider, PodSample, Sample,
-    SampleRequest, StatsError,
+    DirUsage, FsUsage, InterfaceStats, MachineInfo, NodeStatsProvider, PodSample, RlimitSample,
+    Sample, SampleRequest, StatsError, DU_MAX_ENTRIES,
 };
 
 use crate::cgroups::CgroupName;
@@ -43,6 +45,8 @@ impl CgroupStats {
         };
         let mut sample = Sample {
             node: usage(&CgroupName::root()),
+            pods_cgroup: usage(self.inner.node_cgroup()),
+            rlimit: read_rlimit(root),
             node_interfaces: request
                 .network
                 .then(|| read_net_dev(&under(root, "/proc/net/dev")))
@@ -55,6 +59,10 @@ impl CgroupStats {
             let mut pod = PodSample::default();
             if let Some(c) = &cgroup {
                 pod.usage = usage(c);
+                pod.process_count = cgroups
+                    .pids(c)
+                    .ok()
+                    .map(|pids| u64::try_from(pids.len()).unwrap_or(u64::MAX));
                 for id in &p.container_ids {
                     // Runtime ids are plain names; anything else would leave the pod cgroup.
                     if id.is_empty() || id.contains('/') || id == "." || id == ".." {
@@ -92,6 +100,11 @@ impl CgroupStats {
                     filesystem,
                 },
             );
+        }
+        for path in request.disk_usage {
+            if let Some(d) = du(&path, DU_MAX_ENTRIES) {
+                sample.disk_usage.insert(path, d);
+            }
         }
         sample
     }
@@ -159,7 +172,84 @@ fn fs_usage(path: &Path) -> Option<FsUsage> {
         inodes: st.f_files,
         inodes_free: st.f_ffree,
         inodes_used: st.f_files.saturating_sub(st.f_ffree),
+        fs_id: st.f_fsid,
     })
+}
+
+/// Disk usage of `dir` as `du -x` counts it: allocated blocks (512-byte units) of every
+/// entry on `dir`'s own filesystem, hard links counted once; at most `max_entries` entries
+/// are visited. `None` when `dir` cannot be read.
+fn du(dir: &Path, max_entries: u64) -> Option<DirUsage> {
+    use std::os::unix::fs::MetadataExt;
+    let top = dir.symlink_metadata().ok()?;
+    if !top.is_dir() {
+        return None;
+    }
+    let dev = top.dev();
+    let mut seen = std::collections::HashSet::new();
+    let mut bytes = top.blocks().saturating_mul(512);
+    let mut entries = 0u64;
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    'walk: while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if entries >= max_entries {
+                tracing::debug!(path = %dir.display(), max_entries, "disk usage measurement stopped at its entry bound");
+                break 'walk;
+            }
+            let Ok(m) = e.path().symlink_metadata() else {
+                continue;
+            };
+            if m.dev() != dev {
+                continue;
+            }
+            entries += 1;
+            if m.nlink() > 1 && !m.is_dir() && !seen.insert(m.ino()) {
+                continue;
+            }
+            bytes = bytes.saturating_add(m.blocks().saturating_mul(512));
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    Some(DirUsage {
+        used_bytes: bytes,
+        inodes_used: entries,
+        filesystem: fs_usage(dir),
+    })
+}
+
+/// Go's `pidlimit.Stats`: the task limit (the smaller of `kernel.pid_max` and
+/// `kernel.threads-max`) and the tasks that exist (the total of `/proc/loadavg`'s fourth
+/// field).
+fn read_rlimit(root: &Path) -> Option<RlimitSample> {
+    let read = |p: &str| {
+        std::fs::read_to_string(under(root, p))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    };
+    let max_pid = [
+        read("/proc/sys/kernel/pid_max"),
+        read("/proc/sys/kernel/threads-max"),
+    ]
+    .into_iter()
+    .flatten()
+    .min()?;
+    let loadavg = std::fs::read_to_string(under(root, "/proc/loadavg")).ok()?;
+    let running_processes = parse_loadavg_tasks(&loadavg)?;
+    Some(RlimitSample {
+        max_pid,
+        running_processes,
+    })
+}
+
+/// The total task count of `/proc/loadavg` (`0.10 0.20 0.30 2/345 6789` → 345).
+pub fn parse_loadavg_tasks(text: &str) -> Option<u64> {
+    let field = text.split_whitespace().nth(3)?;
+    field.split_once('/')?.1.parse().ok()
 }
 
 /// Bytes and entries under `dir` (not following symlinks).
@@ -277,6 +367,7 @@ mod tests {
                 network: true,
                 filesystems: vec![r.to_path_buf(), r.join("missing")],
                 directories: vec![logs.clone()],
+                disk_usage: vec![],
             })
             .await
             .unwrap();

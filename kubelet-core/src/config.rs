@@ -7,6 +7,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::eviction::EvictionConfig;
+use crate::logs::ContainerLogConfig;
+use crate::summary::SummaryConfig;
+
 /// Engine configuration. `Config::default()` gives the Go kubelet's defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -58,6 +62,20 @@ pub struct Config {
     pub container_gc_period: Duration,
     /// Dead containers kept per container name (`--maximum-dead-containers-per-container`, 1).
     pub max_dead_containers_per_container: usize,
+    /// Dead containers younger than this are kept (`--minimum-container-ttl-duration`, 0).
+    pub minimum_container_ttl: Duration,
+    /// The most dead containers on the node (`--maximum-dead-containers`; negative, the
+    /// default -1: no limit).
+    pub maximum_dead_containers: i64,
+    /// The legacy container log symlinks' directory (`/var/log/containers`): dangling ones
+    /// are removed. Empty: left alone.
+    pub container_logs_dir: PathBuf,
+    /// The eviction manager (`evictionHard`, `evictionSoft`, …).
+    pub eviction: EvictionConfig,
+    /// Image garbage collection (`imageGC*`, `imageMinimumGCAge`, `imageMaximumGCAge`).
+    pub image_gc: ImageGcPolicy,
+    /// Container log rotation (`containerLogMax*`, `containerLogMonitorInterval`).
+    pub container_logs: ContainerLogConfig,
     /// Capacity of the bounded channel that carries source updates.
     pub update_channel_capacity: usize,
     /// `allowedUnsafeSysctls`: sysctls or prefixes (`net.core.*`) pods may set beyond Go's
@@ -93,9 +111,90 @@ impl Default for Config {
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             container_gc_period: Duration::from_secs(60),
             max_dead_containers_per_container: 1,
+            minimum_container_ttl: Duration::ZERO,
+            maximum_dead_containers: -1,
+            container_logs_dir: PathBuf::from("/var/log/containers"),
+            eviction: EvictionConfig::default(),
+            image_gc: ImageGcPolicy::default(),
+            container_logs: ContainerLogConfig::default(),
             update_channel_capacity: 64,
             allowed_unsafe_sysctls: Vec::new(),
             apparmor_enabled: None,
+        }
+    }
+}
+
+/// The image garbage collection policy, with Go's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageGcPolicy {
+    /// `imageGCHighThresholdPercent` (85): usage at which a collection frees space; 100
+    /// turns image garbage collection off (as Go).
+    pub high_threshold_percent: i32,
+    /// `imageGCLowThresholdPercent` (80): usage a collection frees down to.
+    pub low_threshold_percent: i32,
+    /// `imageMinimumGCAge` (2m): images seen more recently are never removed for space.
+    pub min_age: Duration,
+    /// `imageMaximumGCAge` (0: off): images unused for longer are removed.
+    pub max_age: Duration,
+    /// How often a collection runs (Go's `ImageGCPeriod`, 5m).
+    pub period: Duration,
+    /// Images never removed besides the runtime's pinned ones (Go's
+    /// `--pod-infra-container-image`), by id, tag or digest.
+    pub pinned_images: Vec<String>,
+}
+
+impl Default for ImageGcPolicy {
+    fn default() -> Self {
+        ImageGcPolicy {
+            high_threshold_percent: 85,
+            low_threshold_percent: 80,
+            min_age: Duration::from_secs(120),
+            max_age: Duration::ZERO,
+            period: Duration::from_secs(300),
+            pinned_images: Vec::new(),
+        }
+    }
+}
+
+impl ImageGcPolicy {
+    /// Go's `NewImageGCManager` checks; the error names the setting.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (field, v) in [
+            ("imageGCHighThresholdPercent", self.high_threshold_percent),
+            ("imageGCLowThresholdPercent", self.low_threshold_percent),
+        ] {
+            if !(0..=100).contains(&v) {
+                return Err((field, format!("invalid {v}, must be in range [0-100]")));
+            }
+        }
+        if self.low_threshold_percent > self.high_threshold_percent {
+            return Err((
+                "imageGCLowThresholdPercent",
+                format!(
+                    "{} can not be higher than imageGCHighThresholdPercent {}",
+                    self.low_threshold_percent, self.high_threshold_percent
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether collections run at all (Go skips image GC at a high threshold of 100).
+    pub fn enabled(&self) -> bool {
+        self.high_threshold_percent < 100
+    }
+}
+
+impl SummaryConfig {
+    /// The node name, root dir and pod log root of an engine configuration; no image store
+    /// directory, no allocatable memory.
+    pub fn from_config(config: &Config) -> Self {
+        SummaryConfig {
+            node_name: config.node_name.clone(),
+            root_dir: config.root_dir.clone(),
+            pod_logs_dir: config.pod_logs_dir.clone(),
+            image_fs_dir: None,
+            allocatable_memory: None,
         }
     }
 }

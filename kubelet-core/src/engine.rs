@@ -15,6 +15,7 @@ use crate::cm::ContainerManager;
 use crate::config::Config;
 use crate::credentials::CredentialProvider;
 use crate::hooks::Hooks;
+use crate::images::gc::ImageGc;
 use crate::images::ImageManager;
 use crate::objects::ObjectStore;
 use crate::pod_manager::PodManager;
@@ -23,6 +24,7 @@ use crate::runtime::ContainerRuntime;
 use crate::runtime_state::RuntimeState;
 use crate::sink::StatusSink;
 use crate::status::StatusManager;
+use crate::summary::{SummaryCollector, SummaryConfig};
 use crate::volume::VolumeManager;
 
 /// Bound of the queue of pods whose probe results changed.
@@ -63,6 +65,10 @@ pub(crate) struct Engine {
     pub health: Health,
     /// Pod directories, volumes and the object store.
     pub volumes: VolumeManager,
+    /// The one summary collector (`None` when the container manager does not measure).
+    pub stats: Option<Arc<SummaryCollector>>,
+    /// Image garbage collection (its own task, and the eviction manager's disk reclaim).
+    pub image_gc: ImageGc,
 }
 
 impl Engine {
@@ -90,7 +96,24 @@ impl Engine {
             probe_tx,
         ));
         let hooks = Hooks::new(runtime.clone(), sink.clone(), prober.http().cloned());
+        let stats = cm.node_stats().map(|provider| {
+            let allocatable_memory = cm
+                .allocatable()
+                .get("memory")
+                .and_then(|q| crate::resources::value(q).ok())
+                .and_then(|v| u64::try_from(v).ok());
+            Arc::new(SummaryCollector::new(
+                provider,
+                runtime.clone(),
+                SummaryConfig {
+                    allocatable_memory,
+                    ..SummaryConfig::from_config(&config)
+                },
+            ))
+        });
         Engine {
+            image_gc: ImageGc::new(config.image_gc.clone()),
+            stats,
             status,
             hooks,
             prober,

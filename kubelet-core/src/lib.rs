@@ -44,9 +44,11 @@ pub mod clock;
 pub mod cpu;
 pub mod cri_log;
 pub mod duration;
+pub mod eviction;
 pub mod hash;
 pub mod images;
 pub mod keyring;
+pub mod logs;
 pub mod metrics;
 pub mod pod;
 pub mod qos;
@@ -78,6 +80,8 @@ mod sync;
 mod termination_message;
 mod volume;
 
+#[cfg(test)]
+mod eviction_tests;
 #[cfg(test)]
 mod lifecycle_tests;
 #[cfg(test)]

@@ -62,6 +62,23 @@ pub fn is_mirror(pod: &Pod) -> bool {
     annotation(pod, CONFIG_MIRROR_ANNOTATION).is_some()
 }
 
+/// Go's `SystemCriticalPriority` (2·10⁹): the priority of `system-cluster-critical`; pods at
+/// or above it are critical.
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+/// Go's `IsCriticalPod`: a static or mirror pod, or one whose priority is at least
+/// [`SYSTEM_CRITICAL_PRIORITY`] (`system-cluster-critical`, `system-node-critical`). The
+/// eviction manager never evicts one and admits one under pressure.
+pub fn is_critical(pod: &Pod) -> bool {
+    is_static(pod)
+        || is_mirror(pod)
+        || pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority)
+            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
+}
+
 /// The pod shares the host's network namespace.
 pub fn host_network(pod: &Pod) -> bool {
     pod.spec

@@ -248,7 +248,12 @@ pub(crate) async fn remove(rt: &CriRuntime, container_id: &str) -> RuntimeResult
         Ok(status) => {
             let label = |k: &str| status.labels.get(k).cloned().unwrap_or_default();
             if !status.log_path.is_empty() {
-                remove_file_if_present(Path::new(&status.log_path)).await;
+                let log = Path::new(&status.log_path);
+                remove_file_if_present(log).await;
+                // And its rotated files (Go's `ContainerLogManager.Clean`: `<log>*`).
+                for rotated in rotated_logs(log).await {
+                    remove_file_if_present(&rotated).await;
+                }
             }
             let link = log_symlink(
                 rt,
@@ -280,6 +285,23 @@ pub(crate) async fn remove(rt: &CriRuntime, container_id: &str) -> RuntimeResult
         Ok(_) | Err(RuntimeError::NotFound { .. }) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// The rotated files of a container log (`<log>.*`).
+async fn rotated_logs(log: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (log.parent(), log.file_name().and_then(|n| n.to_str())) else {
+        return Vec::new();
+    };
+    let prefix = format!("{name}.");
+    let mut out = Vec::new();
+    if let Ok(mut rd) = tokio::fs::read_dir(dir).await {
+        while let Ok(Some(e)) = rd.next_entry().await {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                out.push(e.path());
+            }
+        }
+    }
+    out
 }
 
 /// Makes the runtime reopen the container's log file (after the kubelet rotated it).

@@ -15,7 +15,19 @@ fn image_info(i: cri::Image) -> ImageInfo {
         repo_tags: i.repo_tags,
         repo_digests: i.repo_digests,
         size_bytes: i.size,
+        pinned: i.pinned,
     }
+}
+
+/// Whether `image` is the runtime's sandbox image (`sandbox_image` of containerd's CRI
+/// configuration, which runtimes before CRI's `pinned` field do not mark).
+fn is_sandbox_image(image: &ImageInfo, sandbox_image: Option<&str>) -> bool {
+    let Some(s) = sandbox_image.filter(|s| !s.is_empty()) else {
+        return false;
+    };
+    image.id == s
+        || image.repo_tags.iter().any(|t| t == s)
+        || image.repo_digests.iter().any(|d| d == s)
 }
 
 /// `ImageStatus` as CRI answers it; `None` when the image is not present.
@@ -50,7 +62,12 @@ pub(crate) async fn raw_image_status(
 
 /// `ImageStatus`: the image, or `None` when it is not present.
 pub(crate) async fn status(rt: &CriRuntime, image: &str) -> RuntimeResult<Option<ImageInfo>> {
-    Ok(raw_image_status(rt, image).await?.map(image_info))
+    let Some(i) = raw_image_status(rt, image).await? else {
+        return Ok(None);
+    };
+    let mut i = image_info(i);
+    i.pinned |= is_sandbox_image(&i, rt.sandbox_image().await.as_deref());
+    Ok(Some(i))
 }
 
 /// `PullImage`, without a deadline (large images take longer than the request timeout);
@@ -118,7 +135,16 @@ pub(crate) async fn list(rt: &CriRuntime) -> RuntimeResult<Vec<ImageInfo>> {
             client.list_images(req),
         )
         .await?;
-    Ok(resp.images.into_iter().map(image_info).collect())
+    let sandbox_image = rt.sandbox_image().await;
+    Ok(resp
+        .images
+        .into_iter()
+        .map(image_info)
+        .map(|mut i| {
+            i.pinned |= is_sandbox_image(&i, sandbox_image.as_deref());
+            i
+        })
+        .collect())
 }
 
 /// `RemoveImage`.

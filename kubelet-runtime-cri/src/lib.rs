@@ -180,6 +180,8 @@ pub struct CriRuntime {
     runtime: RuntimeServiceClient<Channel>,
     images: ImageServiceClient<Channel>,
     options: mapping::Options,
+    /// The runtime's sandbox image, asked for once (see [`runtime_info::sandbox_image`]).
+    sandbox_image: std::sync::Arc<tokio::sync::OnceCell<Option<String>>>,
 }
 
 impl CriRuntime {
@@ -216,6 +218,7 @@ impl CriRuntime {
                     .unwrap_or(mapping::QUOTA_PERIOD),
             },
             config,
+            sandbox_image: Default::default(),
         };
         let version = runtime.version().await.map_err(|source| Error::Connect {
             endpoint: runtime.config.runtime_endpoint.clone(),
@@ -240,6 +243,14 @@ impl CriRuntime {
     /// The configuration this runtime was connected with.
     pub fn config(&self) -> &CriConfig {
         &self.config
+    }
+
+    /// The runtime's sandbox image (asked for once; `None` when it does not say).
+    pub(crate) async fn sandbox_image(&self) -> Option<String> {
+        self.sandbox_image
+            .get_or_init(|| runtime_info::sandbox_image(self))
+            .await
+            .clone()
     }
 }
 

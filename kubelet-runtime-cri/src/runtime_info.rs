@@ -29,6 +29,26 @@ pub(crate) async fn version(rt: &CriRuntime) -> RuntimeResult<RuntimeVersion> {
     })
 }
 
+/// The sandbox image the runtime is configured with, from `Status` with `verbose` (the
+/// `config` info's `sandboxImage`, as containerd reports it); `None` when it says nothing.
+pub(crate) async fn sandbox_image(rt: &CriRuntime) -> Option<String> {
+    let mut client = rt.runtime.clone();
+    let req = rt.request(cri::StatusRequest { verbose: true }, rt.deadline());
+    let resp = rt
+        .call(
+            ctx("Status", "runtime", ""),
+            rt.deadline(),
+            client.status(req),
+        )
+        .await
+        .ok()?;
+    let config: serde_json::Value = serde_json::from_str(resp.info.get("config")?).ok()?;
+    config
+        .get("sandboxImage")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+}
+
 /// `Status`: the RuntimeReady and NetworkReady conditions, and why any is false; the runtime
 /// handlers and features, where the runtime reports them.
 pub(crate) async fn status(rt: &CriRuntime) -> RuntimeResult<RuntimeStatus> {

@@ -35,8 +35,8 @@ use kubelet_cm::{CmConfig, LinuxContainerManager};
 use kubelet_core::runtime::{
     AttachRequest, ContainerConfig, ContainerEventStream, ContainerRuntime, ContainerStats,
     ContainerStatus, ContainerSummary, ExecOutput, ExecRequest, ImageFsInfo, ImageInfo, ListFilter,
-    PullImageRequest, RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig, SandboxStatus,
-    SandboxSummary,
+    PullImageRequest, RuntimeError, RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig,
+    SandboxStatus, SandboxSummary,
 };
 use kubelet_core::{Config, ContainerManager, Kubelet, KubeletBuilder, KubeletHandle, PodSource};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
@@ -51,9 +51,19 @@ pub const NODE_NAME: &str = "kubelet-rs-itest";
 /// sandboxes and containers of pods in one namespace (and their stats and events). See the
 /// module docs. It forwards every method, the trait's defaulted ones included, so no
 /// capability of the real runtime is lost behind it.
+///
+/// Images are shared by every test and every developer on the machine, so the view never
+/// removes one it was not given ([`ScopedRuntime::with_images`]): `RemoveImage` of any
+/// other image is refused. With an image prefix, `ListImages` shows only the images tagged
+/// under it, the images the namespace's containers use and the pinned ones — what image
+/// garbage collection may consider — and only images tagged under the prefix alone may be
+/// removed. With [`ScopedRuntime::with_image_fs`], `ImageFsInfo` reports that directory as
+/// where images live (so a disk-pressure test's image filesystem is its own small one).
 pub struct ScopedRuntime {
     inner: Arc<CriRuntime>,
     namespace: String,
+    image_prefix: Option<String>,
+    image_fs: Option<PathBuf>,
 }
 
 impl ScopedRuntime {
@@ -62,7 +72,28 @@ impl ScopedRuntime {
         ScopedRuntime {
             inner,
             namespace: namespace.to_string(),
+            image_prefix: None,
+            image_fs: None,
         }
+    }
+
+    /// The view lists (and may remove) only images tagged under `prefix`, plus those the
+    /// namespace uses and the pinned ones (listed, never removed).
+    pub fn with_images(mut self, prefix: &str) -> ScopedRuntime {
+        self.image_prefix = Some(prefix.to_string());
+        self
+    }
+
+    /// `ImageFsInfo` reports `dir` as the image filesystem.
+    pub fn with_image_fs(mut self, dir: &Path) -> ScopedRuntime {
+        self.image_fs = Some(dir.to_path_buf());
+        self
+    }
+
+    fn owned(&self, image: &ImageInfo) -> bool {
+        self.image_prefix.as_deref().is_some_and(|p| {
+            !image.repo_tags.is_empty() && image.repo_tags.iter().all(|t| t.starts_with(p))
+        })
     }
 }
 
@@ -125,10 +156,39 @@ impl ContainerRuntime for ScopedRuntime {
         self.inner.pull_image(request).await
     }
     async fn list_images(&self) -> RuntimeResult<Vec<ImageInfo>> {
-        self.inner.list_images().await
+        let mut images = self.inner.list_images().await?;
+        let Some(prefix) = self.image_prefix.as_deref() else {
+            return Ok(images);
+        };
+        let used: Vec<String> = self
+            .list_containers(&ListFilter::all())
+            .await?
+            .into_iter()
+            .flat_map(|c| [c.image, c.image_ref])
+            .collect();
+        images.retain(|i| {
+            i.pinned
+                || i.repo_tags.iter().any(|t| t.starts_with(prefix))
+                || used
+                    .iter()
+                    .any(|u| *u == i.id || i.repo_tags.contains(u) || i.repo_digests.contains(u))
+        });
+        Ok(images)
     }
     async fn remove_image(&self, image: &str) -> RuntimeResult<()> {
-        self.inner.remove_image(image).await
+        let listed = self.inner.list_images().await?;
+        let target = listed
+            .iter()
+            .find(|i| i.id == image || i.repo_tags.iter().any(|t| t == image));
+        match target {
+            Some(i) if self.owned(i) => self.inner.remove_image(image).await,
+            _ => Err(RuntimeError::OperationFailed {
+                operation: "RemoveImage",
+                message: format!(
+                    "the test's view of the shared containerd does not remove image {image} (not created by this test)"
+                ),
+            }),
+        }
     }
     async fn exec_sync(
         &self,
@@ -148,7 +208,13 @@ impl ContainerRuntime for ScopedRuntime {
         self.inner.port_forward_url(sandbox_id, ports).await
     }
     async fn image_fs_info(&self) -> RuntimeResult<ImageFsInfo> {
-        self.inner.image_fs_info().await
+        let mut info = self.inner.image_fs_info().await?;
+        if let Some(dir) = &self.image_fs {
+            for f in &mut info.image_filesystems {
+                f.mountpoint = dir.display().to_string();
+            }
+        }
+        Ok(info)
     }
     async fn container_stats(&self, container_id: &str) -> RuntimeResult<ContainerStats> {
         self.inner.container_stats(container_id).await
@@ -387,13 +453,23 @@ impl EngineTest {
 
     /// The engine configuration the tests use: the Go defaults except a short
     /// CrashLoopBackOff and ImagePullBackOff (1s doubling up to 4s) and a 1s housekeeping
-    /// period, so crash-loop and image tests finish quickly.
+    /// period, so crash-loop and image tests finish quickly — and without eviction
+    /// thresholds or image garbage collection: the machine's memory and disk are shared
+    /// (and its disk may well be past Go's default thresholds), so a test that is not about
+    /// them must not act on them. Tests of those managers set their own.
     pub fn config(&self) -> Config {
         Config {
             node_name: NODE_NAME.into(),
             node_ips: vec!["127.0.0.1".into()],
             root_dir: self.dir.path().join("root"),
             pod_logs_dir: self.pod_logs_dir(),
+            container_logs_dir: self.dir.path().join("containers"),
+            eviction: kubelet_core::eviction::EvictionConfig::disabled(),
+            image_gc: kubelet_core::images::gc::ImageGcPolicy {
+                high_threshold_percent: 100,
+                low_threshold_percent: 80,
+                ..Default::default()
+            },
             housekeeping_interval: Duration::from_secs(1),
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(4),
@@ -422,9 +498,21 @@ impl EngineTest {
         sources: Vec<Arc<dyn PodSource>>,
         customize: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
     ) -> RunningKubelet {
+        self.start_on(self.runtime.clone(), config, sources, customize)
+    }
+
+    /// Like [`EngineTest::start_customized`] on another view of the runtime (a
+    /// [`ScopedRuntime`] with an image scope, say).
+    pub fn start_on(
+        &self,
+        runtime: Arc<ScopedRuntime>,
+        config: Config,
+        sources: Vec<Arc<dyn PodSource>>,
+        customize: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
+    ) -> RunningKubelet {
         let mut builder = Kubelet::builder()
             .config(config)
-            .runtime(self.runtime.clone())
+            .runtime(runtime)
             .container_manager(self.cm.clone() as Arc<dyn ContainerManager>);
         for s in sources {
             builder = builder.source(s);

@@ -68,6 +68,9 @@ async fn idle_request_rate_with_110_pods() {
             node_labels,
             node_ips: vec!["127.0.0.1".into()],
             resolv_conf: Default::default(),
+            // The simulated pods have no files; the node's own log directories stay
+            // untouched (log rotation and pod log cleanup are off without a root dir).
+            root_dir: Default::default(),
             ..Config::default()
         })
         .runtime(runtime.clone())

@@ -4,6 +4,7 @@
 //! flag defaults apply).
 
 pub mod duration;
+pub mod support;
 pub mod types;
 pub mod validate;
 
@@ -118,8 +119,17 @@ pub struct LoadedConfig {
     pub runonce: bool,
     /// `-v`/`--v` (0–10).
     pub verbosity: u8,
-    /// Non-fatal findings (unknown fields in the config file), for logging.
+    /// Non-fatal findings (unknown fields in the config file, settings kubelet-rs does not
+    /// support), for logging.
     pub warnings: Vec<String>,
+    /// `--minimum-container-ttl-duration` (0).
+    pub minimum_container_ttl: std::time::Duration,
+    /// `--maximum-dead-containers-per-container` (1; negative: no limit).
+    pub maximum_dead_containers_per_container: i32,
+    /// `--maximum-dead-containers` (-1: no limit).
+    pub maximum_dead_containers: i32,
+    /// `--pod-infra-container-image`: never garbage collected.
+    pub pod_infra_container_image: String,
 }
 
 impl LoadedConfig {
@@ -141,7 +151,50 @@ impl LoadedConfig {
             cluster_domain: c.cluster_domain.clone(),
             resolv_conf: PathBuf::from(&c.resolv_conf),
             allowed_unsafe_sysctls: c.allowed_unsafe_sysctls.clone(),
+            minimum_container_ttl: self.minimum_container_ttl,
+            max_dead_containers_per_container: usize::try_from(
+                self.maximum_dead_containers_per_container,
+            )
+            .unwrap_or(usize::MAX),
+            maximum_dead_containers: i64::from(self.maximum_dead_containers),
+            eviction: self.eviction_config(),
+            image_gc: kubelet_core::images::gc::ImageGcPolicy {
+                high_threshold_percent: c.image_gc_high_threshold_percent,
+                low_threshold_percent: c.image_gc_low_threshold_percent,
+                min_age: c.image_minimum_gc_age.0,
+                max_age: c.image_maximum_gc_age.0,
+                pinned_images: std::iter::once(self.pod_infra_container_image.clone())
+                    .filter(|i| !i.is_empty())
+                    .collect(),
+                ..Default::default()
+            },
+            container_logs: kubelet_core::logs::ContainerLogConfig {
+                max_size: validate::log_max_size(&c.container_log_max_size).unwrap_or(10 << 20),
+                max_files: usize::try_from(c.container_log_max_files).unwrap_or(0),
+                max_workers: usize::try_from(c.container_log_max_workers).unwrap_or(1),
+                monitor_interval: c.container_log_monitor_interval.0,
+            },
             ..kubelet_core::Config::default()
+        }
+    }
+
+    /// The eviction manager's configuration (`eviction*`; the allocatable copy of
+    /// `memory.available` when `enforceNodeAllocatable` has `pods`).
+    pub fn eviction_config(&self) -> kubelet_core::eviction::EvictionConfig {
+        let c = &self.config;
+        kubelet_core::eviction::EvictionConfig {
+            hard: c.eviction_hard.clone(),
+            soft: c.eviction_soft.clone(),
+            soft_grace_period: c
+                .eviction_soft_grace_period
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), parse_go_duration(v.trim()).ok()?)))
+                .collect(),
+            minimum_reclaim: c.eviction_minimum_reclaim.clone(),
+            pressure_transition_period: c.eviction_pressure_transition_period.0,
+            max_pod_grace_period_seconds: i64::from(c.eviction_max_pod_grace_period),
+            enforce_pods_allocatable: c.enforce_node_allocatable.iter().any(|v| v == "pods"),
+            ..kubelet_core::eviction::EvictionConfig::default()
         }
     }
 
@@ -320,6 +373,11 @@ fn apply_flags(c: &mut KubeletConfiguration, f: &Flags, m: &ArgMatches) -> Resul
         serialize_image_pulls => c.serialize_image_pulls,
         image_gc_high_threshold => c.image_gc_high_threshold_percent,
         image_gc_low_threshold => c.image_gc_low_threshold_percent,
+        minimum_image_ttl_duration => c.image_minimum_gc_age,
+        eviction_max_pod_grace_period => c.eviction_max_pod_grace_period,
+        eviction_pressure_transition_period => c.eviction_pressure_transition_period,
+        container_log_max_size => c.container_log_max_size,
+        container_log_max_files => c.container_log_max_files,
         kube_api_qps => c.kube_api_qps,
         kube_api_burst => c.kube_api_burst,
         rotate_certificates => c.rotate_certificates,
@@ -347,6 +405,20 @@ fn apply_flags(c: &mut KubeletConfiguration, f: &Flags, m: &ArgMatches) -> Resul
     }
     if set("eviction_hard") {
         c.eviction_hard = flags::parse_map("eviction-hard", &f.eviction_hard, '<')?;
+    }
+    if set("eviction_soft") {
+        c.eviction_soft = flags::parse_map("eviction-soft", &f.eviction_soft, '<')?;
+    }
+    if set("eviction_soft_grace_period") {
+        c.eviction_soft_grace_period = flags::parse_map(
+            "eviction-soft-grace-period",
+            &f.eviction_soft_grace_period,
+            '=',
+        )?;
+    }
+    if set("eviction_minimum_reclaim") {
+        c.eviction_minimum_reclaim =
+            flags::parse_map("eviction-minimum-reclaim", &f.eviction_minimum_reclaim, '=')?;
     }
     Ok(())
 }
@@ -407,6 +479,8 @@ pub fn load_with_hostname(
     if !errors.is_empty() {
         return Err(ConfigError::Invalid { errors });
     }
+    let mut warnings = warnings;
+    warnings.extend(support::unsupported_settings(&config));
     let node_ips = match flags.node_ip.as_deref() {
         Some(v) => flags::parse_node_ips(v)?,
         None => Vec::new(),
@@ -432,6 +506,10 @@ pub fn load_with_hostname(
         runonce: flags.runonce,
         verbosity: flags.verbosity,
         warnings,
+        minimum_container_ttl: flags.minimum_container_ttl_duration.0,
+        maximum_dead_containers_per_container: flags.maximum_dead_containers_per_container,
+        maximum_dead_containers: flags.maximum_dead_containers,
+        pod_infra_container_image: flags.pod_infra_container_image.clone(),
     })
 }
 

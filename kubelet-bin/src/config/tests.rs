@@ -502,3 +502,104 @@ proptest::proptest! {
         let _ = parse_config(text.as_bytes(), Path::new("/c.yaml"));
     }
 }
+
+#[test]
+fn node_self_protection_settings_reach_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kubelet.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         evictionSoft: {memory.available: 1Gi}\n\
+         evictionSoftGracePeriod: {memory.available: 1m30s}\n\
+         evictionMaxPodGracePeriod: 20\n\
+         imageMaximumGCAge: 48h\n\
+         containerLogMaxSize: 1Mi\n\
+         containerLogMaxFiles: 3\n\
+         containerLogMaxWorkers: 2\n\
+         containerLogMonitorInterval: 5s\n\
+         oomScoreAdj: -500\n",
+    )
+    .unwrap();
+    let l = load_args(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--eviction-hard=memory.available<500Mi",
+        "--eviction-minimum-reclaim=memory.available=100Mi",
+        "--eviction-pressure-transition-period=30s",
+        "--minimum-image-ttl-duration=5m",
+        "--image-gc-high-threshold=90",
+        "--pod-infra-container-image=registry.local/pause:9",
+        "--minimum-container-ttl-duration=1m",
+        "--maximum-dead-containers-per-container=2",
+        "--maximum-dead-containers=50",
+    ])
+    .unwrap();
+    let e = l.engine_config();
+    assert_eq!(e.eviction.hard["memory.available"], "500Mi");
+    assert_eq!(e.eviction.soft["memory.available"], "1Gi");
+    assert_eq!(
+        e.eviction.soft_grace_period["memory.available"],
+        Duration::from_secs(90)
+    );
+    assert_eq!(e.eviction.minimum_reclaim["memory.available"], "100Mi");
+    assert_eq!(
+        e.eviction.pressure_transition_period,
+        Duration::from_secs(30)
+    );
+    assert_eq!(e.eviction.max_pod_grace_period_seconds, 20);
+    assert!(e.eviction.enforce_pods_allocatable);
+    assert_eq!(
+        e.eviction.thresholds().unwrap().len(),
+        3,
+        "hard, soft, allocatable copy"
+    );
+    assert_eq!(e.image_gc.high_threshold_percent, 90);
+    assert_eq!(e.image_gc.min_age, Duration::from_secs(300));
+    assert_eq!(e.image_gc.max_age, Duration::from_secs(48 * 3600));
+    assert_eq!(e.image_gc.pinned_images, ["registry.local/pause:9"]);
+    assert_eq!(e.container_logs.max_size, 1 << 20);
+    assert_eq!(e.container_logs.max_files, 3);
+    assert_eq!(e.container_logs.max_workers, 2);
+    assert_eq!(e.container_logs.monitor_interval, Duration::from_secs(5));
+    assert_eq!(e.minimum_container_ttl, Duration::from_secs(60));
+    assert_eq!(e.max_dead_containers_per_container, 2);
+    assert_eq!(e.maximum_dead_containers, 50);
+    // The setting kubelet-rs does not honour is named in one warning line.
+    let named: Vec<&String> = l
+        .warnings
+        .iter()
+        .filter(|w| w.contains("oomScoreAdj"))
+        .collect();
+    assert_eq!(named.len(), 1, "{:?}", l.warnings);
+    assert!(named[0].contains("not supported by kubelet-rs"));
+
+    // Go's defaults.
+    let d = load_args(&[]).unwrap().engine_config();
+    assert_eq!(d.eviction.hard.len(), 4);
+    assert_eq!(d.image_gc.high_threshold_percent, 85);
+    assert_eq!(d.image_gc.pinned_images, ["k8s.gcr.io/pause:3.2"]);
+    assert_eq!(d.container_logs.max_size, 10 << 20);
+    assert_eq!(d.max_dead_containers_per_container, 1);
+    assert_eq!(d.maximum_dead_containers, -1);
+
+    // Refused as Go refuses them.
+    for (flags, want) in [
+        (
+            vec!["--eviction-soft=memory.available<1Gi"],
+            "grace period must be specified",
+        ),
+        (
+            vec!["--eviction-soft-grace-period=memory.available=soon"],
+            "evictionSoftGracePeriod.memory.available",
+        ),
+        (
+            vec!["--container-log-max-files=1"],
+            "containerLogMaxFiles: 1 must be greater than 1",
+        ),
+        (vec!["--container-log-max-size=big"], "containerLogMaxSize"),
+    ] {
+        let err = load_args(&flags).unwrap_err().to_string();
+        assert!(err.contains(want), "{flags:?}: {err}");
+    }
+}

@@ -229,6 +229,9 @@ pub struct KubeletConfiguration {
     /// Disk usage percent image GC frees down to (default 80).
     #[serde(rename = "imageGCLowThresholdPercent")]
     pub image_gc_low_threshold_percent: i32,
+    /// Unused images older than this are removed (default 0: never).
+    #[serde(rename = "imageMaximumGCAge")]
+    pub image_maximum_gc_age: GoDuration,
     /// Volume stats caching period (default 1m).
     #[serde(rename = "volumeStatsAggPeriod")]
     pub volume_stats_agg_period: GoDuration,
@@ -286,6 +289,12 @@ pub struct KubeletConfiguration {
     /// How long a pressure condition is held after it cleared (default 5m).
     #[serde(rename = "evictionPressureTransitionPeriod")]
     pub eviction_pressure_transition_period: GoDuration,
+    /// The most grace a soft eviction gives a pod, in seconds (default 0).
+    #[serde(rename = "evictionMaxPodGracePeriod")]
+    pub eviction_max_pod_grace_period: i32,
+    /// How much more than a threshold must be available before it is no longer met.
+    #[serde(rename = "evictionMinimumReclaim")]
+    pub eviction_minimum_reclaim: BTreeMap<String, String>,
     /// Refuse to start with swap on (default true).
     #[serde(rename = "failSwapOn")]
     pub fail_swap_on: bool,
@@ -295,6 +304,12 @@ pub struct KubeletConfiguration {
     /// Container log files kept (default 5).
     #[serde(rename = "containerLogMaxFiles")]
     pub container_log_max_files: i32,
+    /// Containers whose logs are rotated at once (default 1).
+    #[serde(rename = "containerLogMaxWorkers")]
+    pub container_log_max_workers: i32,
+    /// How often container logs are checked for rotation (default 10s).
+    #[serde(rename = "containerLogMonitorInterval")]
+    pub container_log_monitor_interval: GoDuration,
     /// Resources reserved for the system (cpu, memory, ephemeral-storage, pid).
     #[serde(rename = "systemReserved")]
     pub system_reserved: BTreeMap<String, String>,
@@ -414,6 +429,7 @@ impl Default for KubeletConfiguration {
             image_minimum_gc_age: GoDuration::from_secs(120),
             image_gc_high_threshold_percent: 85,
             image_gc_low_threshold_percent: 80,
+            image_maximum_gc_age: GoDuration::default(),
             volume_stats_agg_period: GoDuration::from_secs(60),
             cgroups_per_qos: true,
             cgroup_driver: "cgroupfs".into(),
@@ -433,9 +449,13 @@ impl Default for KubeletConfiguration {
             eviction_soft: BTreeMap::new(),
             eviction_soft_grace_period: BTreeMap::new(),
             eviction_pressure_transition_period: GoDuration::from_secs(300),
+            eviction_max_pod_grace_period: 0,
+            eviction_minimum_reclaim: BTreeMap::new(),
             fail_swap_on: true,
             container_log_max_size: "10Mi".into(),
             container_log_max_files: 5,
+            container_log_max_workers: 1,
+            container_log_monitor_interval: GoDuration::from_secs(10),
             system_reserved: BTreeMap::new(),
             kube_reserved: BTreeMap::new(),
             system_reserved_cgroup: String::new(),

@@ -146,6 +146,12 @@ pub(crate) fn eviction_thresholds(
     errs.0
 }
 
+/// `containerLogMaxSize` in bytes (Go's `parseMaxSize`: a quantity; negative turns rotation
+/// off).
+pub fn log_max_size(text: &str) -> Result<i64, String> {
+    resources::value(&Quantity(text.to_string())).map_err(|e| format!("{text:?}: {e}"))
+}
+
 /// Validates the configuration, returning every problem found (empty: valid).
 pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
     let mut errs = Errors(Vec::new());
@@ -219,6 +225,37 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
     errs.non_negative("kubeAPIBurst", c.kube_api_burst.into());
     errs.non_negative("maxOpenFiles", c.max_open_files);
     errs.non_negative("containerLogMaxFiles", c.container_log_max_files.into());
+    if let Err(reason) = log_max_size(&c.container_log_max_size) {
+        errs.add("containerLogMaxSize", reason);
+    }
+    if c.container_log_max_files >= 0 && c.container_log_max_files <= 1 {
+        errs.add(
+            "containerLogMaxFiles",
+            format!("{} must be greater than 1", c.container_log_max_files),
+        );
+    }
+    if c.container_log_max_workers < 1 {
+        errs.add(
+            "containerLogMaxWorkers",
+            format!(
+                "{} must be greater than or equal to 1",
+                c.container_log_max_workers
+            ),
+        );
+    }
+    if c.container_log_monitor_interval.0 < Duration::from_secs(3) {
+        errs.add(
+            "containerLogMonitorInterval",
+            format!(
+                "{} must be a positive time duration greater than or equal to 3s",
+                c.container_log_monitor_interval
+            ),
+        );
+    }
+    errs.non_negative(
+        "evictionMaxPodGracePeriod",
+        c.eviction_max_pod_grace_period.into(),
+    );
     if let Some(n) = c.max_parallel_image_pulls {
         if n < 1 {
             errs.add(
@@ -256,6 +293,46 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
         .extend(eviction_thresholds("evictionHard", &c.eviction_hard));
     errs.0
         .extend(eviction_thresholds("evictionSoft", &c.eviction_soft));
+    let before = errs.0.len();
+    for (signal, value) in &c.eviction_soft_grace_period {
+        if let Err(e) = super::duration::parse_go_duration(value.trim()) {
+            errs.add(format!("evictionSoftGracePeriod.{signal}"), e.to_string());
+        }
+    }
+    for (signal, value) in &c.eviction_minimum_reclaim {
+        let field = format!("evictionMinimumReclaim.{signal}");
+        if value.trim().ends_with('%') {
+            continue;
+        }
+        if let Err(e) = resources::value(&Quantity(value.clone())) {
+            errs.add(field, e.to_string());
+        }
+    }
+    if errs.0.len() == before {
+        // Everything else the eviction manager checks (signals, soft thresholds without a
+        // grace period, percentages), as the engine will when it is built.
+        let grace = c
+            .eviction_soft_grace_period
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    k.clone(),
+                    super::duration::parse_go_duration(v.trim()).ok()?,
+                ))
+            })
+            .collect();
+        let parsed =
+            kubelet_core::eviction::parse_thresholds(kubelet_core::eviction::ThresholdSettings {
+                hard: &c.eviction_hard,
+                soft: &c.eviction_soft,
+                soft_grace_period: &grace,
+                minimum_reclaim: &c.eviction_minimum_reclaim,
+                enforce_pods_allocatable: false,
+            });
+        if let Err(e) = parsed {
+            errs.add(format!("{}.{}", e.field, e.signal), e.message);
+        }
+    }
     if !c.reserved_system_cpus.is_empty() {
         // The container manager's parser: bounded, so a huge range fails at once.
         if let Err(e) = kubelet_core::cpu::parse_cpuset(&c.reserved_system_cpus) {

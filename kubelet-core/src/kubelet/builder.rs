@@ -13,6 +13,9 @@ use crate::config::Config;
 use crate::credentials::CredentialProvider;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::eviction::admission::EvictionAdmitHandler;
+use crate::eviction::manager::EvictionManager;
+use crate::eviction::PressureState;
 use crate::objects::{ObjectStore, StandaloneObjectStore};
 use crate::pod_workers::PodWorkers;
 use crate::runtime::ContainerRuntime;
@@ -97,6 +100,40 @@ impl KubeletBuilder {
                 });
             }
         }
+        let thresholds = c.eviction.thresholds().map_err(|e| Error::InvalidConfig {
+            field: e.field,
+            message: format!("{}: {}", e.signal, e.message),
+        })?;
+        for (field, d) in [
+            ("evictionMonitoringPeriod", c.eviction.monitoring_interval),
+            (
+                "containerLogMonitorInterval",
+                c.container_logs.monitor_interval,
+            ),
+            ("imageGCPeriod", c.image_gc.period),
+        ] {
+            if d.is_zero() {
+                return Err(Error::InvalidConfig {
+                    field,
+                    message: "must be greater than 0".into(),
+                });
+            }
+        }
+        c.image_gc
+            .validate()
+            .map_err(|(field, message)| Error::InvalidConfig { field, message })?;
+        if c.container_logs.max_size >= 0 && c.container_logs.max_files < 2 {
+            return Err(Error::InvalidConfig {
+                field: "containerLogMaxFiles",
+                message: format!("invalid {}, must be > 1", c.container_logs.max_files),
+            });
+        }
+        if c.container_logs.max_workers == 0 {
+            return Err(Error::InvalidConfig {
+                field: "containerLogMaxWorkers",
+                message: "must be greater than 0".into(),
+            });
+        }
         if c.update_channel_capacity == 0 {
             return Err(Error::InvalidConfig {
                 field: "updateChannelCapacity",
@@ -131,7 +168,15 @@ impl KubeletBuilder {
         let apparmor = AppArmorAdmitHandler {
             host_enabled: c.apparmor_enabled.unwrap_or_else(apparmor::host_enabled),
         };
+        // As Go: the eviction manager's admission first, then the predicates.
+        let pressure = Arc::new(PressureState::default());
+        let eviction = Arc::new(EvictionManager::new(
+            self.config.eviction.clone(),
+            thresholds,
+            pressure.clone(),
+        ));
         let mut handlers: Vec<Arc<dyn AdmitHandler>> = vec![
+            Arc::new(EvictionAdmitHandler::new(pressure.clone())),
             Arc::new(PredicateAdmitHandler),
             Arc::new(sysctls),
             Arc::new(apparmor),
@@ -152,9 +197,14 @@ impl KubeletBuilder {
         let shutdown = CancellationToken::new();
         let workers = Arc::new(PodWorkers::new(shutdown.clone()));
         Ok(Kubelet {
-            handle: KubeletHandle { engine, workers },
+            handle: KubeletHandle {
+                engine,
+                workers,
+                pressure,
+            },
             sources: self.sources,
             workers_shutdown: shutdown,
+            eviction,
         })
     }
 }

@@ -10,14 +10,18 @@ use crate::clock::now_unix_nanos;
 use crate::cm::ContainerManager;
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::eviction::{NodePressure, PressureCondition, PressureState};
 use crate::pod_workers::{PodWorkers, WorkerState};
 use crate::runtime::ContainerRuntime;
+use crate::stats::StatsError;
+use crate::summary::{PodEntry, Summary, SummaryCollector, SummaryConfig};
 
 /// Read access to a running kubelet: desired pods, their statuses, health.
 #[derive(Clone)]
 pub struct KubeletHandle {
     pub(super) engine: Arc<Engine>,
     pub(super) workers: Arc<PodWorkers>,
+    pub(super) pressure: Arc<PressureState>,
 }
 
 impl KubeletHandle {
@@ -34,6 +38,14 @@ impl KubeletHandle {
     /// The container manager the kubelet uses.
     pub fn container_manager(&self) -> Arc<dyn ContainerManager> {
         self.engine.cm.clone()
+    }
+
+    /// The kubelet's one summary collector (over its container manager's
+    /// [`node_stats`](ContainerManager::node_stats) and its runtime): what `/stats/summary`,
+    /// `/metrics/resource`, node status, the eviction manager and image garbage collection
+    /// share. `None` when the container manager does not measure.
+    pub fn stats(&self) -> Option<Arc<SummaryCollector>> {
+        self.engine.stats.clone()
     }
 
     /// The desired pods (from all sources), excluding mirror pods.
@@ -59,6 +71,17 @@ impl KubeletHandle {
     /// The state of the pod's worker, if it has one.
     pub fn worker_state(&self, uid: &str) -> Option<WorkerState> {
         self.workers.state(uid)
+    }
+
+    /// The pressure the eviction manager reports (MemoryPressure / DiskPressure /
+    /// PIDPressure), what node status sets the conditions from.
+    pub fn node_pressure(&self) -> NodePressure {
+        self.pressure.pressure()
+    }
+
+    /// The pressure conditions in effect, sorted.
+    pub fn pressure_conditions(&self) -> Vec<PressureCondition> {
+        self.pressure.conditions()
     }
 
     /// Whether every pod source has delivered its first full state.
@@ -123,4 +146,45 @@ impl KubeletHandle {
 
 fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+impl PodEntry {
+    /// The pods a running kubelet runs, with their latest statuses' start times.
+    pub fn of_kubelet(handle: &KubeletHandle) -> Vec<PodEntry> {
+        handle
+            .pods()
+            .into_iter()
+            .map(|pod| {
+                let start_time = handle
+                    .pod_status(crate::pod::uid(&pod))
+                    .and_then(|s| s.start_time);
+                PodEntry { pod, start_time }
+            })
+            .collect()
+    }
+}
+
+impl SummaryCollector {
+    /// A new collector over a running kubelet's runtime, its container manager's
+    /// [`node_stats`](crate::ContainerManager::node_stats) and [`SummaryConfig::from_config`];
+    /// `None` when the container manager does not measure. Prefer the kubelet's own,
+    /// [`KubeletHandle::stats`]: a second collector keeps CPU samples of its own.
+    pub fn for_kubelet(handle: &KubeletHandle) -> Option<Self> {
+        let provider = handle.container_manager().node_stats()?;
+        Some(Self::new(
+            provider,
+            handle.runtime(),
+            SummaryConfig::from_config(handle.config()),
+        ))
+    }
+
+    /// The summary of the node and the pods `handle` runs ([`PodEntry::of_kubelet`]).
+    pub async fn summary_of(
+        &self,
+        handle: &KubeletHandle,
+        only_cpu_and_memory: bool,
+    ) -> Result<Summary, StatsError> {
+        self.summary(&PodEntry::of_kubelet(handle), only_cpu_and_memory)
+            .await
+    }
 }

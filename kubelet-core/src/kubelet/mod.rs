@@ -5,8 +5,10 @@
 //! # Tasks
 //! `run` starts, under one cancellation token: every pod source, the status publisher, the
 //! runtime-state poller (every 5s), the container garbage collector (every
-//! `container_gc_period`, see the `gc` module), the PLEG, and the sync loop itself. The sync loop is one
-//! task that selects over merged source updates, PLEG events and the housekeeping tick; it
+//! `container_gc_period`, see the `gc` module), the node-level managers (the eviction
+//! manager, image garbage collection and container log rotation, see `managers`), the PLEG,
+//! and the sync loop itself. The sync loop is one
+//! task that selects over merged source updates, PLEG events, eviction requests and the housekeeping tick; it
 //! never waits on the runtime, it hands work to pod workers ([`crate::pod_workers`]). While
 //! the runtime reports not ready, the loop pauses with a backoff from 100ms to 5s.
 //!
@@ -26,6 +28,7 @@
 
 mod builder;
 mod handle;
+mod managers;
 mod sync_loop;
 
 use std::path::Path;
@@ -37,6 +40,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::dns::parse_resolv_conf;
 use crate::error::Result;
+use crate::eviction::manager::EvictionManager;
 use crate::pleg::Pleg;
 use crate::podconfig::PodConfigMerger;
 use crate::source::{PodSource, PodUpdate};
@@ -53,6 +57,7 @@ pub struct Kubelet {
     handle: KubeletHandle,
     sources: Vec<Arc<dyn PodSource>>,
     workers_shutdown: CancellationToken,
+    eviction: Arc<EvictionManager>,
 }
 
 impl Kubelet {
@@ -96,6 +101,23 @@ impl Kubelet {
             crate::runtime_state::run(&e.runtime_state, e.runtime.as_ref(), token).await
         });
         tasks.spawn(crate::gc::run(engine.clone(), child.clone()));
+        // The node-level managers (see `managers`).
+        let (eviction_tx, eviction_rx) = mpsc::channel(managers::EVICTION_CHANNEL_CAPACITY);
+        let host = Arc::new(managers::EngineEvictionHost {
+            engine: engine.clone(),
+            workers: self.handle.workers.clone(),
+            requests: eviction_tx,
+        });
+        let (eviction, token) = (self.eviction.clone(), child.clone());
+        tasks.spawn(async move { eviction.run(host, token).await });
+        tasks.spawn(managers::run_image_gc(engine.clone(), child.clone()));
+        if !engine.config.root_dir.as_os_str().is_empty() {
+            let rotator = crate::logs::rotation::LogRotator::new(
+                engine.config.container_logs.clone(),
+                engine.runtime.clone(),
+            );
+            tasks.spawn(rotator.run(child.clone()));
+        }
         let (pleg_tx, pleg_rx) = mpsc::channel(PLEG_CHANNEL_CAPACITY);
         tasks.spawn(Pleg::new(engine.clone()).run(pleg_tx, child.clone()));
 
@@ -110,7 +132,9 @@ impl Kubelet {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        sync_loop.run(rx, pleg_rx, probe_rx, &child).await;
+        sync_loop
+            .run(rx, pleg_rx, probe_rx, eviction_rx, &child)
+            .await;
 
         tracing::info!("kubelet shutting down");
         child.cancel();

@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::managers::EvictionRequest;
 use super::recv_opt;
 use crate::admission::{AdmitAttributes, AdmitResult, NodeInfo, RequestedResources};
 use crate::clock::{now_time, now_unix_nanos};
@@ -90,6 +91,7 @@ impl SyncLoop {
         mut updates: mpsc::Receiver<PodUpdate>,
         mut pleg: mpsc::Receiver<pleg::Event>,
         mut probes: Option<mpsc::Receiver<String>>,
+        mut evictions: mpsc::Receiver<EvictionRequest>,
         shutdown: &CancellationToken,
     ) {
         let mut housekeeping = tokio::time::interval(self.engine.config.housekeeping_interval);
@@ -120,6 +122,7 @@ impl SyncLoop {
                 },
                 Some(e) = pleg.recv() => self.handle_pleg_event(e),
                 Some(uid) = recv_opt(&mut probes) => self.handle_probe_update(&uid),
+                Some(r) = evictions.recv() => self.handle_eviction(r),
                 _ = housekeeping.tick() => self.housekeeping().await,
             }
         }
@@ -148,6 +151,7 @@ impl SyncLoop {
                                 WorkKind::Kill {
                                     grace_override: None,
                                     removed: false,
+                                    failure: None,
                                 },
                             );
                         }
@@ -167,6 +171,7 @@ impl SyncLoop {
                                 WorkKind::Kill {
                                     grace_override: None,
                                     removed: true,
+                                    failure: None,
                                 },
                             );
                         } else {
@@ -350,6 +355,28 @@ impl SyncLoop {
         }
     }
 
+    /// The eviction manager evicts a pod: its worker kills it with the grace period given
+    /// and fails it with reason `Evicted` (Go's `killPodNow` with the eviction's status).
+    fn handle_eviction(&self, r: EvictionRequest) {
+        let Some(p) = self.engine.pods().get(&r.uid) else {
+            return;
+        };
+        if !self.admitted.contains(&r.uid) && self.workers.state(&r.uid).is_none() {
+            return;
+        }
+        self.dispatch(
+            p,
+            WorkKind::Kill {
+                grace_override: Some(r.grace_seconds),
+                removed: false,
+                failure: Some(crate::status::WaitingReason {
+                    reason: crate::eviction::messages::REASON.to_string(),
+                    message: r.message,
+                }),
+            },
+        );
+    }
+
     fn handle_pleg_event(&self, e: pleg::Event) {
         let Some(p) = self.engine.pods().get(&e.pod_uid) else {
             return;
@@ -396,6 +423,7 @@ impl SyncLoop {
                 WorkKind::Kill {
                     grace_override: Some(ORPHAN_GRACE_SECONDS),
                     removed: true,
+                    failure: None,
                 },
             );
         }

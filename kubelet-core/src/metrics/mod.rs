@@ -86,6 +86,15 @@ pub struct Metrics {
     pub server_certificate: CertificateMetrics,
     /// `kubelet_node_name{node}`.
     pub node_name: GaugeVec,
+    /// `kubelet_evictions{eviction_signal}`: pods evicted, by the signal (or local-storage
+    /// limit) that made the eviction manager evict them.
+    pub evictions: CounterVec,
+    /// `kubelet_eviction_stats_age_seconds{eviction_signal}`: how old the stats an eviction
+    /// acted on were.
+    pub eviction_stats_age: HistogramVec,
+    /// `kubelet_image_garbage_collected_total{reason}`: images removed by image garbage
+    /// collection, for `space` or `age`.
+    pub image_garbage_collected: CounterVec,
     /// `kubelet_pod_start_duration_seconds`: first seen → running.
     pub pod_start_duration: Histogram,
     /// `kubelet_pod_start_sli_duration_seconds{first_with_network}`: creation → running,
@@ -165,6 +174,9 @@ impl Default for Metrics {
             client_certificate: CertificateMetrics::default(),
             server_certificate: CertificateMetrics::default(),
             node_name: GaugeVec::new(&["node"]),
+            evictions: CounterVec::new(&["eviction_signal"]),
+            eviction_stats_age: HistogramVec::new(&["eviction_signal"], DEF_BUCKETS),
+            image_garbage_collected: CounterVec::new(&["reason"]),
             pod_start_duration: Histogram::new(POD_START_BUCKETS),
             pod_start_sli_duration: HistogramVec::new(&["first_with_network"], POD_START_BUCKETS),
             pod_start_total_duration: HistogramVec::new(&["first_with_network"], POD_START_BUCKETS),
@@ -470,6 +482,14 @@ impl Metrics {
             "Client side rate limiter latency in seconds. Broken down by verb, and host.",
             &self.rest_client_rate_limiter_duration,
         );
+        c(
+            o,
+            "kubelet_evictions",
+            "Cumulative number of pod evictions by eviction signal",
+            &self.evictions,
+        );
+        hv(o, "kubelet_eviction_stats_age_seconds", "Time between when stats are collected, and when pod is evicted based on those stats by eviction signal", &self.eviction_stats_age);
+        c(o, "kubelet_image_garbage_collected_total", "Total number of images garbage collected by the kubelet, whether through disk usage or image age.", &self.image_garbage_collected);
         certificates::render(o, &self.client_certificate, &self.server_certificate);
         process::ProcessStats::read().render(o);
         out

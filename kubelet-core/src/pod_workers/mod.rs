@@ -27,6 +27,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::engine::Engine;
 use crate::pod;
+use crate::status::WaitingReason;
 use crate::sync::{self, SyncOutcome, WorkerMemory};
 
 use lifecycle::{transition, Action, Ctx, Event, State, SyncResult};
@@ -47,14 +48,18 @@ pub enum WorkerState {
 }
 
 /// What the sync loop asks of a worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum WorkKind {
     /// Bring the pod to its desired state.
     Sync,
     /// Stop the pod. `removed`: it left the config and should be cleaned up afterwards.
+    /// `failure`: the kubelet fails the pod (an eviction): its final status is phase
+    /// `Failed` with this reason and message (the first failure asked for wins; it applies
+    /// while the pod has not finished stopping).
     Kill {
         grace_override: Option<i64>,
         removed: bool,
+        failure: Option<WaitingReason>,
     },
 }
 
@@ -64,6 +69,8 @@ struct Slot {
     pod: Arc<Pod>,
     state: State,
     stop_token: Option<CancellationToken>,
+    /// Why the kubelet fails the pod, handed to the stop (see [`WorkKind::Kill`]).
+    failure: Option<WaitingReason>,
 }
 
 struct Worker {
@@ -99,7 +106,7 @@ fn jitter(uid: &str, base: Duration) -> Duration {
 /// The long action a worker runs next, with what it needs.
 enum Step {
     Sync(Arc<Pod>),
-    Stop(Arc<Pod>, Duration, CancellationToken),
+    Stop(Arc<Pod>, Duration, CancellationToken, Option<WaitingReason>),
     Cleanup(Arc<Pod>),
     Wait(Option<Instant>),
     Exit,
@@ -129,6 +136,7 @@ impl PodWorkers {
     /// Delivers an update to the pod's worker, starting the worker if needed. Never blocks.
     pub fn update_pod(self: &Arc<Self>, engine: &Arc<Engine>, p: Arc<Pod>, kind: WorkKind) {
         let uid = pod::uid(&p).to_string();
+        let mut failure = None;
         let event = match kind {
             WorkKind::Sync if !pod::is_deleted(&p) => Event::Sync,
             WorkKind::Sync => Event::Kill {
@@ -138,10 +146,14 @@ impl PodWorkers {
             WorkKind::Kill {
                 grace_override,
                 removed,
-            } => Event::Kill {
-                grace: sync::grace_period(&p, grace_override),
-                cleanup: removed || pod::is_deleted(&p),
-            },
+                failure: f,
+            } => {
+                failure = f;
+                Event::Kill {
+                    grace: sync::grace_period(&p, grace_override),
+                    cleanup: removed || pod::is_deleted(&p),
+                }
+            }
         };
         let worker = {
             let mut map = self.map();
@@ -153,6 +165,7 @@ impl PodWorkers {
                         pod: p.clone(),
                         state: State::new(),
                         stop_token: None,
+                        failure: None,
                     }),
                     notify: Notify::new(),
                 });
@@ -179,6 +192,12 @@ impl PodWorkers {
         let mut slot = worker.lock();
         if slot.state == State::Finished {
             return;
+        }
+        if failure.is_some()
+            && slot.failure.is_none()
+            && matches!(slot.state, State::Syncing(_) | State::Terminating { .. })
+        {
+            slot.failure = failure;
         }
         slot.pod = p;
         self.apply(engine, &mut slot, event);
@@ -207,7 +226,7 @@ impl PodWorkers {
                 Action::Stop { grace } => {
                     let token = CancellationToken::new();
                     slot.stop_token = Some(token.clone());
-                    step = Step::Stop(p.clone(), grace, token);
+                    step = Step::Stop(p.clone(), grace, token, slot.failure.clone());
                 }
                 Action::Cleanup => step = Step::Cleanup(p.clone()),
                 Action::CancelStop => {
@@ -327,8 +346,11 @@ impl PodWorkers {
                     continue;
                 }
                 Step::Sync(p) => Event::SyncDone(self.sync(&engine, &p, &mut memory).await),
-                Step::Stop(p, grace, token) => {
+                Step::Stop(p, grace, token, failure) => {
                     let uid = pod::uid(&p);
+                    if let Some(f) = failure {
+                        memory.failure.get_or_insert(f);
+                    }
                     tracing::info!(pod = %pod::full_name(&p), uid, grace_seconds = grace.as_secs(), "terminating pod");
                     let result = tokio::select! {
                         _ = self.shutdown.cancelled() => return,

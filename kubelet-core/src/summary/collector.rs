@@ -1,33 +1,34 @@
 //! [`SummaryCollector`]: the summary of the node and its pods from the contracts — the
-//! [`NodeStatsProvider`], the runtime's sandbox and container listings, and the pods (with
-//! their statuses) the kubelet runs.
+//! [`NodeStatsProvider`], the runtime's sandbox and container listings (and, where the
+//! runtime has them, its image filesystem and container writable layers), and the pods
+//! (with their statuses) the kubelet runs.
 //!
 //! One collection: list sandboxes and containers; keep the pods with a ready sandbox and,
-//! of each, its running containers; ask the provider for one [`Sample`] of all of them (plus
-//! the node, its filesystems and the container log directories unless only CPU and memory
-//! are wanted); then build the [`Summary`], computing CPU rates against the kept samples
-//! (see [`rates`](super::rates)) and dropping the kept samples of cgroups that are gone.
+//! of each, its running containers; unless only CPU and memory are wanted, ask the runtime
+//! for its image filesystem (`ImageFsInfo`) and its containers' writable layers
+//! (`ListContainerStats`) — each an optional capability: a runtime that answers
+//! `Unimplemented` is warned about once and not asked again; ask the provider for one
+//! [`Sample`] of all of it (plus the node, its filesystems, the container log directories
+//! and the pods' emptyDir volumes); then build the [`Summary`] (in `build`), computing CPU
+//! rates against the kept samples (see [`rates`](super::rates)) and dropping the kept
+//! samples of cgroups that are gone.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::rates::{CpuRates, RateKey};
-use crate::config::Config;
-use crate::runtime::{ContainerRuntime, ContainerState, ListFilter, SandboxState};
-use crate::stats::{
-    DirUsage, FsUsage, InterfaceStats, MachineInfo, NodeStatsProvider, PodSampleRequest,
-    ResourceUsage, Sample, SampleRequest, StatsError,
+use super::build::{self, Collected};
+use super::rates::CpuRates;
+use crate::runtime::{
+    ContainerRuntime, ContainerState, FilesystemUsage, ListFilter, RuntimeError, SandboxState,
 };
-use crate::summary::{
-    ContainerStats, CpuStats, FsStats, MemoryStats, NetworkStats, NodeStats, PodReference,
-    PodStats, RuntimeStats, Summary,
-};
-use crate::KubeletHandle;
+use crate::stats::{MachineInfo, NodeStatsProvider, PodSampleRequest, SampleRequest, StatsError};
+use crate::summary::{FsStats, Summary};
 
 /// Minimum age of the kept sample for a CPU rate.
 pub const MIN_RATE_WINDOW: Duration = Duration::from_secs(1);
@@ -37,25 +38,18 @@ pub const MIN_RATE_WINDOW: Duration = Duration::from_secs(1);
 pub struct SummaryConfig {
     /// The node name (`node.nodeName`).
     pub node_name: String,
-    /// The kubelet root dir: its filesystem is the node's `fs` (nodefs).
+    /// The kubelet root dir: its filesystem is the node's `fs` (nodefs); the pods' emptyDir
+    /// volumes are under it (empty: no volumes are measured).
     pub root_dir: PathBuf,
     /// The CRI pod log root (`/var/log/pods`): container `logs` are measured under it.
     pub pod_logs_dir: PathBuf,
-    /// The runtime's image store (e.g. containerd's root) for `runtime.imageFs`; `None`
-    /// leaves `runtime` out.
+    /// The runtime's image store (e.g. containerd's root) for `runtime.imageFs` when the
+    /// runtime does not answer `ImageFsInfo`; `None` then leaves `runtime` out.
     pub image_fs_dir: Option<PathBuf>,
-}
-
-impl SummaryConfig {
-    /// The node name, root dir and pod log root of an engine configuration; no image fs.
-    pub fn from_config(config: &Config) -> Self {
-        SummaryConfig {
-            node_name: config.node_name.clone(),
-            root_dir: config.root_dir.clone(),
-            pod_logs_dir: config.pod_logs_dir.clone(),
-            image_fs_dir: None,
-        }
-    }
+    /// The node's allocatable memory in bytes: with it, the `pods` system container reports
+    /// allocatable − the pods' working set as `availableBytes` (what
+    /// `allocatableMemory.available` reads). `None`: no `pods` system container.
+    pub allocatable_memory: Option<u64>,
 }
 
 /// A pod the summary covers, with the start time from its status.
@@ -67,21 +61,21 @@ pub struct PodEntry {
     pub start_time: Option<Time>,
 }
 
-impl PodEntry {
-    /// The pods a running kubelet runs, with their latest statuses' start times.
-    pub fn of_kubelet(handle: &KubeletHandle) -> Vec<PodEntry> {
-        handle
-            .pods()
-            .into_iter()
-            .map(|pod| {
-                let start_time = handle
-                    .pod_status(crate::pod::uid(&pod))
-                    .and_then(|s| s.start_time);
-                PodEntry { pod, start_time }
-            })
-            .collect()
-    }
+/// What a collection measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Detail {
+    /// CPU and memory only (Go's `GetCPUAndMemoryStats`).
+    CpuAndMemory,
+    /// Everything but network interfaces (what the eviction manager reads).
+    NoNetwork,
+    /// Everything.
+    Full,
 }
+
+/// Whether the image filesystem is a filesystem of its own (0: not known yet).
+const DEDICATED_UNKNOWN: u8 = 0;
+const DEDICATED_NO: u8 = 1;
+const DEDICATED_YES: u8 = 2;
 
 /// The one summary collector. See the module docs.
 pub struct SummaryCollector {
@@ -89,6 +83,9 @@ pub struct SummaryCollector {
     runtime: Arc<dyn ContainerRuntime>,
     config: SummaryConfig,
     rates: Mutex<CpuRates>,
+    image_fs_unsupported: AtomicBool,
+    container_stats_unsupported: AtomicBool,
+    dedicated_image_fs: AtomicU8,
 }
 
 impl std::fmt::Debug for SummaryCollector {
@@ -100,19 +97,28 @@ impl std::fmt::Debug for SummaryCollector {
 }
 
 /// One container to measure.
-struct ContainerTarget {
-    id: String,
-    name: String,
-    created_at: i64,
-    log_dir: PathBuf,
+pub(super) struct ContainerTarget {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+    pub log_dir: PathBuf,
+}
+
+/// One emptyDir volume to measure.
+pub(super) struct VolumeTarget {
+    pub name: String,
+    pub path: PathBuf,
+    /// `medium: Memory` (tmpfs): not on the node's disk.
+    pub memory: bool,
 }
 
 /// One pod to measure.
-struct PodTarget {
-    pod: Arc<Pod>,
-    uid: String,
-    start_time: String,
-    containers: Vec<ContainerTarget>,
+pub(super) struct PodTarget {
+    pub pod: Arc<Pod>,
+    pub uid: String,
+    pub start_time: String,
+    pub containers: Vec<ContainerTarget>,
+    pub volumes: Vec<VolumeTarget>,
 }
 
 impl SummaryCollector {
@@ -127,19 +133,10 @@ impl SummaryCollector {
             runtime,
             config,
             rates: Mutex::new(CpuRates::new(MIN_RATE_WINDOW)),
+            image_fs_unsupported: AtomicBool::new(false),
+            container_stats_unsupported: AtomicBool::new(false),
+            dedicated_image_fs: AtomicU8::new(DEDICATED_UNKNOWN),
         }
-    }
-
-    /// The collector of a running kubelet: its runtime, its container manager's
-    /// [`node_stats`](crate::ContainerManager::node_stats) and [`SummaryConfig::from_config`];
-    /// `None` when the container manager does not measure.
-    pub fn for_kubelet(handle: &KubeletHandle) -> Option<Self> {
-        let provider = handle.container_manager().node_stats()?;
-        Some(Self::new(
-            provider,
-            handle.runtime(),
-            SummaryConfig::from_config(handle.config()),
-        ))
     }
 
     /// Where it measures.
@@ -152,14 +149,16 @@ impl SummaryCollector {
         self.provider.machine_info()
     }
 
-    /// The summary of the node and the pods `handle` runs ([`PodEntry::of_kubelet`]).
-    pub async fn summary_of(
-        &self,
-        handle: &KubeletHandle,
-        only_cpu_and_memory: bool,
-    ) -> Result<Summary, StatsError> {
-        self.summary(&PodEntry::of_kubelet(handle), only_cpu_and_memory)
-            .await
+    /// Whether the runtime's image filesystem is another filesystem than the kubelet root
+    /// dir's, as the last full collection found (`None` before one found out). Go's
+    /// `HasDedicatedImageFs`: it decides which reclaim and ranking the eviction manager uses
+    /// for disk signals.
+    pub fn has_dedicated_image_fs(&self) -> Option<bool> {
+        match self.dedicated_image_fs.load(Ordering::Relaxed) {
+            DEDICATED_YES => Some(true),
+            DEDICATED_NO => Some(false),
+            _ => None,
+        }
     }
 
     /// The summary of the node and of those of `pods` that have a ready sandbox. With
@@ -171,21 +170,68 @@ impl SummaryCollector {
         pods: &[PodEntry],
         only_cpu_and_memory: bool,
     ) -> Result<Summary, StatsError> {
-        let targets = self.targets(pods, only_cpu_and_memory).await?;
-        let full = !only_cpu_and_memory;
+        let detail = if only_cpu_and_memory {
+            Detail::CpuAndMemory
+        } else {
+            Detail::Full
+        };
+        self.collect(pods, detail).await
+    }
+
+    /// The image filesystem alone (`runtime.imageFs`, as the summary reports it): what
+    /// image garbage collection compares its thresholds with. `None` when neither the
+    /// runtime nor a configured image store directory tell where images live.
+    pub async fn image_fs(&self) -> Option<FsStats> {
+        let cri = self.image_fs_info().await;
+        let mount = cri
+            .as_ref()
+            .map(|f| PathBuf::from(&f.mountpoint))
+            .filter(|p| !p.as_os_str().is_empty())
+            .or_else(|| self.config.image_fs_dir.clone())?;
+        let sample = self
+            .provider
+            .sample(SampleRequest {
+                filesystems: vec![mount.clone()],
+                ..SampleRequest::default()
+            })
+            .await
+            .ok()?;
+        let time = build::rfc3339(crate::clock::now_unix_nanos());
+        build::image_fs_stats(sample.filesystems.get(&mount), cri.as_ref(), &time)
+    }
+
+    /// One collection at the given detail. See the module docs.
+    pub(crate) async fn collect(
+        &self,
+        pods: &[PodEntry],
+        detail: Detail,
+    ) -> Result<Summary, StatsError> {
+        let full = detail != Detail::CpuAndMemory;
+        let network = detail == Detail::Full;
+        let targets = self.targets(pods, full).await?;
+        let (image_fs, layers) = if full {
+            tokio::join!(self.image_fs_info(), self.writable_layers())
+        } else {
+            (None, HashMap::new())
+        };
+        let image_mount = image_fs
+            .as_ref()
+            .map(|f| PathBuf::from(&f.mountpoint))
+            .filter(|p| !p.as_os_str().is_empty())
+            .or_else(|| self.config.image_fs_dir.clone());
         let request = SampleRequest {
             pods: targets
                 .iter()
                 .map(|t| PodSampleRequest {
                     pod: t.pod.clone(),
                     container_ids: t.containers.iter().map(|c| c.id.clone()).collect(),
-                    network: full && !host_network(&t.pod),
+                    network: network && !crate::pod::host_network(&t.pod),
                 })
                 .collect(),
-            network: full,
+            network,
             filesystems: if full {
                 std::iter::once(self.config.root_dir.clone())
-                    .chain(self.config.image_fs_dir.clone())
+                    .chain(image_mount.clone())
                     .collect()
             } else {
                 Vec::new()
@@ -198,18 +244,105 @@ impl SummaryCollector {
             } else {
                 Vec::new()
             },
+            disk_usage: if full {
+                targets
+                    .iter()
+                    .flat_map(|t| t.volumes.iter().map(|v| v.path.clone()))
+                    .collect()
+            } else {
+                Vec::new()
+            },
         };
         let sample = self.provider.sample(request).await?;
+        if full {
+            self.note_dedicated(&sample, image_mount.as_ref());
+        }
         let machine = self.provider.machine_info();
-        Ok(self.build(&machine, targets, &sample, full))
+        let collected = Collected {
+            machine: &machine,
+            sample: &sample,
+            image_fs: image_fs.as_ref(),
+            image_mount: image_mount.as_ref(),
+            layers: &layers,
+            full,
+            network,
+        };
+        let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(build::summary(
+            &self.config,
+            &mut rates,
+            targets,
+            &collected,
+        ))
+    }
+
+    fn note_dedicated(&self, sample: &crate::stats::Sample, image_mount: Option<&PathBuf>) {
+        let node = sample.filesystems.get(&self.config.root_dir);
+        let image = image_mount.and_then(|m| sample.filesystems.get(m));
+        let value = match (node, image) {
+            (Some(n), Some(i)) if n.fs_id != 0 && i.fs_id != 0 => {
+                if n.fs_id == i.fs_id {
+                    DEDICATED_NO
+                } else {
+                    DEDICATED_YES
+                }
+            }
+            // Without an image filesystem, images share the node's.
+            (Some(_), None) if image_mount.is_none() => DEDICATED_NO,
+            _ => return,
+        };
+        self.dedicated_image_fs.store(value, Ordering::Relaxed);
+    }
+
+    /// The runtime's image filesystem (`ImageFsInfo`), unless it does not have one.
+    async fn image_fs_info(&self) -> Option<FilesystemUsage> {
+        if self.image_fs_unsupported.load(Ordering::Relaxed) {
+            return None;
+        }
+        match self.runtime.image_fs_info().await {
+            Ok(info) => info.image_filesystems.into_iter().next(),
+            Err(e) if e.is_unimplemented() => {
+                if !self.image_fs_unsupported.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, "the container runtime reports no image filesystem; runtime.imageFs comes from the configured image store only");
+                }
+                None
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "ImageFsInfo failed");
+                None
+            }
+        }
+    }
+
+    /// Writable-layer usage by container id (`ListContainerStats`), unless the runtime does
+    /// not measure it.
+    async fn writable_layers(&self) -> HashMap<String, FilesystemUsage> {
+        if self.container_stats_unsupported.load(Ordering::Relaxed) {
+            return HashMap::new();
+        }
+        match self.runtime.list_container_stats(&ListFilter::all()).await {
+            Ok(list) => list
+                .into_iter()
+                .filter_map(|s| s.writable_layer.map(|w| (s.container_id, w)))
+                .collect(),
+            Err(e) if matches!(e, RuntimeError::Unimplemented { .. }) => {
+                if !self
+                    .container_stats_unsupported
+                    .swap(true, Ordering::Relaxed)
+                {
+                    tracing::warn!(error = %e, "the container runtime does not measure containers; containers get no rootfs stats");
+                }
+                HashMap::new()
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "ListContainerStats failed");
+                HashMap::new()
+            }
+        }
     }
 
     /// The pods with a ready sandbox and their running containers, sorted by name.
-    async fn targets(
-        &self,
-        pods: &[PodEntry],
-        only_cpu_and_memory: bool,
-    ) -> Result<Vec<PodTarget>, StatsError> {
+    async fn targets(&self, pods: &[PodEntry], full: bool) -> Result<Vec<PodTarget>, StatsError> {
         let filter = ListFilter::all();
         let (sandboxes, containers) = tokio::try_join!(
             async {
@@ -254,16 +387,21 @@ impl SummaryCollector {
                     id: c.id.clone(),
                     name: c.name.clone(),
                     created_at: c.created_at,
-                    log_dir: if only_cpu_and_memory {
-                        PathBuf::new()
-                    } else {
+                    log_dir: if full {
                         pod_log_dir.join(&c.name)
+                    } else {
+                        PathBuf::new()
                     },
                 })
                 .collect();
             cs.sort_by(|a, b| a.name.cmp(&b.name));
             targets.push(PodTarget {
                 pod: pod.clone(),
+                volumes: if full {
+                    self.empty_dirs(pod, &uid)
+                } else {
+                    Vec::new()
+                },
                 uid,
                 start_time: entry
                     .start_time
@@ -276,483 +414,39 @@ impl SummaryCollector {
         Ok(targets)
     }
 
-    /// The summary from one sample; CPU rates against (and pruning of) the kept samples.
-    fn build(
-        &self,
-        machine: &MachineInfo,
-        targets: Vec<PodTarget>,
-        sample: &Sample,
-        full: bool,
-    ) -> Summary {
-        let time = rfc3339(crate::clock::now_unix_nanos());
-        let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
-        let mut seen = HashSet::new();
-        let mut cpu = |key: RateKey, u: &ResourceUsage| {
-            seen.insert(key.clone());
-            CpuStats {
-                time: time.clone(),
-                usage_nano_cores: rates.rate(key, u),
-                usage_core_nano_seconds: u.cpu_usage_ns,
-            }
-        };
-        let node = NodeStats {
-            node_name: self.config.node_name.clone(),
-            system_containers: Vec::new(),
-            start_time: rfc3339(machine.boot_time_seconds.saturating_mul(1_000_000_000)),
-            cpu: sample.node.as_ref().map(|u| cpu(RateKey::Node, u)),
-            memory: sample
-                .node
-                .as_ref()
-                .map(|u| memory(u, &time, Some(machine.memory_capacity))),
-            network: sample
-                .node_interfaces
-                .as_deref()
-                .filter(|_| full)
-                .and_then(|i| network(i, &time)),
-            fs: full
-                .then(|| sample.filesystems.get(&self.config.root_dir))
-                .flatten()
-                .map(|f| fs_stats(f, &time)),
-            runtime: self
-                .config
-                .image_fs_dir
-                .as_deref()
-                .filter(|_| full)
-                .map(|d| RuntimeStats {
-                    image_fs: sample.filesystems.get(d).map(|f| fs_stats(f, &time)),
-                }),
-        };
-        let pods = targets
-            .into_iter()
-            .map(|t| {
-                let measured = sample.pods.get(&t.uid);
-                let containers = t
-                    .containers
-                    .iter()
-                    .map(|c| {
-                        let usage = measured.and_then(|m| m.containers.get(&c.id));
-                        ContainerStats {
-                            name: c.name.clone(),
-                            start_time: rfc3339(c.created_at),
-                            cpu: usage.map(|u| cpu(RateKey::Container(c.id.clone()), u)),
-                            memory: usage.map(|u| memory(u, &time, None)),
-                            logs: full.then(|| {
-                                log_stats(
-                                    &sample
-                                        .directories
-                                        .get(&c.log_dir)
-                                        .copied()
-                                        .unwrap_or_default(),
-                                    &time,
-                                )
-                            }),
-                        }
-                    })
-                    .collect();
-                let pod_usage = measured.and_then(|m| m.usage.as_ref());
-                PodStats {
-                    pod_ref: PodReference {
-                        name: crate::pod::name(&t.pod).to_string(),
-                        namespace: crate::pod::namespace(&t.pod).to_string(),
-                        uid: t.uid.clone(),
-                    },
-                    start_time: t.start_time,
-                    containers,
-                    cpu: pod_usage.map(|u| cpu(RateKey::Pod(t.uid.clone()), u)),
-                    memory: pod_usage.map(|u| memory(u, &time, None)),
-                    network: measured
-                        .and_then(|m| m.interfaces.as_deref())
-                        .filter(|_| full && !host_network(&t.pod))
-                        .and_then(|i| network(i, &time)),
+    /// The pod's emptyDir volumes under the root dir (none without a root dir or for an
+    /// unsafe uid).
+    fn empty_dirs(&self, pod: &Pod, uid: &str) -> Vec<VolumeTarget> {
+        if self.config.root_dir.as_os_str().is_empty() || !crate::pod::is_safe_uid(uid) {
+            return Vec::new();
+        }
+        let base = self
+            .config
+            .root_dir
+            .join("pods")
+            .join(uid)
+            .join("volumes")
+            .join("kubernetes.io~empty-dir");
+        pod.spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .filter_map(|v| {
+                let e = v.empty_dir.as_ref()?;
+                if v.name.is_empty() || v.name.contains('/') || v.name.starts_with('.') {
+                    return None;
                 }
+                Some(VolumeTarget {
+                    name: v.name.clone(),
+                    path: base.join(&v.name),
+                    memory: e.medium.as_deref() == Some("Memory"),
+                })
             })
-            .collect();
-        rates.retain(&seen);
-        Summary { node, pods }
+            .collect()
     }
 
     /// How many CPU samples are kept (for tests of the pruning).
     #[cfg(test)]
     pub(crate) fn kept_samples(&self) -> usize {
         self.rates.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-}
-
-fn host_network(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.host_network)
-        .unwrap_or(false)
-}
-
-/// RFC 3339 of Unix nanoseconds (empty when out of range).
-fn rfc3339(nanos: i64) -> String {
-    k8s_openapi::jiff::Timestamp::from_nanosecond(i128::from(nanos))
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-}
-
-fn memory(u: &ResourceUsage, time: &str, capacity: Option<u64>) -> MemoryStats {
-    MemoryStats {
-        time: time.to_string(),
-        available_bytes: capacity.map(|c| c.saturating_sub(u.memory_working_set_bytes)),
-        usage_bytes: u.memory_usage_bytes,
-        working_set_bytes: u.memory_working_set_bytes,
-        rss_bytes: u.memory_rss_bytes,
-        cache_bytes: Some(u.memory_cache_bytes),
-    }
-}
-
-/// Network stats: all interfaces sorted by name, the default one (eth0 when there is one,
-/// else the busiest) inline; `None` without interfaces.
-fn network(interfaces: &[InterfaceStats], time: &str) -> Option<NetworkStats> {
-    let mut interfaces = interfaces.to_vec();
-    interfaces.sort_by(|a, b| a.name.cmp(&b.name));
-    let default = interfaces
-        .iter()
-        .find(|i| i.name == "eth0")
-        .or_else(|| {
-            interfaces
-                .iter()
-                .max_by_key(|i| i.rx_bytes.saturating_add(i.tx_bytes))
-        })?
-        .clone();
-    Some(NetworkStats {
-        time: time.to_string(),
-        default,
-        interfaces,
-    })
-}
-
-fn fs_stats(f: &FsUsage, time: &str) -> FsStats {
-    FsStats {
-        time: time.to_string(),
-        available_bytes: Some(f.available_bytes),
-        capacity_bytes: Some(f.capacity_bytes),
-        used_bytes: Some(f.used_bytes),
-        inodes_free: Some(f.inodes_free),
-        inodes: Some(f.inodes),
-        inodes_used: Some(f.inodes_used),
-    }
-}
-
-/// A log directory: what it holds, on what its filesystem offers.
-fn log_stats(d: &DirUsage, time: &str) -> FsStats {
-    let fs = d.filesystem.as_ref().map(|f| fs_stats(f, time));
-    FsStats {
-        time: time.to_string(),
-        used_bytes: Some(d.used_bytes),
-        inodes_used: Some(d.inodes_used),
-        ..fs.unwrap_or_default()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::runtime::{ContainerConfig, ContainerKind, SandboxConfig};
-    use crate::stats::DirUsage;
-    use crate::testing::{container, pod, CgroupUsage, FakeNodeStats, SimRuntime};
-    use std::collections::HashMap;
-    use std::path::Path;
-
-    const GIB: u64 = 1 << 30;
-
-    fn eth(name: &str, rx: u64, tx: u64) -> InterfaceStats {
-        InterfaceStats {
-            name: name.into(),
-            rx_bytes: rx,
-            rx_errors: 0,
-            tx_bytes: tx,
-            tx_errors: 0,
-        }
-    }
-
-    /// Runs the pod's sandbox and containers on the simulator; returns the container ids by
-    /// name.
-    async fn run(sim: &SimRuntime, p: &Arc<Pod>) -> HashMap<String, String> {
-        let sandbox = SandboxConfig {
-            pod: p.clone(),
-            attempt: 0,
-            hostname: crate::pod::name(p).into(),
-            log_directory: PathBuf::from("/logs"),
-            cgroup_parent: None,
-            dns: None,
-            runtime_handler: String::new(),
-        };
-        let sb = sim.run_pod_sandbox(&sandbox).await.unwrap();
-        let mut ids = HashMap::new();
-        for c in &p.spec.as_ref().unwrap().containers {
-            let config = ContainerConfig {
-                pod: p.clone(),
-                container: c.clone(),
-                kind: ContainerKind::Regular,
-                restart_count: 0,
-                hash: 0,
-                image_ref: "sha256:img".into(),
-                command: vec![],
-                args: vec![],
-                env: vec![],
-                mounts: vec![],
-                log_path: PathBuf::from(format!("{}/0.log", c.name)),
-            };
-            let id = sim.create_container(&sb, &config, &sandbox).await.unwrap();
-            sim.start_container(&id).await.unwrap();
-            ids.insert(c.name.clone(), id);
-        }
-        ids
-    }
-
-    fn config() -> SummaryConfig {
-        SummaryConfig {
-            node_name: "node-1".into(),
-            root_dir: PathBuf::from("/var/lib/kubelet"),
-            pod_logs_dir: PathBuf::from("/var/log/pods"),
-            image_fs_dir: Some(PathBuf::from("/var/lib/containerd")),
-        }
-    }
-
-    fn entry(p: &Arc<Pod>) -> PodEntry {
-        PodEntry {
-            pod: p.clone(),
-            start_time: Some(Time(
-                k8s_openapi::jiff::Timestamp::from_second(1_714_557_600).unwrap(),
-            )),
-        }
-    }
-
-    type Fixture = (
-        Arc<SimRuntime>,
-        Arc<FakeNodeStats>,
-        SummaryCollector,
-        Arc<Pod>,
-        HashMap<String, String>,
-    );
-
-    async fn fixture() -> Fixture {
-        let sim = Arc::new(SimRuntime::new());
-        let stats = Arc::new(FakeNodeStats::default());
-        let web = Arc::new(pod(
-            "web",
-            "u1",
-            vec![container("side", "busybox"), container("app", "busybox")],
-        ));
-        let ids = run(&sim, &web).await;
-        let collector = SummaryCollector::new(stats.clone(), sim.clone(), config());
-        (sim, stats, collector, web, ids)
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn summary_of_a_pod_with_rates_two_samples_a_second_apart() {
-        let (_sim, stats, collector, web, ids) = fixture().await;
-        let (app, side) = (&ids["app"], &ids["side"]);
-        stats.set_node_usage(Some(CgroupUsage::new(0, 2 * GIB)));
-        stats.set_pod_usage("u1", CgroupUsage::new(0, 300));
-        stats.set_container_usage(app, CgroupUsage::new(0, 200));
-        stats.set_container_usage(side, CgroupUsage::new(0, 100));
-        stats.set_node_interfaces(vec![eth("ens3", 10, 10), eth("ens4", 100, 1)]);
-        stats.set_pod_interfaces("u1", vec![eth("net1", 500, 500), eth("eth0", 1, 2)]);
-        let app_logs = Path::new("/var/log/pods/default_web_u1/app");
-        stats.set_directory(
-            app_logs,
-            DirUsage {
-                used_bytes: 4096,
-                inodes_used: 3,
-                filesystem: None,
-            },
-        );
-        let pods = [entry(&web)];
-
-        let s = collector.summary(&pods, false).await.unwrap();
-        let node = &s.node;
-        assert_eq!(node.node_name, "node-1");
-        assert_eq!(node.start_time, "2023-11-14T22:13:20Z");
-        let cpu = node.cpu.as_ref().unwrap();
-        assert_eq!(cpu.usage_nano_cores, None, "one sample: no rate yet");
-        assert_eq!(cpu.usage_core_nano_seconds, 0);
-        let mem = node.memory.as_ref().unwrap();
-        assert_eq!(mem.working_set_bytes, 2 * GIB);
-        assert_eq!(
-            mem.available_bytes,
-            Some(6 * GIB),
-            "8Gi capacity − working set"
-        );
-        let net = node.network.as_ref().unwrap();
-        assert_eq!(net.default.name, "ens4", "no eth0: the busiest");
-        assert_eq!(
-            net.interfaces
-                .iter()
-                .map(|i| i.name.as_str())
-                .collect::<Vec<_>>(),
-            ["ens3", "ens4"]
-        );
-        let fs = node.fs.as_ref().unwrap();
-        assert_eq!(fs.capacity_bytes, Some(100 * GIB));
-        assert_eq!(fs.available_bytes, Some(50 * GIB));
-        assert!(node.runtime.as_ref().unwrap().image_fs.is_some());
-
-        assert_eq!(s.pods.len(), 1);
-        let p = &s.pods[0];
-        assert_eq!(
-            (
-                p.pod_ref.namespace.as_str(),
-                p.pod_ref.name.as_str(),
-                p.pod_ref.uid.as_str()
-            ),
-            ("default", "web", "u1")
-        );
-        assert_eq!(p.start_time, "2024-05-01T10:00:00Z");
-        assert_eq!(p.memory.as_ref().unwrap().working_set_bytes, 300);
-        assert_eq!(p.memory.as_ref().unwrap().available_bytes, None);
-        assert_eq!(p.network.as_ref().unwrap().default.name, "eth0");
-        let names: Vec<&str> = p.containers.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["app", "side"], "sorted by name");
-        let logs = p.containers[0].logs.as_ref().unwrap();
-        assert_eq!((logs.used_bytes, logs.inodes_used), (Some(4096), Some(3)));
-        assert_eq!(logs.capacity_bytes, None, "its filesystem was not measured");
-        assert!(!logs.time.is_empty());
-        let side_logs = p.containers[1].logs.as_ref().unwrap();
-        assert_eq!(
-            side_logs.used_bytes,
-            Some(0),
-            "an unmeasured directory is empty"
-        );
-
-        // 0.5s later: too close to the kept samples for a rate.
-        tokio::time::advance(Duration::from_millis(500)).await;
-        stats.set_node_usage(Some(CgroupUsage::new(1_000_000_000, 2 * GIB)));
-        let s = collector.summary(&pods, true).await.unwrap();
-        assert_eq!(s.node.cpu.as_ref().unwrap().usage_nano_cores, None);
-
-        // 1s after the first: rates over that second.
-        tokio::time::advance(Duration::from_millis(500)).await;
-        stats.set_node_usage(Some(CgroupUsage::new(2_000_000_000, 2 * GIB)));
-        stats.set_pod_usage("u1", CgroupUsage::new(750_000_000, 300));
-        stats.set_container_usage(app, CgroupUsage::new(500_000_000, 200));
-        stats.set_container_usage(side, CgroupUsage::new(250_000_000, 100));
-        let s = collector.summary(&pods, true).await.unwrap();
-        assert_eq!(
-            s.node.cpu.as_ref().unwrap().usage_nano_cores,
-            Some(2_000_000_000)
-        );
-        let p = &s.pods[0];
-        assert_eq!(p.cpu.as_ref().unwrap().usage_nano_cores, Some(750_000_000));
-        assert_eq!(
-            p.containers[0].cpu.as_ref().unwrap().usage_nano_cores,
-            Some(500_000_000)
-        );
-        assert_eq!(
-            p.containers[1].cpu.as_ref().unwrap().usage_nano_cores,
-            Some(250_000_000)
-        );
-        assert_eq!(
-            p.containers[1]
-                .cpu
-                .as_ref()
-                .unwrap()
-                .usage_core_nano_seconds,
-            250_000_000
-        );
-        // CPU and memory only: no network, filesystems or logs, and none asked for.
-        assert!(s.node.network.is_none() && s.node.fs.is_none() && s.node.runtime.is_none());
-        assert!(p.network.is_none() && p.containers[0].logs.is_none());
-        let last = stats.requests().pop().unwrap();
-        assert!(!last.network && last.filesystems.is_empty() && last.directories.is_empty());
-        assert_eq!(last.pods.len(), 1);
-        assert_eq!(last.pods[0].container_ids.len(), 2);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn kept_samples_of_gone_pods_and_containers_are_dropped() {
-        let (sim, stats, collector, web, ids) = fixture().await;
-        let db = Arc::new(pod("db", "u2", vec![container("db", "busybox")]));
-        let db_ids = run(&sim, &db).await;
-        for (uid, cs) in [("u1", &ids), ("u2", &db_ids)] {
-            stats.set_pod_usage(uid, CgroupUsage::new(1, 1));
-            for id in cs.values() {
-                stats.set_container_usage(id, CgroupUsage::new(1, 1));
-            }
-        }
-        collector
-            .summary(&[entry(&web), entry(&db)], true)
-            .await
-            .unwrap();
-        // node + 2 pods + 3 containers.
-        assert_eq!(collector.kept_samples(), 6);
-
-        // db's sandbox stops (its pod is not measured any more) and web's side container
-        // exits: their samples go.
-        let db_sandbox = sim
-            .list_pod_sandboxes(&ListFilter::pod("u2"))
-            .await
-            .unwrap()
-            .remove(0)
-            .id;
-        sim.stop_pod_sandbox(&db_sandbox).await.unwrap();
-        sim.crash(&ids["side"], 1);
-        let s = collector
-            .summary(&[entry(&web), entry(&db)], true)
-            .await
-            .unwrap();
-        assert_eq!(s.pods.len(), 1);
-        assert_eq!(s.pods[0].containers.len(), 1);
-        assert_eq!(
-            collector.kept_samples(),
-            3,
-            "node, web and its app container"
-        );
-
-        // A pod the kubelet no longer runs is not measured, even with a ready sandbox.
-        let s = collector.summary(&[], true).await.unwrap();
-        assert!(s.pods.is_empty());
-        assert_eq!(collector.kept_samples(), 1);
-
-        // A cgroup that cannot be read (removed) reports no usage and keeps no sample.
-        stats.remove_pod("u1");
-        stats.remove_container(&ids["app"]);
-        let s = collector.summary(&[entry(&web)], true).await.unwrap();
-        assert!(s.pods[0].cpu.is_none() && s.pods[0].containers[0].cpu.is_none());
-        assert_eq!(collector.kept_samples(), 1);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn host_network_pods_and_runtime_errors() {
-        let (sim, stats, collector, _web, _ids) = fixture().await;
-        let mut host = pod("host", "u3", vec![container("c", "busybox")]);
-        if let Some(spec) = host.spec.as_mut() {
-            spec.host_network = Some(true);
-        }
-        let host = Arc::new(host);
-        run(&sim, &host).await;
-        stats.set_pod_interfaces("u3", vec![eth("eth0", 1, 1)]);
-        let s = collector.summary(&[entry(&host)], false).await.unwrap();
-        assert!(s.pods[0].network.is_none(), "host network: the node's");
-        assert!(!stats.requests().pop().unwrap().pods[0].network);
-
-        sim.set_unavailable(true);
-        let err = collector.summary(&[entry(&host)], false).await.unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StatsError::Runtime {
-                    what: "sandboxes",
-                    ..
-                }
-            ),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn config_from_engine_config() {
-        let c = Config {
-            node_name: "n".into(),
-            ..Config::default()
-        };
-        let s = SummaryConfig::from_config(&c);
-        assert_eq!(s.node_name, "n");
-        assert_eq!(s.root_dir, c.root_dir);
-        assert_eq!(s.pod_logs_dir, c.pod_logs_dir);
-        assert_eq!(s.image_fs_dir, None);
     }
 }

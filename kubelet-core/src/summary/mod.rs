@@ -3,14 +3,39 @@
 //!
 //! Times are RFC 3339 strings; optional fields are left out of the JSON when unknown, as in
 //! Go's API types.
+//!
+//! What it reports and where each number comes from:
+//!
+//! | field | source |
+//! |---|---|
+//! | node `cpu`, `memory` | the root cgroup ([`NodeStatsProvider`](crate::stats::NodeStatsProvider)); `availableBytes` = capacity − working set |
+//! | node `systemContainers["pods"]` | the cgroup all pods run under; `availableBytes` = allocatable − working set |
+//! | node `network`, pod `network` | `/proc/…/net/dev` of the node and of a process in each pod |
+//! | node `fs` (nodefs) | `statvfs` of the kubelet root dir |
+//! | node `runtime.imageFs` | CRI `ImageFsInfo` (used bytes and inodes) on `statvfs` of its mount point; else `statvfs` of the configured image store |
+//! | node `rlimit` | the task limit and the tasks that exist |
+//! | container `rootfs` | CRI `ListContainerStats` (writable layer) on the image filesystem |
+//! | container `logs` | the container's log directory, on its filesystem |
+//! | pod `volume` | emptyDir volumes, measured `du`-style |
+//! | pod `ephemeral-storage` | containers' `rootfs` + `logs` + disk-backed emptyDirs, on nodefs |
+//! | pod `process_stats` | processes in the pod's cgroup |
 
+mod build;
 mod collector;
+#[cfg(test)]
+mod collector_tests;
 mod rates;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::stats::InterfaceStats;
+pub(crate) use collector::Detail;
 pub use collector::{PodEntry, SummaryCollector, SummaryConfig, MIN_RATE_WINDOW};
+
+/// The name of the system container that stands for all pods (Go's
+/// `SystemContainerPods`): its memory's `availableBytes` is allocatable memory minus the
+/// pods' working set, what `allocatableMemory.available` reads.
+pub const SYSTEM_CONTAINER_PODS: &str = "pods";
 
 /// The summary (Go's `statsapi.Summary`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -27,7 +52,8 @@ pub struct Summary {
 pub struct NodeStats {
     /// The node name.
     pub node_name: String,
-    /// System containers (kubelet, runtime): not reported yet.
+    /// System containers: `pods` ([`SYSTEM_CONTAINER_PODS`], the cgroup all pods run
+    /// under) when it is measured; the kubelet's and the runtime's are not reported.
     #[serde(default)]
     pub system_containers: Vec<ContainerStats>,
     /// Boot time.
@@ -47,6 +73,41 @@ pub struct NodeStats {
     /// The runtime's image filesystem.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime: Option<RuntimeStats>,
+    /// The node's process limits (what `pid.available` reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rlimit: Option<RlimitStats>,
+}
+
+/// The node's process limits (Go's `RlimitStats`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RlimitStats {
+    /// Sample time.
+    pub time: String,
+    /// The most tasks the node allows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maxpid: Option<u64>,
+    /// Tasks that exist now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curproc: Option<u64>,
+}
+
+/// Processes of a pod (Go's `ProcessStats`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessStats {
+    /// Processes in the pod's cgroup.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process_count: Option<u64>,
+}
+
+/// One volume of a pod (Go's `VolumeStats`): its usage on its filesystem.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VolumeStats {
+    /// Usage (`usedBytes`/`inodesUsed`: what the volume holds) and its filesystem's
+    /// capacity.
+    #[serde(flatten)]
+    pub fs: FsStats,
+    /// The volume's name in the pod spec.
+    pub name: String,
 }
 
 /// Runtime stats.
@@ -161,6 +222,16 @@ pub struct PodStats {
     /// The pod network namespace's interfaces.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkStats>,
+    /// The pod's measured volumes (emptyDir).
+    #[serde(rename = "volume", default, skip_serializing_if = "Vec::is_empty")]
+    pub volume: Vec<VolumeStats>,
+    /// Local ephemeral storage: its containers' writable layers and logs plus its emptyDir
+    /// volumes on the node's filesystem (Go's `calcEphemeralStorage`).
+    #[serde(rename = "ephemeral-storage", skip_serializing_if = "Option::is_none")]
+    pub ephemeral_storage: Option<FsStats>,
+    /// Processes.
+    #[serde(rename = "process_stats", skip_serializing_if = "Option::is_none")]
+    pub process_stats: Option<ProcessStats>,
 }
 
 /// Per-container stats.
@@ -177,6 +248,9 @@ pub struct ContainerStats {
     /// Memory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryStats>,
+    /// The container's writable layer (from the runtime), on the image filesystem.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rootfs: Option<FsStats>,
     /// The container's log files.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logs: Option<FsStats>,

@@ -19,6 +19,8 @@ use crate::stats::ResourceUsage;
 pub(crate) enum RateKey {
     /// The node (root cgroup).
     Node,
+    /// The cgroup all pods run under (the `pods` system container).
+    PodsCgroup,
     /// A pod cgroup, by pod uid.
     Pod(String),
     /// A container cgroup, by runtime container id.

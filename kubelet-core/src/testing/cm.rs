@@ -13,7 +13,7 @@ use crate::cm::{CmError, ContainerManager, PodResources, ResourceList};
 use crate::pod;
 use crate::stats::{
     CpuTopology, DirUsage, FsUsage, InterfaceStats, MachineInfo, NodeStatsProvider, PodSample,
-    ResourceUsage, Sample, SampleRequest, StatsError,
+    ResourceUsage, RlimitSample, Sample, SampleRequest, StatsError,
 };
 
 /// Reports the capacity it was given, remembers which pods it "set up" and measures the
@@ -169,6 +169,10 @@ struct FakeStatsState {
     filesystems: HashMap<PathBuf, FsUsage>,
     default_filesystem: Option<FsUsage>,
     directories: HashMap<PathBuf, DirUsage>,
+    disk_usage: HashMap<PathBuf, DirUsage>,
+    pods_cgroup: Option<CgroupUsage>,
+    rlimit: Option<RlimitSample>,
+    process_counts: HashMap<String, u64>,
     requests: Vec<SampleRequest>,
 }
 
@@ -206,6 +210,7 @@ impl FakeNodeStats {
             inodes,
             inodes_free: half(inodes),
             inodes_used: inodes - half(inodes),
+            fs_id: 1,
         };
         FakeNodeStats {
             machine: Arc::new(machine),
@@ -320,6 +325,28 @@ impl FakeNodeStats {
         self.state().directories.insert(path.to_path_buf(), usage);
     }
 
+    /// What a `du`-style measurement of `path` finds ([`SampleRequest::disk_usage`]).
+    pub fn set_disk_usage(&self, path: &Path, usage: DirUsage) {
+        self.state().disk_usage.insert(path.to_path_buf(), usage);
+    }
+
+    /// The usage of the cgroup all pods run under (`None`: not measurable, the default).
+    pub fn set_pods_cgroup_usage(&self, usage: Option<CgroupUsage>) {
+        self.state().pods_cgroup = usage;
+    }
+
+    /// The node's process limits (`None`, the default: not measured).
+    pub fn set_rlimit(&self, rlimit: Option<RlimitSample>) {
+        self.state().rlimit = rlimit;
+    }
+
+    /// The processes in a pod's cgroup.
+    pub fn set_pod_process_count(&self, pod_uid: &str, count: u64) {
+        self.state()
+            .process_counts
+            .insert(pod_uid.to_string(), count);
+    }
+
     /// The latest requests sampled (at most 64), oldest first.
     pub fn requests(&self) -> Vec<SampleRequest> {
         self.state().requests.clone()
@@ -350,6 +377,7 @@ impl NodeStatsProvider for FakeNodeStats {
                     interfaces: (request.network && p.network)
                         .then(|| st.pod_interfaces.get(&uid).cloned())
                         .flatten(),
+                    process_count: st.process_counts.get(&uid).copied(),
                 };
                 (uid, sample)
             })
@@ -373,6 +401,13 @@ impl NodeStatsProvider for FakeNodeStats {
                 .iter()
                 .filter_map(|p| st.directories.get(p).map(|d| (p.clone(), *d)))
                 .collect(),
+            disk_usage: request
+                .disk_usage
+                .iter()
+                .filter_map(|p| st.disk_usage.get(p).map(|d| (p.clone(), *d)))
+                .collect(),
+            pods_cgroup: st.pods_cgroup.map(|u| u.at(now)),
+            rlimit: st.rlimit,
         };
         if st.requests.len() >= KEPT_REQUESTS {
             st.requests.remove(0);
@@ -409,6 +444,7 @@ mod tests {
                 network: true,
                 filesystems: vec!["/any".into()],
                 directories: vec!["/unknown".into()],
+                disk_usage: vec![],
             })
             .await
             .unwrap();

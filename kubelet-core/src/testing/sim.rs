@@ -631,7 +631,8 @@ impl ContainerRuntime for SimRuntime {
 
     async fn remove_image(&self, image: &str) -> RuntimeResult<()> {
         let mut st = self.enter("RemoveImage")?;
-        st.images.remove(image);
+        // By the reference it was pulled with, or by its id (as image GC removes).
+        st.images.retain(|name, i| name != image && i.id != image);
         Ok(())
     }
 

@@ -550,4 +550,45 @@ mod tests {
         assert!(rx.recv().await.is_none());
         task.await.unwrap();
     }
+
+    #[tokio::test]
+    async fn follow_survives_a_rotation_without_losing_lines() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let cur = dir.path().join("0.log");
+        std::fs::write(&cur, line(T0, "stdout", "F", "a")).unwrap();
+        let (tx, mut rx) = mpsc::channel(16);
+        let files = log_files(&cur).await;
+        let task = tokio::spawn(follow(
+            files,
+            cur.clone(),
+            LogOptions {
+                follow: true,
+                ..Default::default()
+            },
+            tx,
+            || async { true },
+            CancellationToken::new(),
+        ));
+        assert_eq!(rx.recv().await.unwrap().unwrap(), Bytes::from("a\n"));
+        // The kubelet renames the log; the runtime still writes to it until it reopens.
+        let mut old = std::fs::OpenOptions::new().append(true).open(&cur).unwrap();
+        std::fs::rename(&cur, dir.path().join("0.log.20240501-100000")).unwrap();
+        old.write_all(line(T0, "stdout", "F", "b").as_bytes())
+            .unwrap();
+        // The runtime reopens: a new file; a last line still lands in the old one.
+        let mut new = std::fs::File::create(&cur).unwrap();
+        old.write_all(line(T0, "stdout", "F", "c").as_bytes())
+            .unwrap();
+        drop(old);
+        new.write_all(line(T0, "stdout", "F", "d").as_bytes())
+            .unwrap();
+        let mut got = String::new();
+        while !got.ends_with("d\n") {
+            let b = rx.recv().await.unwrap().unwrap();
+            got.push_str(std::str::from_utf8(&b).unwrap());
+        }
+        assert_eq!(got, "b\nc\nd\n");
+        task.abort();
+    }
 }

@@ -515,6 +515,7 @@ pub async fn follow_with<F, Fut>(
         reader.restart(path.clone());
     }
     let mut ino = ino;
+    let mut draining = false;
     let mut ticks = 0u32;
     let mut stopping = false;
     loop {
@@ -544,7 +545,10 @@ pub async fn follow_with<F, Fut>(
         if stopping {
             return;
         }
-        // Rotated or truncated: start over on the new file.
+        // Rotated (the kubelet renamed the log and the runtime reopened a new one at the
+        // path) or truncated: start over on the new file. After a rotation the old file,
+        // still open, is read to its end once more first — the runtime writes to the new
+        // one only after it exists — so no line is lost across a rotation.
         let now_ino = inode(&path).await;
         let len = tokio::fs::metadata(&path)
             .await
@@ -554,7 +558,13 @@ pub async fn follow_with<F, Fut>(
             .chunks
             .as_ref()
             .map_or(0, LineChunks::complete_offset);
-        if now_ino != ino || len < offset {
+        let rotated = now_ino != 0 && now_ino != ino;
+        if rotated && !draining {
+            draining = true;
+            continue;
+        }
+        if rotated || len < offset {
+            draining = false;
             ino = now_ino;
             reader.restart(path.clone());
             continue;

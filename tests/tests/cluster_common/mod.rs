@@ -51,6 +51,17 @@ pub async fn start_configured(
     sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
     edit: impl FnOnce(&mut ClusterMemberConfig),
 ) -> Option<ClusterNode> {
+    start_engine_configured(test, sources, edit, |_| {}).await
+}
+
+/// [`start_configured`], editing the engine's configuration ([`EngineTest::config`] with
+/// the node's name and labels) too.
+pub async fn start_engine_configured(
+    test: &str,
+    sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
+    edit: impl FnOnce(&mut ClusterMemberConfig),
+    edit_engine: impl FnOnce(&mut Config),
+) -> Option<ClusterNode> {
     let et = EngineTest::new(test).await?;
     let cp = match ControlPlane::ensure().await {
         Ok(cp) => cp,
@@ -73,7 +84,8 @@ pub async fn start_configured(
         .create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
-    let node = launch(&et, &cp, &node_name, sources(&node_name), edit).await;
+    let node =
+        launch_configured(&et, &cp, &node_name, sources(&node_name), edit, edit_engine).await;
     Some(ClusterNode {
         et,
         cp,
@@ -101,6 +113,18 @@ pub async fn launch(
     extra_sources: Vec<Arc<dyn PodSource>>,
     edit: impl FnOnce(&mut ClusterMemberConfig),
 ) -> Launched {
+    launch_configured(et, cp, node_name, extra_sources, edit, |_| {}).await
+}
+
+/// [`launch`], editing the engine's configuration last.
+pub async fn launch_configured(
+    et: &EngineTest,
+    cp: &ControlPlane,
+    node_name: &str,
+    extra_sources: Vec<Arc<dyn PodSource>>,
+    edit: impl FnOnce(&mut ClusterMemberConfig),
+    edit_engine: impl FnOnce(&mut Config),
+) -> Launched {
     let kubeconfig = cp
         .node_kubeconfig(node_name)
         .await
@@ -115,11 +139,12 @@ pub async fn launch(
     // Admission sees the node's labels, as Go's kubelet sees its Node object.
     let mut node_labels = kubelet_sources::apiserver::node::default_labels(&cfg.node);
     node_labels.extend(cfg.node.labels.clone());
-    let config = Config {
+    let mut config = Config {
         node_name: node_name.to_string(),
         node_labels,
         ..et.config()
     };
+    edit_engine(&mut config);
     let mut builder = Kubelet::builder()
         .config(config)
         .runtime(et.runtime.clone())

@@ -30,6 +30,9 @@ pub struct ImageInfo {
     pub repo_digests: Vec<String>,
     /// Size in bytes.
     pub size_bytes: u64,
+    /// The runtime needs it (its sandbox image; CRI's `pinned`): image garbage collection
+    /// never removes it.
+    pub pinned: bool,
 }
 
 /// An image pull.

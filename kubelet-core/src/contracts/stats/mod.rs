@@ -5,8 +5,10 @@
 //! A [`NodeStatsProvider`] knows the machine ([`MachineInfo`], read once at start: CPUs and
 //! their topology, memory, huge pages, machine/system/boot ids, kernel, OS image, `pid_max`,
 //! the root filesystem's size, the boot time) and takes [`Sample`]s: the CPU and memory usage
-//! of the node, of pod and container cgroups, network interfaces of the node and of pod
-//! network namespaces, filesystems (`statvfs`) and directory usage. One
+//! of the node, of the cgroup all pods run under and of pod and container cgroups (with the
+//! pods' process counts), the node's process limits, network interfaces of the node and of
+//! pod network namespaces, filesystems (`statvfs`), directory usage and bounded `du`-style
+//! disk usage (emptyDir volumes). One
 //! [`SampleRequest`] names everything one collection needs, so a provider reading cgroups
 //! and `/proc` does all its blocking reads in one blocking task per collection. kubelet-cm
 //! implements it from cgroups, `/proc` and `statvfs`;
@@ -25,7 +27,8 @@
 //! [`crate::summary::SummaryCollector`] turns samples into the `stats.k8s.io/v1alpha1`
 //! [`crate::summary::Summary`] from the contracts alone: the stats provider, the runtime's sandbox
 //! and container listings and the kubelet's pods with their statuses. It is what
-//! `/stats/summary`, `/metrics/resource` and (later) the eviction manager read. CPU rates
+//! `/stats/summary`, `/metrics/resource`, the eviction manager and image garbage collection
+//! read. CPU rates
 //! (`usageNanoCores`) need two samples at least a second apart: the collector keeps each
 //! cgroup's earlier sample and drops those of cgroups a collection no longer sees.
 
@@ -39,7 +42,7 @@ use async_trait::async_trait;
 pub use machine::{CpuTopology, HugePages, MachineInfo};
 pub use sample::{
     nanocores, DirUsage, FsUsage, InterfaceStats, PodSample, PodSampleRequest, ResourceUsage,
-    Sample, SampleRequest,
+    RlimitSample, Sample, SampleRequest, DU_MAX_ENTRIES,
 };
 
 /// Errors producing stats.

@@ -64,6 +64,9 @@ pub struct FsUsage {
     pub inodes_free: u64,
     /// Used inodes.
     pub inodes_used: u64,
+    /// The filesystem's id (`statvfs`'s `f_fsid`; 0 when unknown): two paths with the same
+    /// non-zero id are on one filesystem (how a dedicated image filesystem is told apart).
+    pub fs_id: u64,
 }
 
 /// What a directory holds (a container's log directory), and the filesystem it is on.
@@ -75,6 +78,17 @@ pub struct DirUsage {
     pub inodes_used: u64,
     /// The filesystem holding it, when it could be read.
     pub filesystem: Option<FsUsage>,
+}
+
+/// The node's process limits and use (Go's `RlimitStats`): what `pid.available` is computed
+/// from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RlimitSample {
+    /// The system-wide limit of tasks: the smaller of `kernel.pid_max` and
+    /// `kernel.threads-max`.
+    pub max_pid: u64,
+    /// Tasks that exist now (`/proc/loadavg`'s total).
+    pub running_processes: u64,
 }
 
 /// One network interface (also the summary's `InterfaceStats`).
@@ -117,7 +131,16 @@ pub struct SampleRequest {
     pub filesystems: Vec<PathBuf>,
     /// Directories whose contents are summed (container log directories).
     pub directories: Vec<PathBuf>,
+    /// Directories whose disk usage is measured as `du -x` does (allocated blocks, not
+    /// leaving the directory's filesystem, bounded: see [`DU_MAX_ENTRIES`]): emptyDir
+    /// volumes, for the eviction manager's local-storage limits.
+    pub disk_usage: Vec<PathBuf>,
 }
+
+/// The most entries one `du`-style measurement of [`SampleRequest::disk_usage`] visits; a
+/// tree with more is reported as far as it was read (a lower bound), so one huge directory
+/// cannot stall a collection.
+pub const DU_MAX_ENTRIES: u64 = 200_000;
 
 /// Measurements of one pod.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -128,6 +151,8 @@ pub struct PodSample {
     pub containers: HashMap<String, ResourceUsage>,
     /// Interfaces of the pod's network namespace.
     pub interfaces: Option<Vec<InterfaceStats>>,
+    /// Processes in the pod's cgroup (what PID-pressure ranking compares).
+    pub process_count: Option<u64>,
 }
 
 /// The answer to a [`SampleRequest`]; what could not be measured is absent.
@@ -143,6 +168,13 @@ pub struct Sample {
     pub filesystems: HashMap<PathBuf, FsUsage>,
     /// Directories by the path asked for.
     pub directories: HashMap<PathBuf, DirUsage>,
+    /// `du`-style usage by the path asked for ([`SampleRequest::disk_usage`]).
+    pub disk_usage: HashMap<PathBuf, DirUsage>,
+    /// The usage of the cgroup all pods run under (`kubepods`): what
+    /// `allocatableMemory.available` is computed from (always read).
+    pub pods_cgroup: Option<ResourceUsage>,
+    /// The node's process limits (always read).
+    pub rlimit: Option<RlimitSample>,
 }
 
 #[cfg(test)]

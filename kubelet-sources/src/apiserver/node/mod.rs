@@ -14,7 +14,11 @@
 //!   core stats contract — machine info, plus the runtime's status, version and images):
 //!   addresses, capacity/allocatable, nodeInfo, daemonEndpoints, images (at most
 //!   `nodeStatusMaxImages`) and the conditions Ready / MemoryPressure / DiskPressure /
-//!   PIDPressure. A condition's `lastTransitionTime` moves only when its status changes.
+//!   PIDPressure (the pressure conditions as the kubelet's eviction manager reports them,
+//!   with Go's reasons and messages; the node lifecycle controller turns them into the
+//!   `node.kubernetes.io/*-pressure` taints). A condition's `lastTransitionTime` moves only
+//!   when its status changes; each change of a pressure condition is a node event
+//!   (`NodeHasInsufficientMemory`, `NodeHasSufficientMemory`, `NodeHasDiskPressure`, …).
 //! - [`NodeStatusLoop`] runs every `nodeStatusUpdateFrequency` (10s) and patches `nodes/status`
 //!   only when the status changed (heartbeat times aside) or `nodeStatusReportFrequency` (5m)
 //!   passed. The patch is a strategic merge patch that names only the conditions the kubelet
@@ -150,11 +154,11 @@ pub struct Observed {
     pub runtime_message: String,
     /// The kubelet's own health (sync loop and PLEG); the error says what is wrong.
     pub health: Result<(), String>,
-    /// Memory pressure (no eviction manager yet: false).
+    /// Memory pressure, as the kubelet's eviction manager reports it.
     pub memory_pressure: bool,
-    /// Disk pressure.
+    /// Disk pressure, as the eviction manager reports it.
     pub disk_pressure: bool,
-    /// PID pressure.
+    /// PID pressure, as the eviction manager reports it.
     pub pid_pressure: bool,
     /// Images on the node.
     pub images: Vec<ImageInfo>,
@@ -183,6 +187,7 @@ pub async fn observe(handle: &KubeletHandle) -> Observed {
         Ok(v) => format!("{}://{}", v.runtime_name, v.runtime_version),
         Err(_) => String::new(),
     };
+    let pressure = handle.node_pressure();
     let images = runtime.list_images().await.unwrap_or_else(|e| {
         tracing::debug!(error = %e, "listing images for the node status failed");
         Vec::new()
@@ -199,9 +204,9 @@ pub async fn observe(handle: &KubeletHandle) -> Observed {
         network_ready,
         runtime_message,
         health: handle.check_health(),
-        memory_pressure: false,
-        disk_pressure: false,
-        pid_pressure: false,
+        memory_pressure: pressure.memory,
+        disk_pressure: pressure.disk,
+        pid_pressure: pressure.pid,
         images,
         runtime_handlers,
         supplemental_groups_policy: supplemental_groups,

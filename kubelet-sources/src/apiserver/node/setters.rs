@@ -495,6 +495,7 @@ mod tests {
                 repo_tags: (0..7).map(|k| format!("img{i}:{k}")).collect(),
                 repo_digests: vec![format!("img{i}@sha256:{i}")],
                 size_bytes: size,
+                pinned: false,
             });
         }
         let now = t(0);

@@ -21,6 +21,14 @@ use super::setters::{
 };
 use super::{observe, NodeConfig, OWNED_CONDITIONS};
 
+/// The node events of the pressure conditions (Go's setters' `recordEventFunc`), by
+/// condition (memory, disk, PID) and status (false, true).
+const PRESSURE_EVENTS: [[&str; 2]; 3] = [
+    ["NodeHasSufficientMemory", "NodeHasInsufficientMemory"],
+    ["NodeHasNoDiskPressure", "NodeHasDiskPressure"],
+    ["NodeHasSufficientPID", "NodeHasInsufficientPID"],
+];
+
 /// The status patch: the whole status, with only the owned conditions (a strategic merge
 /// patch merges conditions by type, so the others stay as they are).
 pub fn status_patch(node: &Node) -> Node {
@@ -141,6 +149,7 @@ impl NodeStatusLoop {
         // Force the first status patch right away.
         let mut last_report: Option<Instant> = None;
         let mut reported_ready: Option<String> = None;
+        let mut reported_pressure: [Option<bool>; 3] = [None; 3];
         let mut tick = tokio::time::interval(self.config.status_update_frequency);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -198,6 +207,23 @@ impl NodeStatusLoop {
                                 "NodeNotReady",
                                 format!("Node {name} status is now: NodeNotReady"),
                             ),
+                        }
+                    }
+                    let now_pressure = [
+                        observed.memory_pressure,
+                        observed.disk_pressure,
+                        observed.pid_pressure,
+                    ];
+                    for (i, (was, is)) in reported_pressure.iter_mut().zip(now_pressure).enumerate()
+                    {
+                        if *was != Some(is) {
+                            *was = Some(is);
+                            let reason = PRESSURE_EVENTS[i][usize::from(is)];
+                            self.node_event(
+                                EventType::Normal,
+                                reason,
+                                format!("Node {name} status is now: {reason}"),
+                            );
                         }
                     }
                     tracing::debug!(node = %name, "node status patched");
@@ -288,6 +314,7 @@ mod tests {
             repo_tags: vec!["busybox:1".into()],
             repo_digests: vec![],
             size_bytes: 10,
+            pinned: false,
         });
         let ctx = SetterContext {
             config: &cfg,

@@ -10,6 +10,10 @@
 //! pull succeeds (the error names every attempt's failure, as Go's aggregate does). The
 //! secrets and plugins are consulted before a pull slot is taken, so a slow plugin or a
 //! wrong secret delays only its own pod.
+//!
+//! Image garbage collection is in [`gc`].
+
+pub mod gc;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,0 +1,165 @@
+//! No silent settings: which `KubeletConfiguration` fields kubelet-rs honours, and the one
+//! warning line for each field an operator set that it does not.
+//!
+//! Every field of [`KubeletConfiguration`] is in [`FIELDS`] (a test checks the list against
+//! the type). A field marked [`Support::Ignored`] whose value differs from its default is
+//! reported at start-up ([`unsupported_settings`]); unknown fields of a configuration file
+//! are reported when it is parsed; unknown flags are refused. The README's table is this list.
+
+use serde_json::Value;
+
+use super::types::KubeletConfiguration;
+
+/// Whether kubelet-rs honours a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// Honoured as the Go kubelet does.
+    Honoured,
+    /// Parsed and validated, but without effect in kubelet-rs (reported when set).
+    Ignored,
+}
+
+/// Every `KubeletConfiguration` field kubelet-rs parses, by its name in the file, and whether
+/// it is honoured.
+pub const FIELDS: &[(&str, Support)] = {
+    use Support::{Honoured as H, Ignored as I};
+    &[
+        ("apiVersion", H),
+        ("kind", H),
+        ("enableServer", H),
+        ("staticPodPath", H),
+        ("staticPodURL", H),
+        ("staticPodURLHeader", H),
+        ("syncFrequency", H),
+        ("fileCheckFrequency", H),
+        ("httpCheckFrequency", H),
+        ("address", H),
+        ("port", H),
+        ("readOnlyPort", H),
+        ("tlsCertFile", H),
+        ("tlsPrivateKeyFile", H),
+        ("tlsMinVersion", H),
+        ("tlsCipherSuites", H),
+        ("authentication", H),
+        ("authorization", H),
+        ("registryPullQPS", I),
+        ("registryBurst", I),
+        ("eventRecordQPS", I),
+        ("eventBurst", I),
+        ("enableDebuggingHandlers", H),
+        ("healthzPort", H),
+        ("healthzBindAddress", H),
+        ("oomScoreAdj", I),
+        ("clusterDomain", H),
+        ("clusterDNS", H),
+        ("streamingConnectionIdleTimeout", H),
+        ("nodeStatusUpdateFrequency", H),
+        ("nodeStatusReportFrequency", H),
+        ("nodeLeaseDurationSeconds", H),
+        ("imageMinimumGCAge", H),
+        ("imageGCHighThresholdPercent", H),
+        ("imageGCLowThresholdPercent", H),
+        ("imageMaximumGCAge", H),
+        ("volumeStatsAggPeriod", I),
+        ("cgroupsPerQOS", H),
+        ("cgroupDriver", H),
+        ("cgroupRoot", H),
+        ("runtimeRequestTimeout", H),
+        ("maxPods", H),
+        ("podPidsLimit", H),
+        ("resolvConf", H),
+        ("cpuCFSQuota", H),
+        ("cpuCFSQuotaPeriod", H),
+        ("maxOpenFiles", I),
+        ("kubeAPIQPS", H),
+        ("kubeAPIBurst", H),
+        ("serializeImagePulls", H),
+        ("maxParallelImagePulls", H),
+        ("evictionHard", H),
+        ("evictionSoft", H),
+        ("evictionSoftGracePeriod", H),
+        ("evictionPressureTransitionPeriod", H),
+        ("evictionMaxPodGracePeriod", H),
+        ("evictionMinimumReclaim", H),
+        ("failSwapOn", H),
+        ("containerLogMaxSize", H),
+        ("containerLogMaxFiles", H),
+        ("containerLogMaxWorkers", H),
+        ("containerLogMonitorInterval", H),
+        ("systemReserved", H),
+        ("kubeReserved", H),
+        ("systemReservedCgroup", I),
+        ("kubeReservedCgroup", I),
+        ("reservedSystemCPUs", H),
+        ("enforceNodeAllocatable", H),
+        ("registerNode", H),
+        ("registerWithTaints", H),
+        ("containerRuntimeEndpoint", H),
+        ("imageServiceEndpoint", H),
+        ("shutdownGracePeriod", I),
+        ("featureGates", I),
+    ]
+};
+
+/// One warning line per field kubelet-rs does not honour that differs from its default.
+pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {
+    let (Ok(Value::Object(set)), Ok(Value::Object(default))) = (
+        serde_json::to_value(c),
+        serde_json::to_value(KubeletConfiguration::default()),
+    ) else {
+        return Vec::new();
+    };
+    FIELDS
+        .iter()
+        .filter(|(_, s)| *s == Support::Ignored)
+        .filter(|(name, _)| set.get(*name) != default.get(*name))
+        .map(|(name, _)| {
+            let value = set.get(*name).map(Value::to_string).unwrap_or_default();
+            format!("KubeletConfiguration field {name} is not supported by kubelet-rs; its value {value} is ignored")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn every_field_is_listed_once() {
+        let Value::Object(fields) = serde_json::to_value(KubeletConfiguration::default()).unwrap()
+        else {
+            panic!("an object");
+        };
+        let listed: Vec<&str> = FIELDS.iter().map(|(n, _)| *n).collect();
+        for name in fields.keys() {
+            assert!(listed.contains(&name.as_str()), "{name} is not in FIELDS");
+        }
+        for name in &listed {
+            assert!(fields.contains_key(*name), "{name} is not a field");
+            assert_eq!(
+                listed.iter().filter(|n| *n == name).count(),
+                1,
+                "{name} twice"
+            );
+        }
+    }
+
+    #[test]
+    fn set_unsupported_fields_are_reported_once_each() {
+        assert!(unsupported_settings(&KubeletConfiguration::default()).is_empty());
+        let c = KubeletConfiguration {
+            oom_score_adj: -500,
+            feature_gates: BTreeMap::from([("GracefulNodeShutdown".to_string(), true)]),
+            eviction_soft: BTreeMap::from([("memory.available".to_string(), "1Gi".to_string())]),
+            ..KubeletConfiguration::default()
+        };
+        assert_eq!(
+            unsupported_settings(&c),
+            [
+                "KubeletConfiguration field oomScoreAdj is not supported by kubelet-rs; its value -500 is ignored",
+                "KubeletConfiguration field featureGates is not supported by kubelet-rs; its value {\"GracefulNodeShutdown\":true} is ignored",
+            ]
+        );
+    }
+}

@@ -1,0 +1,211 @@
+//! The node-level managers `run` starts beside the sync loop, each a task of its own on
+//! tokio's clock with the kubelet's cancellation token: the eviction manager (through
+//! [`EngineEvictionHost`], which gives it the summary, node-level reclaim and the pod
+//! workers), image garbage collection (every `image_gc.period`) and container log rotation
+//! (every `container_logs.monitor_interval`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::Engine;
+use crate::eviction::manager::{EvictionHost, Reclaim};
+use crate::images::gc::ImageGcError;
+use crate::pod;
+use crate::pod_workers::{PodWorkers, WorkerState};
+use crate::sink::{Event, EventObject, EventType};
+use crate::stats::StatsError;
+use crate::status::is_terminal;
+use crate::summary::{Detail, PodEntry, Summary};
+
+/// Capacity of the eviction manager → sync loop channel.
+pub(super) const EVICTION_CHANNEL_CAPACITY: usize = 16;
+
+/// The eviction manager asks the sync loop to kill a pod.
+#[derive(Debug, Clone)]
+pub(super) struct EvictionRequest {
+    /// The pod's uid.
+    pub uid: String,
+    /// The grace period override.
+    pub grace_seconds: i64,
+    /// Go's eviction message (the status message and the event's).
+    pub message: String,
+}
+
+/// The eviction manager's view of the engine.
+pub(super) struct EngineEvictionHost {
+    pub engine: Arc<Engine>,
+    pub workers: Arc<PodWorkers>,
+    pub requests: mpsc::Sender<EvictionRequest>,
+}
+
+impl EngineEvictionHost {
+    fn entries(&self) -> Vec<PodEntry> {
+        self.engine
+            .pods()
+            .pods()
+            .into_iter()
+            .map(|pod| {
+                let start_time = self
+                    .engine
+                    .status
+                    .get(pod::uid(&pod))
+                    .and_then(|s| s.start_time);
+                PodEntry { pod, start_time }
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl EvictionHost for EngineEvictionHost {
+    fn node_name(&self) -> String {
+        self.engine.config.node_name.clone()
+    }
+
+    fn active_pods(&self) -> Vec<Arc<Pod>> {
+        self.engine
+            .pods()
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                let uid = pod::uid(p);
+                self.workers.state(uid) == Some(WorkerState::Syncing)
+                    && !self.engine.status.get(uid).is_some_and(|s| is_terminal(&s))
+            })
+            .collect()
+    }
+
+    async fn summary(&self) -> Result<Summary, StatsError> {
+        let stats = self.engine.stats.as_ref().ok_or(StatsError::Unavailable)?;
+        stats.collect(&self.entries(), Detail::NoNetwork).await
+    }
+
+    fn dedicated_image_fs(&self) -> bool {
+        self.engine
+            .stats
+            .as_ref()
+            .and_then(|s| s.has_dedicated_image_fs())
+            .unwrap_or(false)
+    }
+
+    async fn reclaim(&self, what: Reclaim) -> Result<(), String> {
+        match what {
+            Reclaim::Containers => {
+                let workers = self.workers.clone();
+                let terminated = move |uid: &str| {
+                    matches!(
+                        workers.state(uid),
+                        Some(WorkerState::Terminated | WorkerState::Finished)
+                    )
+                };
+                tracing::info!("attempting to delete unused containers");
+                crate::gc::collect(
+                    &self.engine,
+                    crate::gc::Reclaim {
+                        terminated: &terminated,
+                    },
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+            }
+            Reclaim::Images => self
+                .engine
+                .image_gc
+                .delete_unused(self.engine.runtime.as_ref())
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    fn evict(&self, p: &Arc<Pod>, grace_seconds: i64, message: &str) -> bool {
+        self.requests
+            .try_send(EvictionRequest {
+                uid: pod::uid(p).to_string(),
+                grace_seconds,
+                message: message.to_string(),
+            })
+            .is_ok()
+    }
+
+    fn pod_cleaned_up(&self, uid: &str) -> bool {
+        !matches!(
+            self.workers.state(uid),
+            Some(WorkerState::Syncing | WorkerState::Terminating)
+        )
+    }
+
+    fn record_event(&self, event: Event) {
+        self.engine.sink.record_event(event);
+    }
+}
+
+fn node_event(engine: &Engine, reason: &str, message: String) {
+    engine.sink.record_event(Event {
+        object: EventObject::Node {
+            name: engine.config.node_name.clone(),
+        },
+        event_type: EventType::Warning,
+        reason: reason.to_string(),
+        message,
+    });
+}
+
+/// Image garbage collection every `image_gc.period` (Go's `StartGarbageCollection`'s image
+/// half): `ImageGCFailed` when it fails twice in a row, `FreeDiskSpaceFailed` when it
+/// cannot free enough, `InvalidDiskCapacity` when the image filesystem reports none.
+pub(super) async fn run_image_gc(engine: Arc<Engine>, shutdown: CancellationToken) {
+    let gc = &engine.image_gc;
+    if !gc.policy().enabled() {
+        tracing::info!("imageGCHighThresholdPercent is 100: image garbage collection is off");
+        return;
+    }
+    let mut tick = tokio::time::interval(gc.policy().period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failed_before = false;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if !engine.runtime_state.ready() {
+            continue;
+        }
+        let image_fs = match engine.stats.as_ref() {
+            Some(s) => s.image_fs().await,
+            None => None,
+        };
+        let result = gc
+            .garbage_collect(engine.runtime.as_ref(), image_fs.as_ref())
+            .await;
+        if gc.unsupported() {
+            return;
+        }
+        match result {
+            Ok(()) => failed_before = false,
+            Err(e) => {
+                match &e {
+                    ImageGcError::NotEnough { .. } => {
+                        node_event(&engine, "FreeDiskSpaceFailed", e.to_string())
+                    }
+                    ImageGcError::InvalidCapacity => {
+                        node_event(&engine, "InvalidDiskCapacity", e.to_string())
+                    }
+                    _ => {}
+                }
+                if failed_before {
+                    tracing::error!(error = %e, "image garbage collection failed multiple times in a row");
+                    node_event(&engine, "ImageGCFailed", e.to_string());
+                } else {
+                    tracing::warn!(error = %e, "image garbage collection failed once; stats initialization may not have completed yet");
+                }
+                failed_before = true;
+            }
+        }
+    }
+}

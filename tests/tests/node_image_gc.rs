@@ -1,0 +1,188 @@
+//! Image garbage collection on the real containerd: an unused image the test imports is
+//! removed under thresholds that demand it, while the image a running pod uses and the
+//! runtime's pinned sandbox image stay.
+//!
+//! The containerd is shared, so the test's image is its own: built from the local busybox
+//! OCI layout with a label of its own (a new image id — a mere second tag of busybox would
+//! share busybox's id, and removing by id, as Go's image GC does, would take busybox's tag
+//! with it), and the engine sees images through [`ScopedRuntime::with_images`], which never
+//! removes an image the test did not create.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubelet_core::images::gc::ImageGcPolicy;
+use kubelet_core::testing::{RecordingSink, StaticSource};
+use kubelet_core::{ContainerRuntime, PodSource};
+use kubelet_tests::cri::BUSYBOX_IMAGE;
+use kubelet_tests::engine::{busybox, eventually, wait_running, EngineTest, ScopedRuntime};
+
+const SOCK: &str = "/run/kubelet-rs/containerd/containerd.sock";
+const BUSYBOX_LAYOUT: &str = "/var/lib/kubelet-rs/node/images/busybox/oci";
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Imports `<repo>:gc`, busybox with a label of its own (a distinct image id).
+fn import_own_image(dir: &Path, repo: &str, label: &str) {
+    let oci = dir.join("oci");
+    run(Command::new("cp").arg("-r").arg(BUSYBOX_LAYOUT).arg(&oci));
+    let image = |tag: &str| format!("{}:{tag}", oci.display());
+    run(Command::new("umoci")
+        .args(["config", "--image", &image("1.0"), "--tag", "gc"])
+        .arg(format!("--config.label=kubelet-rs.test={label}")));
+    run(Command::new("umoci").args(["rm", "--image", &image("1.0")]));
+    let tar = dir.join("image.tar");
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(&oci)
+        .arg("-cf")
+        .arg(&tar)
+        .arg("."));
+    run(Command::new("ctr")
+        .args([
+            "-a",
+            SOCK,
+            "-n",
+            "k8s.io",
+            "images",
+            "import",
+            "--base-name",
+            repo,
+        ])
+        .arg(&tar));
+}
+
+/// Removes the test's image if it is still there (a failed test).
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = Command::new("ctr")
+            .args(["-a", SOCK, "-n", "k8s.io", "images", "rm", &self.0])
+            .output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unused_image_goes_and_used_and_pinned_images_stay() {
+    let Some(t) = EngineTest::new("imagegc").await else {
+        return;
+    };
+    if Command::new("umoci").arg("--version").output().is_err()
+        || !Path::new(BUSYBOX_LAYOUT).exists()
+    {
+        panic!("umoci and the node environment's busybox layout ({BUSYBOX_LAYOUT}) are needed");
+    }
+    let unique = t.uid("gc");
+    let repo = format!("kubelet-rs.local/gc-test-{unique}");
+    let reference = format!("{repo}:gc");
+    let _cleanup = Cleanup(reference.clone());
+    import_own_image(t.dir.path(), &repo, &unique);
+    let own = t
+        .cri
+        .image_status(&reference)
+        .await
+        .unwrap()
+        .expect("imported");
+    let busybox_image = t
+        .cri
+        .image_status(BUSYBOX_IMAGE)
+        .await
+        .unwrap()
+        .expect("busybox");
+    assert_ne!(own.id, busybox_image.id, "an image of its own");
+    // The runtime's sandbox image is pinned.
+    let images = t.cri.list_images().await.unwrap();
+    let pinned: Vec<&str> = images
+        .iter()
+        .filter(|i| i.pinned)
+        .flat_map(|i| i.repo_tags.iter().map(String::as_str))
+        .collect();
+    assert!(
+        pinned.iter().any(|t| t.contains("pause")),
+        "the sandbox image is pinned: {pinned:?}"
+    );
+
+    let uid = t.uid("user");
+    let pod = t.pod("user", &uid, vec![busybox("app", "sleep 3600")]);
+    let sink = Arc::new(RecordingSink::default());
+    let runtime = Arc::new(ScopedRuntime::new(t.cri.clone(), &t.namespace).with_images(&repo));
+    let before = kubelet_core::metrics::global()
+        .image_garbage_collected
+        .get("space");
+    let config = kubelet_core::Config {
+        // Free everything: usage (any) is above 1%, and 0% is the goal.
+        image_gc: ImageGcPolicy {
+            high_threshold_percent: 1,
+            low_threshold_percent: 0,
+            min_age: Duration::ZERO,
+            period: Duration::from_secs(2),
+            ..ImageGcPolicy::default()
+        },
+        ..t.config()
+    };
+    let sink2 = sink.clone();
+    let k = t.start_on(
+        runtime,
+        config,
+        vec![Arc::new(StaticSource::new("file", vec![pod])) as Arc<dyn PodSource>],
+        move |b| b.status_sink(sink2),
+    );
+    wait_running(&k.handle, &uid, Duration::from_secs(60)).await;
+    let cri = t.cri.clone();
+    eventually(Duration::from_secs(60), "the unused image removed", || {
+        let (cri, reference) = (cri.clone(), reference.clone());
+        async move {
+            cri.image_status(&reference)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    // The image the pod uses and the pinned sandbox image stay.
+    assert!(t.cri.image_status(BUSYBOX_IMAGE).await.unwrap().is_some());
+    let after = t.cri.list_images().await.unwrap();
+    assert!(after.iter().any(|i| i.pinned), "the pinned image stays");
+    assert_eq!(
+        kubelet_core::metrics::global()
+            .image_garbage_collected
+            .get("space")
+            - before,
+        1,
+        "kubelet_image_garbage_collected_total{{reason=\"space\"}}"
+    );
+    // 0% cannot be reached: Go's FreeDiskSpaceFailed event says how much could be freed.
+    eventually(Duration::from_secs(20), "FreeDiskSpaceFailed", || {
+        let sink = sink.clone();
+        async move {
+            sink.events()
+                .into_iter()
+                .find(|e| e.reason == "FreeDiskSpaceFailed")
+                .map(|e| e.message)
+        }
+    })
+    .await;
+    let text = kubelet_core::metrics::global().render();
+    assert!(text.contains("kubelet_image_garbage_collected_total{reason=\"space\"}"));
+    assert_eq!(
+        t.cri
+            .image_status(BUSYBOX_IMAGE)
+            .await
+            .unwrap()
+            .map(|i| i.id),
+        Some(busybox_image.id)
+    );
+    k.stop().await;
+}
