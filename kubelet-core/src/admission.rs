@@ -15,11 +15,16 @@
 //! `spec.nodeName` (`NodeName`); and that the pod's host ports are free among the admitted
 //! pods' (`NodePorts`: same protocol and port, on the same host IP or where either side binds
 //! all addresses, `0.0.0.0` or unset). Predicate failures read "Predicate NAME failed".
+//!
+//! The node's labels and extended resources are those of the Node object when a
+//! [`NodeLister`] knows it (in cluster mode: the API server's copy, kept by a watch as Go's
+//! node informer keeps it, so labels others add count), otherwise the kubelet's own idea of
+//! its node (standalone, or before the Node is first seen; Go's `getNodeAnyWay`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, Pod};
 
 use crate::cm::ResourceList;
 use crate::pod;
@@ -34,6 +39,45 @@ pub struct NodeInfo {
     pub labels: BTreeMap<String, String>,
     /// Allocatable resources.
     pub allocatable: ResourceList,
+}
+
+impl NodeInfo {
+    /// The node as admission sees it: `node`'s labels and the extended resources it
+    /// advertises (device plugins, or patched into its status by others) when the Node object
+    /// is known, `own_labels` otherwise; cpu, memory, ephemeral storage and pods always from
+    /// the container manager's `allocatable`.
+    pub fn new(
+        name: &str,
+        node: Option<&Node>,
+        own_labels: &BTreeMap<String, String>,
+        mut allocatable: ResourceList,
+    ) -> Self {
+        let labels = match node {
+            Some(n) => n.metadata.labels.clone().unwrap_or_default(),
+            None => own_labels.clone(),
+        };
+        let extended = node
+            .and_then(|n| n.status.as_ref())
+            .and_then(|s| s.allocatable.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| is_extended_resource_name(k));
+        for (k, v) in extended {
+            allocatable.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        NodeInfo {
+            name: name.to_string(),
+            labels,
+            allocatable,
+        }
+    }
+}
+
+/// The current Node object, as the API server has it (Go's node lister). See the module
+/// docs.
+pub trait NodeLister: Send + Sync {
+    /// The latest copy of the Node, `None` while it is not known (yet).
+    fn node(&self) -> Option<Arc<Node>>;
 }
 
 /// Summed requests of the pods already admitted (kept incrementally by the engine).
@@ -665,5 +709,48 @@ mod tests {
         ] {
             assert_eq!(is_extended_resource_name(name), want, "{name}");
         }
+    }
+
+    #[test]
+    fn node_info_prefers_the_node_object() {
+        use k8s_openapi::api::core::v1::{Node, NodeStatus};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let own: BTreeMap<String, String> =
+            [("own".to_string(), "1".to_string())].into_iter().collect();
+        let cm: ResourceList = [("cpu".to_string(), Quantity("2".into()))]
+            .into_iter()
+            .collect();
+        let node = Node {
+            metadata: ObjectMeta {
+                labels: Some(
+                    [("added".to_string(), "1".to_string())]
+                        .into_iter()
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            status: Some(NodeStatus {
+                allocatable: Some(
+                    [
+                        ("cpu".to_string(), Quantity("1".into())),
+                        ("example.com/fakecpu".to_string(), Quantity("5".into())),
+                    ]
+                    .into_iter()
+                    .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let with = NodeInfo::new("n1", Some(&node), &own, cm.clone());
+        assert_eq!(with.labels.keys().collect::<Vec<_>>(), vec!["added"]);
+        assert_eq!(
+            with.allocatable["cpu"].0, "2",
+            "native resources: the kubelet's"
+        );
+        assert_eq!(with.allocatable["example.com/fakecpu"].0, "5");
+        let without = NodeInfo::new("n1", None, &own, cm);
+        assert_eq!(without.labels, own);
+        assert_eq!(without.allocatable.len(), 1);
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Kubelet, KubeletHandle};
-use crate::admission::{AdmitHandler, PredicateAdmitHandler};
+use crate::admission::{AdmitHandler, NodeLister, PredicateAdmitHandler};
 use crate::cm::ContainerManager;
 use crate::config::Config;
 use crate::engine::Engine;
@@ -26,6 +26,7 @@ pub struct KubeletBuilder {
     sources: Vec<Arc<dyn PodSource>>,
     admit_handlers: Vec<Arc<dyn AdmitHandler>>,
     object_store: Option<Arc<dyn ObjectStore>>,
+    node_lister: Option<Arc<dyn NodeLister>>,
 }
 
 impl KubeletBuilder {
@@ -63,6 +64,13 @@ impl KubeletBuilder {
     /// (default: [`StandaloneObjectStore`], which has none).
     pub fn object_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
         self.object_store = Some(store);
+        self
+    }
+    /// Sets where admission reads the current Node object (its labels and extended
+    /// resources); without one, or while it knows no Node, admission uses
+    /// [`Config::node_labels`].
+    pub fn node_lister(mut self, lister: Arc<dyn NodeLister>) -> Self {
+        self.node_lister = Some(lister);
         self
     }
     /// Validates the parts and builds the kubelet.
@@ -112,14 +120,9 @@ impl KubeletBuilder {
         let objects = self
             .object_store
             .unwrap_or_else(|| Arc::new(StandaloneObjectStore));
-        let engine = Arc::new(Engine::new(
-            self.config,
-            runtime,
-            cm,
-            sink,
-            handlers,
-            objects,
-        ));
+        let mut engine = Engine::new(self.config, runtime, cm, sink, handlers, objects);
+        engine.node_lister = self.node_lister;
+        let engine = Arc::new(engine);
         let shutdown = CancellationToken::new();
         let workers = Arc::new(PodWorkers::new(shutdown.clone()));
         Ok(Kubelet {

@@ -129,7 +129,8 @@ pub async fn launch(
         .object_store(Arc::new(kubelet_sources::objects::ApiObjectStore::new(
             member.api_client(),
             kubelet_sources::objects::DEFAULT_TTL,
-        )));
+        )))
+        .node_lister(member.node_lister());
     for s in extra_sources {
         builder = builder.source(s);
     }
