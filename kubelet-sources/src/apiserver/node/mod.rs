@@ -41,12 +41,12 @@ pub use registration::{
     register,
 };
 pub use setters::{
-    not_ready_reasons, owned_conditions_drifted, ready_status,
+    adopt_foreign_capacity, not_ready_reasons, owned_conditions_drifted, ready_status,
     set_addresses, set_condition, set_daemon_endpoints, set_disk_pressure, set_images,
     set_memory_pressure, set_node_info, set_node_status, set_pid_pressure, set_ready,
     set_resources, status_changed, Setter, SetterContext, SETTERS,
 };
-pub use status_loop::{next_status, status_patch, NodeStatusLoop, Tick};
+pub use status_loop::{next_status, status_patch, status_patch_body, NodeStatusLoop, Tick};
 
 /// The kubelet version reported in nodeInfo: the API level it follows, marked as kubelet-rs.
 pub const KUBELET_VERSION: &str = concat!("v1.20.2-kubelet-rs.", env!("CARGO_PKG_VERSION"));
