@@ -523,6 +523,7 @@ SKIPS=(
   'Container Runtime blackbox test when running a container with a new image should be able to pull (image|from private registry with secret) :: pulls an image from an internet registry'
   'PrivilegedPod \[NodeConformance\] should enable privileged commands :: the kernel has no dummy netdevice (ip link add dummy1 type dummy: Operation not supported)'
   'Daemon set \[Serial\] should rollback without unnecessary restarts :: needs a cluster of at least 2 nodes (the cluster has one)'
+  'SchedulerPreemption \[Serial\] validates (basic preemption works|lower priority pod preemption by critical pod) :: needs a cluster of at least 2 nodes (one victim pod per node; with one node the spec fails "We need at least two pods to be created")'
 )
 
 skip_regex() {

@@ -339,7 +339,8 @@ pub async fn create_and_init_kubelet_with(
         builder = builder
             .source(m.source())
             .status_sink(m.status_sink())
-            .object_store(Arc::new(store));
+            .object_store(Arc::new(store))
+            .node_lister(m.node_lister());
         sources += 1;
     }
     if sources == 0 {

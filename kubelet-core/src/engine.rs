@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::Semaphore;
 
-use crate::admission::AdmitHandler;
+use crate::admission::{AdmitHandler, NodeLister};
 use crate::backoff::Backoff;
 use crate::cm::ContainerManager;
 use crate::config::Config;
@@ -48,6 +48,8 @@ pub(crate) struct Engine {
     pub cm: Arc<dyn ContainerManager>,
     pub sink: Arc<dyn StatusSink>,
     pub admit_handlers: Vec<Arc<dyn AdmitHandler>>,
+    /// Where admission reads the current Node object (cluster mode), if anywhere.
+    pub node_lister: Option<Arc<dyn NodeLister>>,
     pods: RwLock<PodManager>,
     pub status: Arc<StatusManager>,
     /// Probe workers and their results.
@@ -123,6 +125,7 @@ impl Engine {
             cm,
             sink,
             admit_handlers,
+            node_lister: None,
             pods: RwLock::new(PodManager::new()),
             crash_backoff: Mutex::new(crash_backoff),
             images,

@@ -91,7 +91,7 @@ mod probe_lifecycle_tests;
 #[cfg(test)]
 mod runtime_bounds_tests;
 
-pub use admission::{AdmitAttributes, AdmitHandler, AdmitResult};
+pub use admission::{AdmitAttributes, AdmitHandler, AdmitResult, NodeLister};
 pub use cm::{CmError, ContainerManager, PodResources, ResourceList};
 pub use config::Config;
 pub use error::{Error, Result};

@@ -40,6 +40,17 @@ pub(crate) async fn start_with(
     cm: FakeContainerManager,
     extra: Option<Arc<StaticSource>>,
 ) -> Harness {
+    start_customised(pods, rt, cm, extra, |b| b).await
+}
+
+/// [`start_with`], the builder passed through `customise` before it builds.
+pub(crate) async fn start_customised(
+    pods: Vec<Pod>,
+    rt: Arc<SimRuntime>,
+    cm: FakeContainerManager,
+    extra: Option<Arc<StaticSource>>,
+    customise: impl FnOnce(crate::KubeletBuilder) -> crate::KubeletBuilder,
+) -> Harness {
     let src = Arc::new(StaticSource::new("file", pods));
     let sink = Arc::new(RecordingSink::default());
     let cm = Arc::new(cm);
@@ -52,7 +63,7 @@ pub(crate) async fn start_with(
     if let Some(extra) = extra {
         b = b.source(extra);
     }
-    let kubelet = b.build().expect("build");
+    let kubelet = customise(b).build().expect("build");
     let handle = kubelet.handle();
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(kubelet.run(shutdown.clone()));
@@ -508,6 +519,96 @@ async fn admission_rejects_what_does_not_fit_in_creation_order() {
         |m| m.starts_with("Pod was rejected: Node didn't have enough resource: memory")
     ));
     assert!(h.rt.container_ids("u2", "c").is_empty());
+    h.stop().await;
+}
+
+/// A [`crate::NodeLister`] holding a fixed Node.
+struct FixedNode(Arc<k8s_openapi::api::core::v1::Node>);
+
+impl crate::NodeLister for FixedNode {
+    fn node(&self) -> Option<Arc<k8s_openapi::api::core::v1::Node>> {
+        Some(self.0.clone())
+    }
+}
+
+fn selecting(name: &str, uid: &str, key: &str, value: &str) -> Pod {
+    let mut p = pod(name, uid, vec![container("c", "img:1")]);
+    if let Some(s) = p.spec.as_mut() {
+        s.node_selector = Some([(key.to_string(), value.to_string())].into_iter().collect());
+    }
+    p
+}
+
+#[tokio::test(start_paused = true)]
+async fn admission_matches_the_node_objects_labels_when_a_lister_knows_it() {
+    // The Node object carries a label someone added with kubectl; the kubelet's own
+    // configured labels do not have it (and have one the Node lost).
+    let node = k8s_openapi::api::core::v1::Node {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("node-1".into()),
+            labels: Some(
+                [("e2e-label".to_string(), "yes".to_string())]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let lister = Arc::new(FixedNode(Arc::new(node)));
+    let h = start_customised(
+        vec![
+            selecting("added", "u1", "e2e-label", "yes"),
+            selecting("own", "u2", "own-label", "yes"),
+        ],
+        Arc::new(SimRuntime::new()),
+        FakeContainerManager::default(),
+        None,
+        |b| {
+            let mut c = config();
+            c.node_labels = [("own-label".to_string(), "yes".to_string())]
+                .into_iter()
+                .collect();
+            b.config(c).node_lister(lister)
+        },
+    )
+    .await;
+    h.until(
+        Duration::from_secs(10),
+        "the Node-labelled pod running",
+        |h| h.phase("u1") == "Running",
+    )
+    .await;
+    let s = h.status("u2").expect("rejected status");
+    assert_eq!(s.phase.as_deref(), Some("Failed"));
+    assert_eq!(s.reason.as_deref(), Some("NodeAffinity"));
+    assert_eq!(
+        s.message.as_deref(),
+        Some("Pod was rejected: Predicate NodeAffinity failed")
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn admission_uses_the_own_labels_without_a_node_object() {
+    let h = start_customised(
+        vec![selecting("own", "u1", "own-label", "yes")],
+        Arc::new(SimRuntime::new()),
+        FakeContainerManager::default(),
+        None,
+        |b| {
+            let mut c = config();
+            c.node_labels = [("own-label".to_string(), "yes".to_string())]
+                .into_iter()
+                .collect();
+            b.config(c)
+        },
+    )
+    .await;
+    h.until(Duration::from_secs(10), "running", |h| {
+        h.phase("u1") == "Running"
+    })
+    .await;
     h.stop().await;
 }
 

@@ -320,3 +320,50 @@ async fn logs_exec_run_and_stats_on_containerd() {
 
     k.stop().await;
 }
+
+/// The conformance specs' `cat file && cat file` output has no final newline. While the
+/// container runs, the runtime holds such a line back (the log has only the ended lines, for
+/// Go's kubelet too); once the container exited it is in the log, and the logs carry it
+/// as Go's reader returns it.
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_keep_a_last_line_without_newline() {
+    let Some(t) = EngineTest::new("server-nonl").await else {
+        return;
+    };
+    let uid = t.uid("nonl");
+    let mut pod = t.pod(
+        "nonl",
+        &uid,
+        vec![
+            busybox("waits", "printf 'first\\nno newline'; sleep 600"),
+            busybox("exits", "printf 'abc'; printf 'def'"),
+        ],
+    );
+    pod.spec.as_mut().unwrap().restart_policy = Some("Never".into());
+    let source = Arc::new(StaticSource::new("file", vec![pod]));
+    let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
+    let addr = serve(&k.handle, &k.shutdown).await;
+    let ns = t.namespace.clone();
+    for (container, want) in [("waits", "first\n"), ("exits", "abcdef")] {
+        let path = format!("/containerLogs/{ns}/nonl/{container}");
+        let got = poll_until(Duration::from_secs(60), || async {
+            let (code, text) = get(addr, &path).await;
+            (code == 200 && text == want).then_some(text)
+        })
+        .await;
+        // What the runtime wrote (shown with --nocapture, and in a failure).
+        let raw: Vec<String> = std::fs::read_dir(t.pod_logs_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|d| d.path().join(container).join("0.log"))
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .collect();
+        eprintln!("{container}: log file {raw:?}");
+        if got.is_none() {
+            let (_, text) = get(addr, &path).await;
+            panic!("{container}: logs {text:?}, want {want:?}; log file: {raw:?}");
+        }
+    }
+    k.stop().await;
+}

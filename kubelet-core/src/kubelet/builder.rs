@@ -6,7 +6,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Kubelet, KubeletHandle};
 use crate::admission::{
-    apparmor, sysctl, AdmitHandler, AppArmorAdmitHandler, PredicateAdmitHandler, SysctlAdmitHandler,
+    apparmor, sysctl, AdmitHandler, AppArmorAdmitHandler, NodeLister, PredicateAdmitHandler,
+    SysctlAdmitHandler,
 };
 use crate::cm::ContainerManager;
 use crate::config::Config;
@@ -33,6 +34,7 @@ pub struct KubeletBuilder {
     admit_handlers: Vec<Arc<dyn AdmitHandler>>,
     object_store: Option<Arc<dyn ObjectStore>>,
     credential_providers: Vec<Arc<dyn CredentialProvider>>,
+    node_lister: Option<Arc<dyn NodeLister>>,
 }
 
 impl KubeletBuilder {
@@ -76,6 +78,14 @@ impl KubeletBuilder {
     /// for every pull after the pod's image pull secrets, in the order added.
     pub fn credential_provider(mut self, provider: Arc<dyn CredentialProvider>) -> Self {
         self.credential_providers.push(provider);
+        self
+    }
+
+    /// Sets where admission reads the current Node object (its labels and extended
+    /// resources); without one, or while it knows no Node, admission uses
+    /// [`Config::node_labels`].
+    pub fn node_lister(mut self, lister: Arc<dyn NodeLister>) -> Self {
+        self.node_lister = Some(lister);
         self
     }
     /// Validates the parts and builds the kubelet.
@@ -185,7 +195,7 @@ impl KubeletBuilder {
         let objects = self
             .object_store
             .unwrap_or_else(|| Arc::new(StandaloneObjectStore));
-        let engine = Arc::new(Engine::new(
+        let mut engine = Engine::new(
             self.config,
             runtime,
             cm,
@@ -193,7 +203,9 @@ impl KubeletBuilder {
             handlers,
             objects,
             self.credential_providers,
-        ));
+        );
+        engine.node_lister = self.node_lister;
+        let engine = Arc::new(engine);
         let shutdown = CancellationToken::new();
         let workers = Arc::new(PodWorkers::new(shutdown.clone()));
         Ok(Kubelet {

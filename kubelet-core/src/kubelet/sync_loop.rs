@@ -278,11 +278,13 @@ impl SyncLoop {
     }
 
     fn node_info(&self) -> NodeInfo {
-        NodeInfo {
-            name: self.engine.config.node_name.clone(),
-            labels: self.engine.config.node_labels.clone(),
-            allocatable: self.engine.cm.allocatable(),
-        }
+        let node = self.engine.node_lister.as_ref().and_then(|l| l.node());
+        NodeInfo::new(
+            &self.engine.config.node_name,
+            node.as_deref(),
+            &self.engine.config.node_labels,
+            self.engine.cm.allocatable(),
+        )
     }
 
     fn handle_additions(&mut self, mut pods: Vec<Arc<Pod>>) {

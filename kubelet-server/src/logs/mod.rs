@@ -252,6 +252,26 @@ impl Assembler {
             continued,
         })
     }
+
+    /// The partial records still waiting for their final one, as they are (no newline
+    /// added), oldest first: at the end of what is read, Go's reader has written every
+    /// partial record's content already (a process that exits or waits without ending its
+    /// last line leaves one).
+    pub fn flush(&mut self) -> Vec<Message> {
+        let mut out: Vec<Message> = self
+            .pending
+            .drain()
+            .filter(|(_, (_, line, _))| !line.is_empty())
+            .map(|(stream, (time_nanos, line, continued))| Message {
+                time_nanos,
+                stream,
+                line,
+                continued,
+            })
+            .collect();
+        out.sort_by_key(|m| m.time_nanos);
+        out
+    }
 }
 
 /// The rotated files of `path` (`<path>.<suffix>`, oldest first, `.gz` skipped) followed by

@@ -262,7 +262,8 @@ struct Reader {
     chunks: Option<LineChunks>,
     next_offset: u64,
     asm: Assembler,
-    /// Decode the newest file's unfinished last line at its end (not when following).
+    /// Decode the newest file's unfinished last line and pass on the partial records still
+    /// waiting for their final one at its end (not when following).
     include_unfinished: bool,
 }
 
@@ -312,12 +313,20 @@ impl Reader {
                     return Ok(Some(msgs));
                 }
                 None if is_last => {
-                    if self.include_unfinished && !chunks.carry.is_empty() {
+                    if !self.include_unfinished {
+                        return Ok(None);
+                    }
+                    if !chunks.carry.is_empty() {
                         let rest = std::mem::take(&mut chunks.carry);
                         decode(&rest, &mut self.asm, &mut msgs);
-                        return Ok(Some(msgs));
                     }
-                    return Ok(None);
+                    // The end of a read that does not follow: the last line's partial
+                    // records count as they are (Go writes each partial record as read).
+                    msgs.extend(self.asm.flush());
+                    if msgs.is_empty() {
+                        return Ok(None);
+                    }
+                    return Ok(Some(msgs));
                 }
                 None => {
                     // A rotated file's unfinished last line is all there is of it.
@@ -636,6 +645,8 @@ mod tests {
             let data = tokio::fs::read(f).await.unwrap();
             decode(&data, &mut asm, &mut msgs);
         }
+        // What is still partial at the end counts as it is.
+        msgs.extend(asm.flush());
         render(&msgs, o)
     }
 
@@ -679,6 +690,44 @@ mod tests {
                 reference(&files, &all).await
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_last_line_without_its_final_record_is_returned_as_is() {
+        // `printf 'first\nno newline'`: the runtime writes the unended last line as a
+        // partial record, and Go's reader returns its content (without a newline).
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        let text = [
+            rec(0, "stdout", "F", "first"),
+            rec(1, "stdout", "P", "no "),
+            rec(2, "stderr", "P", "err"),
+            rec(3, "stdout", "P", "newline"),
+        ]
+        .concat();
+        std::fs::write(&path, text).unwrap();
+        let out = read_logs(std::slice::from_ref(&path), &LogOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "first\nno newlineerr");
+        // The unended line counts as the last line.
+        let one_stream = [
+            rec(0, "stdout", "F", "first"),
+            rec(1, "stdout", "P", "no "),
+            rec(2, "stdout", "P", "newline"),
+        ]
+        .concat();
+        std::fs::write(&path, one_stream).unwrap();
+        let tail = LogOptions {
+            tail_lines: Some(1),
+            ..Default::default()
+        };
+        let out = read_logs(std::slice::from_ref(&path), &tail).await.unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "no newline");
+        // Only partial records: still returned.
+        std::fs::write(&path, rec(0, "stdout", "P", "alone")).unwrap();
+        let out = read_logs(&[path], &LogOptions::default()).await.unwrap();
+        assert_eq!(out, b"alone");
     }
 
     #[tokio::test]

@@ -2,7 +2,8 @@
 //!
 //! Build it before the kubelet (its pod source and status sink go into the builder), then
 //! start it with the kubelet's handle: node registration and the node status loop, the node
-//! lease, the event writer and the mirror pod manager run as tasks under the shutdown token.
+//! lease, the event writer, the mirror pod manager and the watch of the Node object
+//! ([`ClusterMember::node_lister`]) run as tasks under the shutdown token.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use tokio_util::task::TaskTracker;
 use super::client::ApiClients;
 use super::events::{EventRecorder, EventWorker};
 use super::lease::{KubeLeaseClient, LeaseConfig, LeaseController};
-use super::node::{NodeConfig, NodeStatusLoop};
+use super::node::{NodeCache, NodeConfig, NodeStatusLoop};
 use super::source::ApiSource;
 use super::status_sink::{ApiStatusSink, MirrorPods};
 
@@ -54,6 +55,7 @@ pub struct ClusterMember {
     sink: Arc<ApiStatusSink>,
     events: EventWorker,
     registered: tokio::sync::watch::Sender<Option<Node>>,
+    node: NodeCache,
 }
 
 impl std::fmt::Debug for ClusterMember {
@@ -86,6 +88,7 @@ impl ClusterMember {
             sink,
             events,
             registered,
+            node: NodeCache::default(),
         }
     }
 
@@ -105,19 +108,31 @@ impl ClusterMember {
         self.sink.clone()
     }
 
+    /// The Node object as the API server has it, kept by a watch once [`Self::start`]ed (set
+    /// it on the kubelet builder as its node lister, for admission).
+    pub fn node_lister(&self) -> Arc<NodeCache> {
+        Arc::new(self.node.clone())
+    }
+
     /// A receiver that holds the Node once it is registered (or found).
     pub fn registered(&self) -> tokio::sync::watch::Receiver<Option<Node>> {
         self.registered.subscribe()
     }
 
-    /// Starts the node status loop (after registration), the lease, the event writer and
-    /// the mirror pod manager. The returned tracker is closed; wait on it after `shutdown`.
+    /// Starts the node status loop (after registration), the lease, the event writer, the
+    /// mirror pod manager and the Node watch. The returned tracker is closed; wait on it
+    /// after `shutdown`.
     pub async fn start(self, handle: KubeletHandle, shutdown: CancellationToken) -> TaskTracker {
         let tasks = TaskTracker::new();
         if handle.container_manager().node_stats().is_none() {
             tracing::warn!(node = %self.config.node.node_name, "the container manager does not measure the node: nodeInfo machine and boot ids, kernel and OS image stay empty");
         }
         tasks.spawn(self.events.run(shutdown.clone()));
+        tasks.spawn(self.node.clone().run(
+            self.clients.api.clone(),
+            self.config.node.node_name.clone(),
+            shutdown.clone(),
+        ));
         let status_loop = NodeStatusLoop {
             api: Api::all(self.clients.heartbeat.clone()),
             config: self.config.node.clone(),

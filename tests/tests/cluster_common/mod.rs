@@ -154,7 +154,8 @@ pub async fn launch_configured(
         .object_store(Arc::new(kubelet_sources::objects::ApiObjectStore::new(
             member.api_client(),
             kubelet_sources::objects::DEFAULT_TTL,
-        )));
+        )))
+        .node_lister(member.node_lister());
     for s in extra_sources {
         builder = builder.source(s);
     }

@@ -1,6 +1,7 @@
 //! Node registration and node status (Go's `kubelet_node_status.go` and `nodestatus/setters.go`),
 //! one file per job: [`setters`] (the status setters over an [`Observed`] snapshot),
-//! [`registration`] (the initial Node, labels, create-or-adopt) and [`status_loop`].
+//! [`registration`] (the initial Node, labels, create-or-adopt), [`status_loop`] and
+//! [`lister`] (the watched Node object admission reads).
 //!
 //! - [`initial_node`] builds the Node the kubelet registers: default labels
 //!   (`kubernetes.io/hostname`, `kubernetes.io/os`, `kubernetes.io/arch` and their `beta.`
@@ -25,6 +26,7 @@
 //!   owns, so conditions written by others (e.g. NetworkUnavailable, node-problem-detector)
 //!   are never overwritten.
 
+pub mod lister;
 pub mod registration;
 pub mod setters;
 pub mod status_loop;
@@ -37,17 +39,18 @@ use kubelet_core::cm::ResourceList;
 use kubelet_core::runtime::{ImageInfo, RuntimeHandler};
 use kubelet_core::{KubeletHandle, MachineInfo};
 
+pub use lister::NodeCache;
 pub use registration::{
     adoption_patch, default_labels, disallowed_node_labels, initial_node, is_kubelet_label,
     register,
 };
 pub use setters::{
-    not_ready_reasons, owned_conditions_drifted, ready_status, set_addresses, set_condition,
-    set_daemon_endpoints, set_disk_pressure, set_features, set_images, set_memory_pressure,
-    set_node_info, set_node_status, set_pid_pressure, set_ready, set_resources,
-    set_runtime_handlers, status_changed, Setter, SetterContext, SETTERS,
+    adopt_foreign_capacity, not_ready_reasons, owned_conditions_drifted, ready_status,
+    set_addresses, set_condition, set_daemon_endpoints, set_disk_pressure, set_features,
+    set_images, set_memory_pressure, set_node_info, set_node_status, set_pid_pressure, set_ready,
+    set_resources, set_runtime_handlers, status_changed, Setter, SetterContext, SETTERS,
 };
-pub use status_loop::{next_status, status_patch, NodeStatusLoop, Tick};
+pub use status_loop::{next_status, status_patch, status_patch_body, NodeStatusLoop, Tick};
 
 /// The Kubernetes API level kubelet-rs implements: the k8s-openapi version feature it is
 /// built with (`latest` in the workspace's Cargo.toml).

@@ -5,7 +5,9 @@ use k8s_openapi::api::core::v1::{
     ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
     NodeFeatures, NodeRuntimeHandler, NodeRuntimeHandlerFeatures, NodeStatus, NodeSystemInfo,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kubelet_core::admission::is_extended_resource_name;
 use kubelet_core::runtime::ImageInfo;
 
 use super::{go_arch, NodeConfig, Observed, OWNED_CONDITIONS};
@@ -70,17 +72,47 @@ pub fn set_addresses(node: &mut Node, ctx: &SetterContext<'_>) {
     status(node).addresses = Some(addrs);
 }
 
-/// Capacity and allocatable from the container manager (unknown resources others added,
-/// such as extended resources from device plugins, are kept).
+/// Capacity and allocatable (Go's `MachineInfo` setter): the container manager's resources
+/// are set; entries the kubelet does not manage (extended resources patched into the status
+/// by others, device plugins) stay in capacity, and allocatable follows capacity for them as
+/// Go's does (no reservation applies to them; an extended resource gone from capacity goes
+/// from allocatable too).
 pub fn set_resources(node: &mut Node, ctx: &SetterContext<'_>) {
     let st = status(node);
     let cap = st.capacity.get_or_insert_with(Default::default);
     for (k, v) in &ctx.observed.capacity {
         cap.insert(k.clone(), v.clone());
     }
+    let foreign: Vec<(String, Quantity)> = cap
+        .iter()
+        .filter(|(k, _)| !ctx.observed.allocatable.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let cap_keys: std::collections::BTreeSet<String> = cap.keys().cloned().collect();
     let alloc = st.allocatable.get_or_insert_with(Default::default);
+    alloc.retain(|k, _| cap_keys.contains(k) || !is_extended_resource_name(k));
     for (k, v) in &ctx.observed.allocatable {
         alloc.insert(k.clone(), v.clone());
+    }
+    for (k, v) in foreign {
+        alloc.insert(k, v);
+    }
+}
+
+/// Takes the capacity entries the kubelet does not manage (those not in `observed`) from
+/// `server`, the API server's copy of the Node, into `last`, the status the kubelet last
+/// sent: Go's kubelet computes each status from the server's copy, so an extended resource
+/// someone patched into (or out of) the status is kept (or dropped) on the next update.
+pub fn adopt_foreign_capacity(last: &mut Node, server: &Node, observed: &Observed) {
+    let theirs = server.status.as_ref().and_then(|s| s.capacity.as_ref());
+    let cap = status(last).capacity.get_or_insert_with(Default::default);
+    cap.retain(|k, _| {
+        observed.capacity.contains_key(k) || theirs.is_some_and(|t| t.contains_key(k))
+    });
+    for (k, v) in theirs.into_iter().flatten() {
+        if !observed.capacity.contains_key(k) {
+            cap.insert(k.clone(), v.clone());
+        }
     }
 }
 
@@ -482,6 +514,56 @@ mod tests {
         assert_eq!(c.status, "False");
         assert_eq!(c.last_transition_time, Some(t2.clone()));
         assert_eq!(cond(&node, "MemoryPressure").last_transition_time, Some(t0));
+    }
+
+    #[test]
+    fn foreign_extended_resources_are_kept_and_follow_capacity() {
+        let cfg = NodeConfig::new("n1");
+        let o = observed();
+        let q = |v: &str| Quantity(v.into());
+        let now = t(0);
+        let ctx = SetterContext {
+            config: &cfg,
+            observed: &o,
+            now: &now,
+        };
+        // What the kubelet last sent, and the server's copy after a test patched an extended
+        // resource into capacity (and the kubelet's cpu there is stale).
+        let mut last = Node::default();
+        set_node_status(&mut last, &ctx);
+        let mut server = last.clone();
+        let cap = status(&mut server).capacity.as_mut().unwrap();
+        cap.insert("example.com/fakecpu".into(), q("1k"));
+        cap.insert("cpu".into(), q("64"));
+        adopt_foreign_capacity(&mut last, &server, &o);
+        set_resources(&mut last, &ctx);
+        let st = last.status.clone().unwrap();
+        let (cap, alloc) = (st.capacity.unwrap(), st.allocatable.unwrap());
+        assert_eq!(cap["example.com/fakecpu"], q("1k"));
+        assert_eq!(
+            alloc["example.com/fakecpu"],
+            q("1k"),
+            "allocatable follows capacity"
+        );
+        assert_eq!(cap["cpu"], q("2"), "managed entries are the kubelet's");
+        assert_eq!(alloc["cpu"], q("1900m"));
+        // The test removes it again: gone from both.
+        let cap = status(&mut server).capacity.as_mut().unwrap();
+        cap.remove("example.com/fakecpu");
+        status(&mut server)
+            .allocatable
+            .as_mut()
+            .unwrap()
+            .insert("other.io/left".into(), q("1"));
+        adopt_foreign_capacity(&mut last, &server, &o);
+        set_resources(&mut last, &ctx);
+        let st = last.status.clone().unwrap();
+        assert!(!st.capacity.unwrap().contains_key("example.com/fakecpu"));
+        assert!(!st.allocatable.unwrap().contains_key("example.com/fakecpu"));
+        // Without a server copy the managed entries are still set.
+        let mut fresh = Node::default();
+        set_resources(&mut fresh, &ctx);
+        assert_eq!(fresh.status.unwrap().allocatable.unwrap().len(), 3);
     }
 
     #[test]

@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::registration::{initial_node, register};
 use super::setters::{
-    owned_conditions_drifted, ready_status, set_node_status, status_changed, SetterContext,
+    adopt_foreign_capacity, owned_conditions_drifted, ready_status, set_node_status,
+    status_changed, SetterContext,
 };
 use super::{observe, NodeConfig, OWNED_CONDITIONS};
 
@@ -41,6 +42,38 @@ pub fn status_patch(node: &Node) -> Node {
         spec: None,
         status: Some(status),
     }
+}
+
+/// The status patch as sent: [`status_patch`], plus `null` for each capacity or allocatable
+/// entry `server` (the API server's copy) has and the new status dropped (a strategic merge
+/// patch keeps the map entries it does not name; Go's two-way patch names them `null`).
+pub fn status_patch_body(node: &Node, server: Option<&Node>) -> serde_json::Value {
+    let patch = status_patch(node);
+    let mut body = serde_json::to_value(&patch).unwrap_or(serde_json::Value::Null);
+    let (Some(server), Some(status)) = (
+        server.and_then(|s| s.status.as_ref()),
+        body.get_mut("status").and_then(|s| s.as_object_mut()),
+    ) else {
+        return body;
+    };
+    for (field, theirs) in [
+        ("capacity", server.capacity.as_ref()),
+        ("allocatable", server.allocatable.as_ref()),
+    ] {
+        let Some(map) = status
+            .entry(field)
+            .or_insert_with(|| serde_json::Value::Object(Default::default()))
+            .as_object_mut()
+        else {
+            continue;
+        };
+        for k in theirs.into_iter().flat_map(|t| t.keys()) {
+            if !map.contains_key(k) {
+                map.insert(k.clone(), serde_json::Value::Null);
+            }
+        }
+    }
+    body
 }
 
 /// The node status loop. See the module docs.
@@ -166,20 +199,21 @@ impl NodeStatusLoop {
             };
             let mut due =
                 last_report.is_none_or(|t| t.elapsed() >= self.config.status_report_frequency);
-            if !due {
-                // As Go's kubelet, start from the server's copy (a cache read): someone else
-                // may have changed a condition the kubelet owns.
-                if let Some(server) = self.refresh_cached(&name).await {
-                    if owned_conditions_drifted(&server, &last) {
-                        tracing::info!(node = %name, "node conditions on the server differ from the kubelet's; patching");
-                        due = true;
-                    }
+            // As Go's kubelet, start from the server's copy (a cache read): someone else may
+            // have changed a condition the kubelet owns, or added or removed an extended
+            // resource in capacity.
+            let server = self.refresh_cached(&name).await;
+            if let Some(server) = server.as_ref() {
+                if !due && owned_conditions_drifted(server, &last) {
+                    tracing::info!(node = %name, "node conditions on the server differ from the kubelet's; patching");
+                    due = true;
                 }
+                adopt_foreign_capacity(&mut last, server, &observed);
             }
             let Tick::Patch(node) = next_status(&last, &ctx, due) else {
                 continue;
             };
-            let patch = status_patch(&node);
+            let patch = status_patch_body(&node, server.as_ref());
             let params = PatchParams::default();
             let body = Patch::Strategic(&patch);
             let req = self.api.patch_status(&name, &params, &body);
@@ -361,5 +395,48 @@ mod tests {
         // The patch is a typed Node, serialised without metadata fields.
         let v = serde_json::to_value(&p).unwrap();
         assert!(v.get("spec").is_none());
+    }
+
+    #[test]
+    fn patch_body_names_dropped_resources_null() {
+        let cfg = NodeConfig::new("n1");
+        let o = observed();
+        let now = t(0);
+        let mut node = Node::default();
+        set_node_status(
+            &mut node,
+            &SetterContext {
+                config: &cfg,
+                observed: &o,
+                now: &now,
+            },
+        );
+        let mut server = node.clone();
+        status(&mut server)
+            .allocatable
+            .get_or_insert_with(Default::default)
+            .insert(
+                "example.com/fakecpu".into(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("1k".into()),
+            );
+        let body = status_patch_body(&node, Some(&server));
+        assert_eq!(
+            body["status"]["allocatable"]["example.com/fakecpu"],
+            serde_json::Value::Null
+        );
+        assert!(body["status"]["allocatable"]
+            .as_object()
+            .unwrap()
+            .contains_key("example.com/fakecpu"));
+        assert_eq!(body["status"]["allocatable"]["cpu"], "1900m");
+        assert!(!body["status"]["capacity"]
+            .as_object()
+            .unwrap()
+            .contains_key("example.com/fakecpu"));
+        // Without the server's copy: the plain patch.
+        assert_eq!(
+            status_patch_body(&node, None),
+            serde_json::to_value(status_patch(&node)).unwrap()
+        );
     }
 }
