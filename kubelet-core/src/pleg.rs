@@ -27,6 +27,8 @@ use crate::clock::now_unix_nanos;
 use crate::engine::Engine;
 use crate::runtime::{ContainerState, PodRef, SandboxState};
 
+pub(crate) mod evented;
+
 /// What changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventKind {
@@ -66,12 +68,18 @@ enum Observed {
 struct Record {
     uid: String,
     state: Observed,
+    /// When this state was observed (Unix nanos): the start of the relist that saw it, or the
+    /// runtime's time stamp of the event that set it. Older events are stale.
+    at: i64,
 }
 
-/// The relisting state. Owned by the PLEG task.
+/// The relisting state. Owned by the PLEG task (relist-only, or the evented one in
+/// [`evented`], which also applies stream events to the same records).
 pub(crate) struct Pleg {
     engine: Arc<Engine>,
     records: HashMap<String, Record>,
+    /// When the last successful relist started (Unix nanos; 0 before the first).
+    last_relist_at: i64,
 }
 
 fn container_observed(s: ContainerState) -> Observed {
@@ -112,11 +120,13 @@ impl Pleg {
         Pleg {
             engine,
             records: HashMap::new(),
+            last_relist_at: 0,
         }
     }
 
     /// One relist: returns the events, or the runtime error.
     pub async fn relist(&mut self) -> Result<Vec<Event>, crate::runtime::RuntimeError> {
+        let at = now_unix_nanos();
         let (sandboxes, containers) =
             crate::pod_status::list_all(self.engine.runtime.as_ref(), self.engine.known_pod_uids())
                 .await?;
@@ -135,6 +145,7 @@ impl Pleg {
                 Record {
                     uid: s.pod.uid,
                     state,
+                    at,
                 },
             );
         }
@@ -146,6 +157,7 @@ impl Pleg {
                 Record {
                     uid: c.pod.uid,
                     state: container_observed(c.state),
+                    at,
                 },
             );
         }
@@ -171,19 +183,24 @@ impl Pleg {
                 }
             }
         }
-        let count = |o: Observed| current.values().filter(|r| r.state == o).count();
+        self.records = current;
+        self.last_relist_at = at;
+        self.publish_counts();
+        self.engine.runtime_state.set_pods(pods);
+        Ok(events)
+    }
+
+    /// Sets the running sandbox/container gauges from the records.
+    fn publish_counts(&self) {
+        let count = |o: Observed| self.records.values().filter(|r| r.state == o).count();
         crate::metrics::global().set_running(
             count(Observed::SandboxReady),
             count(Observed::Running),
             count(Observed::Exited),
         );
-        self.records = current;
-        self.engine.runtime_state.set_pods(pods);
-        Ok(events)
     }
 
-    /// Relists every period and sends events until shutdown. Events for one pod in one relist
-    /// are sent once (the worker re-reads the whole pod anyway).
+    /// Relists every period and sends events until shutdown.
     pub async fn run(mut self, events: mpsc::Sender<Event>, shutdown: CancellationToken) {
         let period = self.engine.config.pleg_relist_period;
         let mut tick = tokio::time::interval(period);
@@ -193,35 +210,55 @@ impl Pleg {
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let engine = self.engine.clone();
-            let health = &engine.health;
-            health
-                .pleg_relist_started
-                .store(now_unix_nanos(), Ordering::Relaxed);
-            let relist_started = std::time::Instant::now();
-            let relisted = self.relist().await;
-            crate::metrics::global()
-                .pleg_relist_duration
-                .observe(relist_started.elapsed());
-            match relisted {
-                Ok(evs) => {
-                    health
-                        .pleg_relist_finished
-                        .store(now_unix_nanos(), Ordering::Relaxed);
-                    let mut sent = std::collections::HashSet::new();
-                    for e in evs {
-                        if !sent.insert(e.pod_uid.clone()) {
-                            continue;
-                        }
-                        tokio::select! {
-                            _ = shutdown.cancelled() => return,
-                            r = events.send(e) => if r.is_err() { return },
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "PLEG relist failed"),
+            if !self.relist_and_send(&events, &shutdown).await {
+                return;
             }
         }
+    }
+
+    /// One relist with its health stamps and metrics, its events sent (one per pod: the
+    /// worker re-reads the whole pod anyway). False when the kubelet is shutting down.
+    pub(crate) async fn relist_and_send(
+        &mut self,
+        events: &mpsc::Sender<Event>,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let engine = self.engine.clone();
+        let health = &engine.health;
+        health
+            .pleg_relist_started
+            .store(now_unix_nanos(), Ordering::Relaxed);
+        let relist_started = std::time::Instant::now();
+        let relisted = self.relist().await;
+        crate::metrics::global()
+            .pleg_relist_duration
+            .observe(relist_started.elapsed());
+        match relisted {
+            Ok(evs) => {
+                health
+                    .pleg_relist_finished
+                    .store(now_unix_nanos(), Ordering::Relaxed);
+                let mut sent = std::collections::HashSet::new();
+                for e in evs {
+                    if !sent.insert(e.pod_uid.clone()) {
+                        continue;
+                    }
+                    if !send(events, e, shutdown).await {
+                        return false;
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "PLEG relist failed"),
+        }
+        true
+    }
+}
+
+/// Sends one event to the sync loop; false when shutting down or the loop is gone.
+async fn send(events: &mpsc::Sender<Event>, e: Event, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        r = events.send(e) => r.is_ok(),
     }
 }
 
