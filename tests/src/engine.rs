@@ -35,8 +35,8 @@ use kubelet_cm::{CmConfig, LinuxContainerManager};
 use kubelet_core::runtime::{
     AttachRequest, ContainerConfig, ContainerEventStream, ContainerRuntime, ContainerStats,
     ContainerStatus, ContainerSummary, ExecOutput, ExecRequest, ImageFsInfo, ImageInfo, ListFilter,
-    PullImageRequest, RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig, SandboxStatus,
-    SandboxSummary,
+    PullImageRequest, RuntimeError, RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig,
+    SandboxStatus, SandboxSummary,
 };
 use kubelet_core::{Config, ContainerManager, Kubelet, KubeletBuilder, KubeletHandle, PodSource};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
@@ -54,6 +54,8 @@ pub const NODE_NAME: &str = "kubelet-rs-itest";
 pub struct ScopedRuntime {
     inner: Arc<CriRuntime>,
     namespace: String,
+    /// Cancelled by [`ScopedRuntime::cut_events`].
+    events_cut: CancellationToken,
 }
 
 impl ScopedRuntime {
@@ -62,7 +64,14 @@ impl ScopedRuntime {
         ScopedRuntime {
             inner,
             namespace: namespace.to_string(),
+            events_cut: CancellationToken::new(),
         }
+    }
+
+    /// Ends every open container event stream and makes later subscriptions answer
+    /// `Unimplemented` (a runtime that lost its events, as after a downgrade to 1.6).
+    pub fn cut_events(&self) {
+        self.events_cut.cancel();
     }
 }
 
@@ -165,6 +174,11 @@ impl ContainerRuntime for ScopedRuntime {
         self.inner.reopen_container_log(container_id).await
     }
     async fn container_events(&self) -> RuntimeResult<ContainerEventStream> {
+        if self.events_cut.is_cancelled() {
+            return Err(RuntimeError::Unimplemented {
+                operation: "GetContainerEvents",
+            });
+        }
         let namespace = self.namespace.clone();
         let events = self.inner.container_events().await?;
         Ok(events
@@ -172,6 +186,7 @@ impl ContainerRuntime for ScopedRuntime {
                 let keep = e.as_ref().map_or(true, |e| e.pod.namespace == namespace);
                 std::future::ready(keep)
             })
+            .take_until(self.events_cut.clone().cancelled_owned())
             .boxed())
     }
 }
