@@ -15,6 +15,10 @@
 //! Sandboxes produce `SandboxChanged` on any change. The relist also records which pods
 //! exist in the runtime (for orphan cleanup) and its timing: a PLEG whose last relist started
 //! longer ago than the threshold (3m) is unhealthy, which `/healthz` reports.
+//!
+//! With `Config::evented_pleg` the PLEG task runs [`evented::run`] instead: the runtime's
+//! container event stream drives the same events from the same records, and this relist
+//! becomes its fallback (see [`evented`] for its state machine).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

@@ -135,6 +135,7 @@ impl LoadedConfig {
             cluster_dns: c.cluster_dns.clone(),
             cluster_domain: c.cluster_domain.clone(),
             resolv_conf: PathBuf::from(&c.resolv_conf),
+            evented_pleg: c.feature_gates.get("EventedPLEG").copied().unwrap_or(false),
             ..kubelet_core::Config::default()
         }
     }
