@@ -8,13 +8,12 @@ use crate::cgroups::CgroupError;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file could not be read.
-    #[error("reading {path} failed: {source}")]
+    #[error("reading {path} failed: {error}")]
     ReadFile {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file was read but its contents made no sense.
     #[error("parsing {path} failed: {message}")]
@@ -25,13 +24,12 @@ pub enum Error {
         message: String,
     },
     /// `statvfs` of the kubelet root dir failed.
-    #[error("statvfs of {path} failed: {source}")]
+    #[error("statvfs of {path} failed: {error}")]
     StatFs {
         /// The path whose filesystem was queried.
         path: PathBuf,
         /// The errno.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Swap is on and `failSwapOn` is true (Go's message, verbatim).
     #[error("running with swap on is not supported, please disable swap! or set --fail-swap-on flag to false. /proc/swaps contained: [{}]", lines.join(" "))]

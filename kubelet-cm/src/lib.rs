@@ -31,6 +31,7 @@ pub mod allocatable;
 pub mod cgroups;
 mod error;
 pub mod helpers;
+mod host_root;
 pub mod machine;
 mod manager;
 pub mod quantity;

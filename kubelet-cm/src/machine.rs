@@ -5,13 +5,14 @@
 //! resolved under: `/` in production, a fixture directory in tests.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use procfs::{CpuInfo, FromRead, Meminfo};
 
 use kubelet_core::cpu::parse_cpuset;
 
 use crate::error::Error;
+use crate::host_root::under;
 
 pub use kubelet_core::stats::{CpuTopology, HugePages, MachineInfo};
 
@@ -21,15 +22,10 @@ pub fn hugepage_resource_name(h: &HugePages) -> String {
     format!("hugepages-{}", crate::quantity::binary(bytes).0)
 }
 
-/// Resolves an absolute path under `root`.
-pub(crate) fn under(root: &Path, abs: &str) -> PathBuf {
-    root.join(abs.trim_start_matches('/'))
-}
-
 pub(crate) fn read_string(path: &Path) -> Result<String, Error> {
     std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
         path: path.to_path_buf(),
-        source,
+        error: source,
     })
 }
 
@@ -175,13 +171,18 @@ fn read_hugepages(root: &Path) -> Result<Vec<HugePages>, Error> {
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(Error::ReadFile { path: dir, source }),
+        Err(source) => {
+            return Err(Error::ReadFile {
+                path: dir,
+                error: source,
+            })
+        }
     };
     let mut out = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|source| Error::ReadFile {
             path: dir.clone(),
-            source,
+            error: source,
         })?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(size) = name
@@ -243,7 +244,7 @@ pub fn fs_capacity(path: &Path) -> Result<(u64, u64), Error> {
     }
     let st = rustix::fs::statvfs(&p).map_err(|e| Error::StatFs {
         path: p.clone(),
-        source: e.into(),
+        error: e.into(),
     })?;
     Ok((st.f_blocks.saturating_mul(st.f_bsize), st.f_files))
 }
@@ -258,7 +259,12 @@ pub fn check_swap(root: &Path) -> Result<(), Error> {
             tracing::info!(path = %path.display(), "file does not exist, assuming that swap is disabled");
             return Ok(());
         }
-        Err(source) => return Err(Error::ReadFile { path, source }),
+        Err(source) => {
+            return Err(Error::ReadFile {
+                path,
+                error: source,
+            })
+        }
     };
     let lines: Vec<String> = text.trim().split('\n').map(str::to_string).collect();
     if lines.len() > 1 {

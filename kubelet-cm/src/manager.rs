@@ -439,7 +439,7 @@ impl Inner {
         Some(self.qos_cgroup(pod_qos(pod)).child(&format!("pod{uid}")))
     }
 
-    fn ensure_pod(&self, pod: &Pod, pod_ref: &str) -> Result<PodResources, String> {
+    fn ensure_pod(&self, pod: &Pod, pod_ref: &str) -> Result<PodResources, PodCgroupError> {
         if !self.config.cgroups_per_qos {
             return Ok(PodResources {
                 cgroup_parent: None,
@@ -450,15 +450,15 @@ impl Inner {
             .uid
             .as_deref()
             .filter(|u| !u.is_empty())
-            .ok_or("pod has no uid")?;
+            .ok_or(PodCgroupError::NoUid)?;
         if uid.contains('/') || uid.contains("..") {
-            return Err(format!("pod uid {uid:?} is not usable as a cgroup name"));
+            return Err(PodCgroupError::UnusableUid(uid.to_string()));
         }
         let qos = pod_qos(pod);
-        let cpu_request_milli = pod_request(pod, "cpu").map_err(|e| e.to_string())?;
+        let cpu_request_milli = pod_request(pod, "cpu")?;
         let name = self.qos_cgroup(qos).child(&format!("pod{uid}"));
         let changed = {
-            let mut pods = self.pods.lock().map_err(|_| "pod table lock poisoned")?;
+            let mut pods = self.pods.lock().map_err(|_| PodCgroupError::Poisoned)?;
             let prev = pods.insert(
                 uid.to_string(),
                 TrackedPod {
@@ -472,24 +472,23 @@ impl Inner {
         if !self.cgroups.exists(&name) {
             if changed {
                 // As Go: the QoS tiers are updated before the pod cgroup is created.
-                self.update_qos_cpu().map_err(|e| e.to_string())?;
+                self.update_qos_cpu()?;
             }
-            let mut rc = resource_config_for_pod(pod, self.config.cpu_cfs_quota, self.period_us)
-                .map_err(|e| e.to_string())?;
+            let mut rc = resource_config_for_pod(pod, self.config.cpu_cfs_quota, self.period_us)?;
             if self.config.pod_pids_limit > 0 {
                 rc.pids_limit = Some(self.config.pod_pids_limit);
             }
-            self.cgroups.create(&name, &rc).map_err(|e| e.to_string())?;
+            self.cgroups.create(&name, &rc)?;
             tracing::info!(pod = pod_ref, uid, cgroup = %name, qos = qos.as_str(), "created pod cgroup");
         } else if changed {
-            self.update_qos_cpu().map_err(|e| e.to_string())?;
+            self.update_qos_cpu()?;
         }
         Ok(PodResources {
             cgroup_parent: Some(name.to_cgroupfs()),
         })
     }
 
-    fn remove_pod(&self, uid: &str) -> Result<(), String> {
+    fn remove_pod(&self, uid: &str) -> Result<(), PodCgroupError> {
         if !self.config.cgroups_per_qos {
             return Ok(());
         }
@@ -502,26 +501,26 @@ impl Inner {
         ] {
             let name = self.qos_cgroup(q).child(&leaf);
             if let Err(e) = self.cgroups.destroy(&name) {
-                first_err.get_or_insert(e.to_string());
+                first_err.get_or_insert(e);
             }
         }
         if let Some(e) = first_err {
-            return Err(e);
+            return Err(e.into());
         }
         let was_burstable = self
             .pods
             .lock()
-            .map_err(|_| "pod table lock poisoned")?
+            .map_err(|_| PodCgroupError::Poisoned)?
             .remove(uid)
             .is_some_and(|t| t.qos == QosClass::Burstable);
         if was_burstable {
-            self.update_qos_cpu().map_err(|e| e.to_string())?;
+            self.update_qos_cpu()?;
         }
         tracing::info!(uid, "removed pod cgroup");
         Ok(())
     }
 
-    fn pods_with_resources(&self) -> Result<Vec<String>, String> {
+    fn pods_with_resources(&self) -> Result<Vec<String>, PodCgroupError> {
         if !self.config.cgroups_per_qos {
             return Ok(Vec::new());
         }
@@ -532,13 +531,39 @@ impl Inner {
             QosClass::BestEffort,
         ] {
             let parent = self.qos_cgroup(q);
-            for child in self.cgroups.children(&parent).map_err(|e| e.to_string())? {
+            for child in self.cgroups.children(&parent)? {
                 if let Some(uid) = child.strip_prefix("pod").filter(|u| !u.is_empty()) {
                     uids.insert(uid.to_string());
                 }
             }
         }
         Ok(uids.into_iter().collect())
+    }
+}
+
+/// Why a pod cgroup could not be set up, removed or listed (reported through [`CmError`]).
+#[derive(Debug, thiserror::Error)]
+enum PodCgroupError {
+    /// The pod has no uid to name its cgroup after.
+    #[error("pod has no uid")]
+    NoUid,
+    /// The uid would escape the QoS cgroup.
+    #[error("pod uid {0:?} is not usable as a cgroup name")]
+    UnusableUid(String),
+    /// A resource quantity of the pod is malformed.
+    #[error(transparent)]
+    Quantity(#[from] kubelet_core::resources::QuantityError),
+    /// Reading or writing the cgroups failed.
+    #[error(transparent)]
+    Cgroup(#[from] Error),
+    /// A thread panicked while holding the pod table.
+    #[error("pod table lock poisoned")]
+    Poisoned,
+}
+
+impl From<crate::cgroups::CgroupError> for PodCgroupError {
+    fn from(e: crate::cgroups::CgroupError) -> Self {
+        PodCgroupError::Cgroup(Error::Cgroup(e))
     }
 }
 
@@ -571,7 +596,10 @@ impl ContainerManager for LinuxContainerManager {
                 pod: who.clone(),
                 message: format!("cgroup task failed: {e}"),
             })?
-            .map_err(|message| CmError::PodSetup { pod: who, message })
+            .map_err(|e| CmError::PodSetup {
+                pod: who,
+                message: e.to_string(),
+            })
     }
 
     async fn remove_pod_resources(&self, pod_uid: &str) -> Result<(), CmError> {
@@ -583,9 +611,9 @@ impl ContainerManager for LinuxContainerManager {
                 uid: pod_uid.to_string(),
                 message: format!("cgroup task failed: {e}"),
             })?
-            .map_err(|message| CmError::PodTeardown {
+            .map_err(|e| CmError::PodTeardown {
                 uid: pod_uid.to_string(),
-                message,
+                message: e.to_string(),
             })
     }
 
@@ -601,248 +629,13 @@ impl ContainerManager for LinuxContainerManager {
                 what: "pod cgroups".into(),
                 message: format!("cgroup task failed: {e}"),
             })?
-            .map_err(|message| CmError::Read {
+            .map_err(|e| CmError::Read {
                 what: "pod cgroups".into(),
-                message,
+                message: e.to_string(),
             })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cgroups::tests::{HYBRID_MOUNTINFO, V2_MOUNTINFO};
-    use crate::helpers::tests::pod;
-    use crate::machine::tests::{fixture_machine, write};
-    use std::path::Path;
-
-    fn hybrid_fixture() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        fixture_machine(dir.path());
-        write(dir.path(), "/proc/self/mountinfo", HYBRID_MOUNTINFO);
-        for c in [
-            "cpu", "cpuacct", "cpuset", "memory", "pids", "systemd", "unified",
-        ] {
-            std::fs::create_dir_all(dir.path().join("sys/fs/cgroup").join(c)).unwrap();
-        }
-        write(dir.path(), "/sys/fs/cgroup/cpuset/cpuset.cpus", "0-3");
-        write(dir.path(), "/sys/fs/cgroup/cpuset/cpuset.mems", "0");
-        dir
-    }
-
-    fn config(root: &Path) -> CmConfig {
-        CmConfig {
-            root: root.to_path_buf(),
-            root_dir: root.to_path_buf(),
-            ..CmConfig::default()
-        }
-    }
-
-    fn read(root: &Path, rel: &str) -> String {
-        std::fs::read_to_string(root.join("sys/fs/cgroup").join(rel))
-            .unwrap_or_else(|e| panic!("{rel}: {e}"))
-            .trim()
-            .to_string()
-    }
-
-    #[test]
-    fn defaults_match_go() {
-        let c = CmConfig::default();
-        assert_eq!(c.cgroup_root, "/");
-        assert!(c.cgroups_per_qos && c.fail_swap_on && c.cpu_cfs_quota);
-        assert_eq!(c.cpu_cfs_quota_period, Duration::from_millis(100));
-        assert_eq!(c.pod_pids_limit, -1);
-        assert_eq!(c.max_pods, 110);
-        assert_eq!(c.eviction_hard.len(), 4);
-        assert_eq!(c.enforce_node_allocatable, vec!["pods".to_string()]);
-    }
-
-    #[test]
-    fn config_errors() {
-        let dir = hybrid_fixture();
-        let cases: Vec<(CmConfig, &str)> = vec![
-            (
-                CmConfig {
-                    cgroup_driver: "systemd".into(),
-                    ..config(dir.path())
-                },
-                "not supported here",
-            ),
-            (
-                CmConfig {
-                    cgroup_root: "/does-not-exist".into(),
-                    ..config(dir.path())
-                },
-                "/does-not-exist",
-            ),
-            (
-                CmConfig {
-                    kube_reserved: [("memory".to_string(), "lots".to_string())].into(),
-                    ..config(dir.path())
-                },
-                "kubeReserved[memory]",
-            ),
-            (
-                CmConfig {
-                    enforce_node_allocatable: vec!["system-reserved".into()],
-                    ..config(dir.path())
-                },
-                "system-reserved",
-            ),
-        ];
-        for (cfg, needle) in cases {
-            let err = LinuxContainerManager::new(cfg).unwrap_err().to_string();
-            assert!(err.contains(needle), "{err} should contain {needle}");
-        }
-    }
-
-    #[test]
-    fn swap_on_refuses_to_start_unless_allowed() {
-        let dir = hybrid_fixture();
-        write(
-            dir.path(),
-            "/proc/swaps",
-            "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1024 0 -2\n",
-        );
-        let err = LinuxContainerManager::new(config(dir.path())).unwrap_err();
-        assert!(matches!(err, Error::SwapOn { .. }), "{err}");
-        LinuxContainerManager::new(CmConfig {
-            fail_swap_on: false,
-            ..config(dir.path())
-        })
-        .unwrap();
-    }
-
-    #[tokio::test]
-    async fn qos_hierarchy_and_pods_on_hybrid_fixture() {
-        let dir = hybrid_fixture();
-        let cm = LinuxContainerManager::new(CmConfig {
-            kube_reserved: [("memory".to_string(), "1Gi".to_string())].into(),
-            pod_pids_limit: 1024,
-            ..config(dir.path())
-        })
-        .unwrap();
-        let r = dir.path();
-        // kubepods: shares from 4 cpus, memory = capacity − kubeReserved (no eviction).
-        assert_eq!(read(r, "cpu/kubepods/cpu.shares"), "4096");
-        assert_eq!(
-            read(r, "memory/kubepods/memory.limit_in_bytes"),
-            (24_684_084i64 * 1024 - (1 << 30)).to_string()
-        );
-        assert_eq!(read(r, "pids/kubepods/pids.max"), "32768");
-        assert_eq!(read(r, "cpu/kubepods/besteffort/cpu.shares"), "2");
-        assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "2");
-        assert_eq!(read(r, "cpuset/kubepods/burstable/cpuset.cpus"), "0-3");
-        assert!(
-            !r.join("sys/fs/cgroup/unified/kubepods").exists(),
-            "hybrid uses v1 only"
-        );
-
-        let alloc = cm.allocatable();
-        assert_eq!(alloc["cpu"].0, "4");
-        assert_eq!(alloc["pods"].0, "110");
-        // 24684084Ki − 1Gi − 100Mi − 16 × 2Mi hugepages
-        assert_eq!(
-            alloc["memory"].0,
-            format!("{}Ki", 24_684_084 - 1_048_576 - 102_400 - 32_768)
-        );
-        assert_eq!(cm.capacity()["memory"].0, "24684084Ki");
-        assert_eq!(cm.capacity()["hugepages-2Mi"].0, "32Mi");
-
-        let full: &[(&str, &str)] = &[("cpu", "500m"), ("memory", "128Mi")];
-        let g = pod("gggg", &[(full, full)]);
-        let b1 = pod("bbb1", &[(&[("cpu", "250m")], &[("cpu", "1")])]);
-        let b2 = pod("bbb2", &[(&[("cpu", "750m"), ("memory", "64Mi")], &[])]);
-        let e = pod("eeee", &[(&[], &[])]);
-
-        let res = cm.ensure_pod_resources(&g).await.unwrap();
-        assert_eq!(res.cgroup_parent.as_deref(), Some("/kubepods/podgggg"));
-        assert_eq!(read(r, "cpu/kubepods/podgggg/cpu.shares"), "512");
-        assert_eq!(read(r, "cpu/kubepods/podgggg/cpu.cfs_quota_us"), "50000");
-        assert_eq!(read(r, "pids/kubepods/podgggg/pids.max"), "1024");
-        assert_eq!(
-            cm.ensure_pod_resources(&b1)
-                .await
-                .unwrap()
-                .cgroup_parent
-                .as_deref(),
-            Some("/kubepods/burstable/podbbb1")
-        );
-        assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "256");
-        cm.ensure_pod_resources(&b2).await.unwrap();
-        assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "1024");
-        assert_eq!(
-            cm.ensure_pod_resources(&e)
-                .await
-                .unwrap()
-                .cgroup_parent
-                .as_deref(),
-            Some("/kubepods/besteffort/podeeee")
-        );
-        // Idempotent.
-        cm.ensure_pod_resources(&e).await.unwrap();
-
-        assert_eq!(
-            cm.pods_with_resources().await.unwrap(),
-            vec!["bbb1", "bbb2", "eeee", "gggg"]
-        );
-        cm.remove_pod_resources("bbb2").await.unwrap();
-        assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "256");
-        assert!(!r
-            .join("sys/fs/cgroup/memory/kubepods/burstable/podbbb2")
-            .exists());
-        cm.remove_pod_resources("bbb2").await.unwrap();
-        cm.remove_pod_resources("gggg").await.unwrap();
-        assert_eq!(
-            cm.pods_with_resources().await.unwrap(),
-            vec!["bbb1", "eeee"]
-        );
-    }
-
-    #[tokio::test]
-    async fn v2_fixture_and_custom_root() {
-        let dir = tempfile::tempdir().unwrap();
-        fixture_machine(dir.path());
-        write(dir.path(), "/proc/self/mountinfo", V2_MOUNTINFO);
-        write(
-            dir.path(),
-            "/sys/fs/cgroup/cgroup.controllers",
-            "cpuset cpu io memory pids",
-        );
-        std::fs::create_dir_all(dir.path().join("sys/fs/cgroup/custom")).unwrap();
-        let cm = LinuxContainerManager::new(CmConfig {
-            cgroup_root: "/custom".into(),
-            cpu_cfs_quota: false,
-            ..config(dir.path())
-        })
-        .unwrap();
-        let r = dir.path();
-        assert_eq!(read(r, "custom/kubepods/cpu.weight"), "157");
-        let full: &[(&str, &str)] = &[("cpu", "1"), ("memory", "1Gi")];
-        let g = pod("g2", &[(full, full)]);
-        let res = cm.ensure_pod_resources(&g).await.unwrap();
-        assert_eq!(res.cgroup_parent.as_deref(), Some("/custom/kubepods/podg2"));
-        assert_eq!(read(r, "custom/kubepods/podg2/cpu.max"), "max 100000");
-        assert_eq!(read(r, "custom/kubepods/podg2/memory.max"), "1073741824");
-        assert_eq!(read(r, "custom/kubepods/besteffort/cpu.weight"), "1");
-        cm.remove_pod_resources("g2").await.unwrap();
-        assert!(cm.pods_with_resources().await.unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn no_cgroups_per_qos() {
-        let dir = hybrid_fixture();
-        let cm = LinuxContainerManager::new(CmConfig {
-            cgroups_per_qos: false,
-            ..config(dir.path())
-        })
-        .unwrap();
-        let res = cm
-            .ensure_pod_resources(&pod("x", &[(&[], &[])]))
-            .await
-            .unwrap();
-        assert_eq!(res.cgroup_parent, None);
-        assert!(!dir.path().join("sys/fs/cgroup/cpu/kubepods").exists());
-        assert!(cm.pods_with_resources().await.unwrap().is_empty());
-    }
-}
+#[path = "manager_tests.rs"]
+mod tests;

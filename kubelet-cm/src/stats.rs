@@ -15,7 +15,7 @@ use kubelet_core::stats::{
 };
 
 use crate::cgroups::CgroupName;
-use crate::machine::under;
+use crate::host_root::under;
 use crate::manager::Inner;
 
 /// Measurements over the container manager's cgroups. See the module docs.

@@ -286,14 +286,12 @@ async fn qos_and_pod_cgroups_on_this_machine() {
     stdin.write_all(b"go\n").unwrap();
     drop(stdin);
     // Wait (bounded) for the busy loop to show up as CPU time of the pod cgroup.
-    let mut after = before;
-    for _ in 0..200 {
-        after = pod_usage(&sample(false).await);
-        if after.cpu_usage_ns > before.cpu_usage_ns {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let after = kubelet_core::testing::poll_until(std::time::Duration::from_secs(10), || async {
+        let after = pod_usage(&sample(false).await);
+        (after.cpu_usage_ns > before.cpu_usage_ns).then_some(after)
+    })
+    .await
+    .unwrap_or(before);
     assert!(
         after.cpu_usage_ns > before.cpu_usage_ns,
         "{before:?} {after:?}"

@@ -7,7 +7,7 @@
 //! process so the RSS figures do not mix. `BENCH_IDLE_SECS` (default 60) sets the idle window.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubelet_core::testing::{container, pod, FakeContainerManager, SimRuntime, StaticSource};
 use kubelet_core::{Config, Kubelet};
@@ -74,7 +74,7 @@ async fn run_size(n: usize, idle_secs: u64) {
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(kubelet.run(shutdown.clone()));
     let uids: Vec<String> = (0..n).map(|i| format!("uid-{i:06}")).collect();
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     source.set(pods);
     let mut pending = uids.clone();
     while !pending.is_empty() {
@@ -84,7 +84,7 @@ async fn run_size(n: usize, idle_secs: u64) {
                 .and_then(|s| s.phase)
                 .is_none_or(|p| p != "Running")
         });
-        if start.elapsed() > Duration::from_secs(120) {
+        if kubelet_core::clock::elapsed(start) > Duration::from_secs(120) {
             println!(
                 "{n:>6} pods: {} still not Running after 120s",
                 pending.len()
@@ -93,7 +93,7 @@ async fn run_size(n: usize, idle_secs: u64) {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let took = start.elapsed();
+    let took = kubelet_core::clock::elapsed(start);
     println!(
         "{n:>6} pods: all Running in {:>8.3} s; peak RSS {:>6.1} MiB (now {:.1} MiB)",
         took.as_secs_f64(),
@@ -103,9 +103,12 @@ async fn run_size(n: usize, idle_secs: u64) {
     if idle_secs > 0 {
         // Let the post-start PLEG/sync churn settle, then measure an idle window.
         tokio::time::sleep(Duration::from_secs(5)).await;
-        let (cpu0, t0) = (cpu_seconds(), Instant::now());
+        let (cpu0, t0) = (cpu_seconds(), kubelet_core::clock::monotonic_now());
         tokio::time::sleep(Duration::from_secs(idle_secs)).await;
-        let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+        let (cpu, wall) = (
+            cpu_seconds() - cpu0,
+            kubelet_core::clock::elapsed(t0).as_secs_f64(),
+        );
         println!(
             "{n:>6} pods idle: {:.3} s CPU over {:.0} s = {:.3}% of one core ({:.3} CPU-s per idle minute)",
             cpu,

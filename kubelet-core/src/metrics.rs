@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
@@ -364,13 +364,13 @@ impl InstrumentedRuntime {
         operation: &'static str,
         call: impl std::future::Future<Output = RuntimeResult<T>>,
     ) -> RuntimeResult<T> {
-        let started = Instant::now();
+        let started = crate::clock::monotonic_now();
         let result = call.await;
         let m = self.metrics;
         m.runtime_operations.inc(operation);
         m.runtime_operation_duration
             .with(operation)
-            .observe(started.elapsed());
+            .observe(crate::clock::elapsed(started));
         if result.is_err() {
             m.runtime_operation_errors.inc(operation);
         }

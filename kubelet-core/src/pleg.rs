@@ -232,11 +232,11 @@ impl Pleg {
         health
             .pleg_relist_started
             .store(now_unix_nanos(), Ordering::Relaxed);
-        let relist_started = std::time::Instant::now();
+        let relist_started = crate::clock::monotonic_now();
         let relisted = self.relist().await;
         crate::metrics::global()
             .pleg_relist_duration
-            .observe(relist_started.elapsed());
+            .observe(crate::clock::elapsed(relist_started));
         match relisted {
             Ok(evs) => {
                 health

@@ -293,10 +293,10 @@ mod tests {
         /// Any text: a value or an error, never a panic, at once.
         #[test]
         fn any_text_parses_or_fails_quickly(text in "\\PC{0,40}") {
-            let started = std::time::Instant::now();
+            let started = crate::clock::monotonic_now();
             let _ = value(&Quantity(text.clone()));
             let _ = milli_value(&Quantity(text));
-            proptest::prop_assert!(started.elapsed() < std::time::Duration::from_millis(50));
+            proptest::prop_assert!(crate::clock::elapsed(started) < std::time::Duration::from_millis(50));
         }
 
         /// Quantity-shaped text with any exponent: bounded time, a sane sign.
@@ -308,14 +308,14 @@ mod tests {
             suffix in "(|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|e-?[0-9]{1,12}|E[0-9]{1,12})",
         ) {
             let text = format!("{sign}{whole}{frac}{suffix}");
-            let started = std::time::Instant::now();
+            let started = crate::clock::monotonic_now();
             if let Ok(v) = value(&Quantity(text.clone())) {
                 if sign != "-" {
                     proptest::prop_assert!(v >= 0, "{} -> {}", text, v);
                 }
             }
             let _ = milli_value(&Quantity(text));
-            proptest::prop_assert!(started.elapsed() < std::time::Duration::from_millis(50));
+            proptest::prop_assert!(crate::clock::elapsed(started) < std::time::Duration::from_millis(50));
         }
     }
 }

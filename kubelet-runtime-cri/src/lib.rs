@@ -82,13 +82,12 @@ pub enum Error {
         reason: &'static str,
     },
     /// The runtime could not be asked for its version.
-    #[error("CRI runtime at {endpoint} did not answer Version: {source}")]
+    #[error("CRI runtime at {endpoint} did not answer Version: {error}")]
     Connect {
         /// The endpoint.
         endpoint: String,
         /// The failure.
-        #[source]
-        source: RuntimeError,
+        error: RuntimeError,
     },
     /// The runtime answered, but does not speak CRI v1.
     #[error("CRI runtime at {endpoint} ({runtime}) speaks API {version:?}, kubelet-rs needs {CRI_API_VERSION:?}")]
@@ -201,7 +200,7 @@ impl CriRuntime {
         };
         let version = runtime.version().await.map_err(|source| Error::Connect {
             endpoint: runtime.config.runtime_endpoint.clone(),
-            source,
+            error: source,
         })?;
         if version.runtime_api_version != CRI_API_VERSION {
             return Err(Error::UnsupportedApiVersion {

@@ -121,7 +121,7 @@ pub fn ensure_self_signed(
     sans.extend(ips.iter().map(IpAddr::to_string));
     sans.dedup();
     let mut params = rcgen::CertificateParams::new(sans).map_err(|e| fail(e.to_string()))?;
-    let now = std::time::SystemTime::now()
+    let now = kubelet_core::clock::wall_now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();

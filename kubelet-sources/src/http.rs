@@ -62,13 +62,12 @@ impl Config {
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     /// The request failed (connection refused, timeout, ...).
-    #[error("GET {url}: {source}")]
+    #[error("GET {url}: {error}")]
     Request {
         /// The URL.
         url: String,
         /// The client's error.
-        #[source]
-        source: reqwest::Error,
+        error: reqwest::Error,
     },
     /// The server answered with a status other than 200.
     #[error("GET {url}: status {status}")]
@@ -87,7 +86,7 @@ pub enum FetchError {
         limit: usize,
     },
     /// The body is not a valid pod or pod list.
-    #[error("{0}")]
+    #[error(transparent)]
     Manifest(#[from] static_pod::ManifestError),
 }
 
@@ -159,7 +158,7 @@ async fn fetch(
 ) -> Result<Vec<u8>, FetchError> {
     let req_err = |source| FetchError::Request {
         url: url.to_string(),
-        source,
+        error: source,
     };
     let mut resp = client
         .get(url)

@@ -150,11 +150,13 @@ impl ApiObjectStore {
     fn cached(&self, key: &Key) -> Option<Cached> {
         let st = self.lock();
         let (at, obj) = st.objects.get(key)?;
-        (at.elapsed() < self.ttl).then(|| obj.clone())
+        (kubelet_core::clock::elapsed(*at) < self.ttl).then(|| obj.clone())
     }
 
     fn store(&self, key: Key, obj: Cached) {
-        self.lock().objects.insert(key, (Instant::now(), obj));
+        self.lock()
+            .objects
+            .insert(key, (kubelet_core::clock::monotonic_now(), obj));
     }
 }
 
@@ -192,7 +194,7 @@ impl ObjectStore for ApiObjectStore {
         &self,
         request: &TokenRequest,
     ) -> Result<ServiceAccountToken, ObjectError> {
-        let now = SystemTime::now();
+        let now = kubelet_core::clock::wall_now();
         if let Some((t, issued)) = self.lock().tokens.get(request) {
             if !token_needs_refresh(*issued, t.expiration, now) {
                 return Ok(t.clone());

@@ -39,12 +39,12 @@ use tokio::sync::OnceCell;
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     /// A command (the script, kubectl) could not be started.
-    #[error("starting {command}: {source}")]
+    #[error("starting {command}: {error}")]
     Spawn {
         /// The command line.
         command: String,
         /// Why it could not start.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A command ran and failed.
     #[error("{command} failed ({status}): {stderr}")]
@@ -63,20 +63,20 @@ pub enum ClusterError {
         name: String,
     },
     /// A kubeconfig could not be read or used.
-    #[error("kubeconfig {path}: {source}")]
+    #[error("kubeconfig {path}: {error}")]
     Kubeconfig {
         /// The kubeconfig file.
         path: PathBuf,
         /// What went wrong.
-        source: kube::config::KubeconfigError,
+        error: kube::config::KubeconfigError,
     },
     /// A client could not be built from a kubeconfig.
-    #[error("client from {path}: {source}")]
+    #[error("client from {path}: {error}")]
     Client {
         /// The kubeconfig file.
         path: PathBuf,
         /// What went wrong.
-        source: kube::Error,
+        error: kube::Error,
     },
     /// A node name that is not a DNS subdomain.
     #[error("invalid node name {name:?}")]
@@ -120,7 +120,7 @@ async fn run_script(args: &[&str]) -> Result<String, ClusterError> {
         .await
         .map_err(|source| ClusterError::Spawn {
             command: command.clone(),
-            source,
+            error: source,
         })?;
     if !out.status.success() {
         return Err(ClusterError::CommandFailed {
@@ -339,7 +339,7 @@ impl ControlPlane {
             .await
             .map_err(|source| ClusterError::Spawn {
                 command: format!("kubectl {}", args.join(" ")),
-                source,
+                error: source,
             })
     }
 }
@@ -366,17 +366,17 @@ pub struct NodeIdentity {
 pub async fn client_from(path: &Path) -> Result<kube::Client, ClusterError> {
     let kubeconfig = Kubeconfig::read_from(path).map_err(|source| ClusterError::Kubeconfig {
         path: path.to_path_buf(),
-        source,
+        error: source,
     })?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|source| ClusterError::Kubeconfig {
             path: path.to_path_buf(),
-            source,
+            error: source,
         })?;
     kube::Client::try_from(config).map_err(|source| ClusterError::Client {
         path: path.to_path_buf(),
-        source,
+        error: source,
     })
 }
 

@@ -8,15 +8,14 @@
 // Test support: failing loudly is the point.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Container, Pod};
 use kubelet_core::runtime::{ContainerConfig, ContainerKind, ContainerRuntime, SandboxConfig};
+use kubelet_core::testing::{ContainerBuilder, PodBuilder};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
 
 /// The node environment's CRI endpoint.
@@ -83,7 +82,7 @@ pub async fn runtime_or_skip(test: &str) -> Option<TestRuntime> {
 /// A unique pod uid for this test process.
 pub fn unique_uid(tag: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
+    let nanos = kubelet_core::clock::wall_now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
@@ -94,33 +93,25 @@ pub fn unique_uid(tag: &str) -> String {
     )
 }
 
-/// A busybox container running `sh -c script`.
+/// A busybox container running `sh -c script` (pull policy `IfNotPresent`), from the shared
+/// [`ContainerBuilder`].
 pub fn busybox(name: &str, script: &str) -> Container {
-    Container {
-        name: name.to_string(),
-        image: Some(BUSYBOX_IMAGE.to_string()),
-        command: Some(vec!["sh".into(), "-c".into(), script.to_string()]),
-        ..Default::default()
-    }
+    ContainerBuilder::new(name, BUSYBOX_IMAGE)
+        .command(&["sh", "-c", script])
+        .build()
 }
 
-/// A pod in namespace `kubelet-rs-test` with the given uid and containers.
+/// A pod in namespace `kubelet-rs-test` with the given uid and containers (label
+/// `test=<name>`, grace period 1 s), from the shared [`PodBuilder`].
 pub fn pod(name: &str, uid: &str, containers: Vec<Container>) -> Arc<Pod> {
-    Arc::new(Pod {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            namespace: Some("kubelet-rs-test".to_string()),
-            uid: Some(uid.to_string()),
-            labels: Some(BTreeMap::from([("test".to_string(), name.to_string())])),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            containers,
-            termination_grace_period_seconds: Some(1),
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
+    let pod = containers
+        .into_iter()
+        .fold(PodBuilder::new(name, uid), PodBuilder::container)
+        .namespace("kubelet-rs-test")
+        .label("test", name)
+        .grace_period(1)
+        .build();
+    Arc::new(pod)
 }
 
 /// The sandbox config the engine would build for `pod`, logging under `t`'s temp dir and
@@ -158,24 +149,6 @@ pub fn container_config(pod: &Arc<Pod>, index: usize, image_ref: &str) -> Contai
         mounts: Vec::new(),
         log_path: PathBuf::from(&container.name).join("0.log"),
         container,
-    }
-}
-
-/// Polls `check` every 100ms until it yields a value or `limit` passes.
-pub async fn eventually<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return Some(v);
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -42,7 +42,7 @@ use kubelet_core::{Config, ContainerManager, Kubelet, KubeletBuilder, KubeletHan
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
 use tokio_util::sync::CancellationToken;
 
-use crate::cri::{endpoint, BUSYBOX_IMAGE, TEST_CGROUP_ROOT};
+use crate::cri::{endpoint, TEST_CGROUP_ROOT};
 
 /// The node name the test engines use.
 pub const NODE_NAME: &str = "kubelet-rs-itest";
@@ -238,7 +238,7 @@ impl RunningKubelet {
 
 fn short_unique() -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
+    let nanos = kubelet_core::clock::wall_now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
@@ -559,52 +559,19 @@ impl Drop for EngineTest {
     }
 }
 
-/// Polls `check` every 200ms until it returns `Some` or `timeout` passes; panics naming
-/// `what` (and the last value seen by `describe`) on timeout.
+/// The tests' one wait ([`kubelet_core::testing::eventually`]), re-exported beside the harness.
+pub use kubelet_core::testing::eventually;
+
+/// [`eventually`] for a synchronous check: polls `check` until it returns `Some` and panics
+/// naming `what` once `timeout` has passed.
 pub async fn wait_until<T, F>(timeout: Duration, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Option<T>,
 {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        if start.elapsed() > timeout {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(timeout, what, || std::future::ready(check())).await
 }
 
-/// Like [`wait_until`] with an async check.
-pub async fn wait_until_async<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        if start.elapsed() > timeout {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// A busybox container running `sh -c script`.
-pub fn busybox(name: &str, script: &str) -> Container {
-    Container {
-        name: name.to_string(),
-        image: Some(BUSYBOX_IMAGE.to_string()),
-        image_pull_policy: Some("IfNotPresent".into()),
-        command: Some(vec!["sh".into(), "-c".into(), script.to_string()]),
-        ..Default::default()
-    }
-}
+pub use crate::cri::busybox;
 
 /// Resource requirements from `(name, quantity)` pairs.
 pub fn resources(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> ResourceRequirements {
@@ -667,7 +634,7 @@ pub fn running_and_ready(s: &PodStatus) -> bool {
 /// Waits until the engine reports the pod Running with all containers ready; returns the status.
 pub async fn wait_running(handle: &KubeletHandle, uid: &str, timeout: Duration) -> PodStatus {
     let mut last = None;
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     loop {
         if let Some(s) = handle.pod_status(uid) {
             if running_and_ready(&s) {
@@ -675,7 +642,7 @@ pub async fn wait_running(handle: &KubeletHandle, uid: &str, timeout: Duration) 
             }
             last = Some(s);
         }
-        if start.elapsed() > timeout {
+        if kubelet_core::clock::elapsed(start) > timeout {
             panic!("pod {uid} not Running+ready after {timeout:?}; last status: {last:#?}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -5,7 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -50,7 +50,7 @@ where
 /// account (the controller-manager makes it; pods need it).
 async fn fresh_namespace(client: &kube::Client, name: &str) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     loop {
         match namespaces
             .create(
@@ -70,16 +70,16 @@ async fn fresh_namespace(client: &kube::Client, name: &str) {
             Err(e) => panic!("creating namespace {name}: {e}"),
         }
         assert!(
-            start.elapsed() < Duration::from_secs(120),
+            kubelet_core::clock::elapsed(start) < Duration::from_secs(120),
             "namespace {name} never went away"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     while sas.get_opt("default").await.unwrap().is_none() {
         assert!(
-            start.elapsed() < TIMEOUT,
+            kubelet_core::clock::elapsed(start) < TIMEOUT,
             "no default service account in {name}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -261,14 +261,16 @@ async fn node_identity_is_held_to_the_node_authorizer() {
     let node_secrets: Api<Secret> = Api::namespaced(node.clone(), ns);
     // The authorizer's graph follows the pods through an informer: wait until the pod's
     // secret is readable (this also proves the identity works at all).
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     loop {
         match node_secrets.get("mine").await {
             Ok(s) => {
                 assert_eq!(s.data.unwrap()["k"].0, b"v");
                 break;
             }
-            Err(e) if api_code(&e) == Some(403) && start.elapsed() < TIMEOUT => {
+            Err(e)
+                if api_code(&e) == Some(403) && kubelet_core::clock::elapsed(start) < TIMEOUT =>
+            {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => panic!("node reading the secret of its own pod: {e}"),
@@ -330,7 +332,7 @@ async fn service_account_token_passes_token_review() {
     // The token controller of kube-controller-manager gives every service account a token
     // secret (v1.20); the default one in `default` is there once `up` returned.
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), "default");
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     let token = loop {
         let list = secrets
             .list(&ListParams::default().fields("type=kubernetes.io/service-account-token"))
@@ -351,7 +353,7 @@ async fn service_account_token_passes_token_review() {
             break String::from_utf8(token.0).unwrap();
         }
         assert!(
-            start.elapsed() < TIMEOUT,
+            kubelet_core::clock::elapsed(start) < TIMEOUT,
             "no token secret for default/default"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -423,13 +425,13 @@ async fn fake_kubelet(
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .is_err()
     {
         assert!(
-            start.elapsed() < TIMEOUT,
+            kubelet_core::clock::elapsed(start) < TIMEOUT,
             "openssl s_server did not listen on {port}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;

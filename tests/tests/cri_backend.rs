@@ -13,8 +13,9 @@ use futures::FutureExt;
 use kubelet_core::runtime::{
     ContainerRuntime, ContainerState, ListFilter, PullImageRequest, RuntimeError, SandboxState,
 };
+use kubelet_core::testing::poll_until;
 use kubelet_tests::cri::{
-    busybox, cleanup_pod, container_config, eventually, pod, pod_cgroup_dirs, read_or_empty,
+    busybox, cleanup_pod, container_config, pod, pod_cgroup_dirs, read_or_empty,
     remove_pod_cgroups, runtime_or_skip, sandbox_config, unique_uid, BUSYBOX_IMAGE,
     TEST_CGROUP_ROOT,
 };
@@ -142,7 +143,7 @@ async fn pod_with_two_containers_runs_logs_execs_and_cleans_up() {
         for (cfg, id) in &ids {
             let log = sandbox.log_directory.join(&cfg.log_path);
             let expected = format!("hello-from-{}", cfg.container.name);
-            let text = eventually(WAIT, || {
+            let text = poll_until(WAIT, || {
                 let log = log.clone();
                 let expected = expected.clone();
                 async move {
@@ -323,7 +324,7 @@ async fn container_exiting_with_code_3_reports_error() {
     assert_eq!(created.started_at, 0);
     rt.start_container(&id).await.unwrap();
 
-    let status = eventually(WAIT, || async {
+    let status = poll_until(WAIT, || async {
         let s = rt.container_status(&id).await.ok()?;
         // containerd may report the exit a moment before it records the start time.
         (s.summary.state == ContainerState::Exited && s.started_at > 0).then_some(s)
@@ -521,7 +522,7 @@ async fn calls_fail_unavailable_while_runtime_is_away_and_recover() {
     ));
 
     let proxy = Proxy::start(&sock, real);
-    let back = eventually(WAIT, || async { rt.status().await.ok() }).await;
+    let back = poll_until(WAIT, || async { rt.status().await.ok() }).await;
     proxy.stop().await;
     let back = back.expect("calls never succeeded again after the runtime came back");
     assert!(back.runtime_ready);
@@ -544,7 +545,7 @@ async fn connect_to_missing_socket_fails_clearly() {
         matches!(
             err,
             kubelet_runtime_cri::Error::Connect {
-                source: RuntimeError::Unavailable(_),
+                error: RuntimeError::Unavailable(_),
                 ..
             }
         ),
@@ -583,7 +584,7 @@ async fn real_containerd_restart() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let gone = eventually(WAIT, || {
+    let gone = poll_until(WAIT, || {
         let proc_dir = PathBuf::from(format!("/proc/{pid}"));
         async move { (!proc_dir.exists()).then_some(()) }
     })
@@ -600,7 +601,7 @@ async fn real_containerd_restart() {
         .status()
         .unwrap();
     assert!(up.success());
-    let back = eventually(WAIT, || async {
+    let back = poll_until(WAIT, || async {
         rt.status()
             .await
             .ok()
@@ -717,8 +718,8 @@ async fn pod_ip_and_host_port_serve_http() {
         .unwrap();
     rt.start_container(&id).await.unwrap();
     let ip = ip.expect("pod IP");
-    let via_pod_ip = eventually(WAIT, || http_get_owned(format!("{ip}:80"))).await;
-    let via_host_port = eventually(WAIT, || http_get_owned("127.0.0.1:18081".to_string())).await;
+    let via_pod_ip = poll_until(WAIT, || http_get_owned(format!("{ip}:80"))).await;
+    let via_host_port = poll_until(WAIT, || http_get_owned("127.0.0.1:18081".to_string())).await;
     cleanup_pod(rt, &uid).await;
     let body = via_pod_ip.expect("no HTTP answer on the pod IP");
     assert!(body.contains("served-by-web-pod"), "{body}");
@@ -779,7 +780,7 @@ async fn image_fs_container_stats_log_reopen_and_events() {
             .unwrap();
         rt.start_container(&id).await.unwrap();
         let log = sandbox.log_directory.join(&cfg.log_path);
-        let counted = eventually(WAIT, || {
+        let counted = poll_until(WAIT, || {
             let log = log.clone();
             async move { read_or_empty(&log).await.contains("counted").then_some(()) }
         })
@@ -823,7 +824,7 @@ async fn image_fs_container_stats_log_reopen_and_events() {
         )
         .await
         .unwrap();
-        let after = eventually(WAIT, || {
+        let after = poll_until(WAIT, || {
             let log = log.clone();
             async move {
                 read_or_empty(&log)

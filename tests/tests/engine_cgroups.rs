@@ -9,8 +9,7 @@ use std::time::Duration;
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
 use kubelet_tests::engine::{
-    busybox, container_status, phase, resources, wait_running, wait_until, wait_until_async,
-    EngineTest,
+    busybox, container_status, eventually, phase, resources, wait_running, wait_until, EngineTest,
 };
 
 fn read_i64(path: &Path) -> i64 {
@@ -96,7 +95,7 @@ async fn qos_classes_land_in_their_cgroups_with_their_limits() {
     }
 
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pods removed", || async {
+    eventually(Duration::from_secs(30), "pods removed", || async {
         for uid in [&g, &b, &be] {
             if !t.sandboxes(uid).await.is_empty() || !t.pod_cgroup_dirs(uid).is_empty() {
                 return None;
@@ -156,7 +155,7 @@ async fn memory_hog_is_oom_killed_and_oversized_pod_is_rejected() {
     wait_running(&k.handle, &ok, Duration::from_secs(60)).await;
 
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pods removed", || async {
+    eventually(Duration::from_secs(30), "pods removed", || async {
         for uid in [&hog, &big, &ok] {
             if !t.sandboxes(uid).await.is_empty() || !t.pod_cgroup_dirs(uid).is_empty() {
                 return None;

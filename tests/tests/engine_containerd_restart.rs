@@ -9,7 +9,7 @@ use std::time::Duration;
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
 use kubelet_tests::engine::{
-    busybox, container_status, restart_node_containerd, wait_running, wait_until, wait_until_async,
+    busybox, container_status, eventually, restart_node_containerd, wait_running, wait_until,
     EngineTest,
 };
 
@@ -55,7 +55,7 @@ async fn engine_keeps_running_and_pod_survives_containerd_restart() {
     );
 
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pod removed", || async {
+    eventually(Duration::from_secs(30), "pod removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;

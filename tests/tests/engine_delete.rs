@@ -3,14 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubelet_core::runtime::ListFilter;
 use kubelet_core::testing::StaticSource;
 use kubelet_core::{ContainerRuntime, PodSource};
 use kubelet_tests::engine::{
-    busybox, container_status, netns_names, pinned_netns_with_inode, wait_running,
-    wait_until_async, EngineTest,
+    busybox, container_status, eventually, netns_names, pinned_netns_with_inode, wait_running,
+    EngineTest,
 };
 
 fn container_id(s: &k8s_openapi::api::core::v1::PodStatus, name: &str) -> String {
@@ -62,13 +62,13 @@ async fn removed_pod_leaves_nothing_behind_and_term_handler_exits_quickly() {
     assert!(!t.pod_cgroup_dirs(&uid).is_empty(), "pod cgroup exists");
     assert_eq!(t.sandboxes(&uid).await.len(), 1);
 
-    let removed_at = Instant::now();
+    let removed_at = kubelet_core::clock::monotonic_now();
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "sandbox removed", || async {
+    eventually(Duration::from_secs(30), "sandbox removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
-    let took = removed_at.elapsed();
+    let took = kubelet_core::clock::elapsed(removed_at);
     println!("removal with a TERM handler took {took:?}");
     assert!(
         took < Duration::from_secs(15),
@@ -81,12 +81,12 @@ async fn removed_pod_leaves_nothing_behind_and_term_handler_exits_quickly() {
         !netns_names().contains(&netns),
         "netns {netns} still pinned after removal"
     );
-    wait_until_async(Duration::from_secs(10), "pod cgroups removed", || async {
+    eventually(Duration::from_secs(10), "pod cgroups removed", || async {
         t.pod_cgroup_dirs(&uid).is_empty().then_some(())
     })
     .await;
     // The worker finished and the pod's status is gone.
-    wait_until_async(Duration::from_secs(10), "status forgotten", || async {
+    eventually(Duration::from_secs(10), "status forgotten", || async {
         k.handle.pod_status(&uid).is_none().then_some(())
     })
     .await;
@@ -110,9 +110,9 @@ async fn term_ignoring_container_is_killed_at_the_grace_deadline() {
     let status = wait_running(&k.handle, &uid, Duration::from_secs(60)).await;
     let id = container_id(&status, "c");
 
-    let removed_at = Instant::now();
+    let removed_at = kubelet_core::clock::monotonic_now();
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "container stopped", || async {
+    eventually(Duration::from_secs(30), "container stopped", || async {
         match t.cri.container_status(&id).await {
             Ok(s) if s.finished_at > 0 => Some(()),
             Err(_) => Some(()),
@@ -120,19 +120,19 @@ async fn term_ignoring_container_is_killed_at_the_grace_deadline() {
         }
     })
     .await;
-    let stopped = removed_at.elapsed();
-    wait_until_async(Duration::from_secs(30), "sandbox removed", || async {
+    let stopped = kubelet_core::clock::elapsed(removed_at);
+    eventually(Duration::from_secs(30), "sandbox removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
-    let took = removed_at.elapsed();
+    let took = kubelet_core::clock::elapsed(removed_at);
     println!("TERM-ignoring container stopped after {stopped:?}, pod removed after {took:?}");
     assert!(
         stopped >= Duration::from_secs(3),
         "killed before the 3s grace period: {stopped:?}"
     );
     assert!(took < Duration::from_secs(10), "removal took {took:?}");
-    wait_until_async(Duration::from_secs(10), "pod cgroups removed", || async {
+    eventually(Duration::from_secs(10), "pod cgroups removed", || async {
         t.pod_cgroup_dirs(&uid).is_empty().then_some(())
     })
     .await;

@@ -13,7 +13,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use kubelet_core::runtime::ContainerRuntime;
 use kubelet_core::testing::StaticSource;

@@ -95,7 +95,7 @@ async fn url_source_runs_pods_and_keeps_them_while_the_url_fails() {
         k.handle.pod(&uid).is_none().then_some(())
     })
     .await;
-    kubelet_tests::engine::wait_until_async(Duration::from_secs(30), "sandbox removed", || async {
+    kubelet_tests::engine::eventually(Duration::from_secs(30), "sandbox removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
@@ -36,12 +36,12 @@ async fn missing_images_back_off_and_never_pull_while_a_healthy_pod_runs() {
 
     let mut seen = BTreeSet::new();
     let mut never_reason = None;
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     while !(seen.contains("ErrImagePull") && seen.contains("ImagePullBackOff"))
         || never_reason.is_none()
     {
         assert!(
-            start.elapsed() < Duration::from_secs(60),
+            kubelet_core::clock::elapsed(start) < Duration::from_secs(60),
             "reasons seen for the missing image: {seen:?}, with pull policy Never: {never_reason:?}"
         );
         if let Some(s) = k.handle.pod_status(&pull_uid) {
@@ -71,7 +71,7 @@ async fn missing_images_back_off_and_never_pull_while_a_healthy_pod_runs() {
     assert_eq!(ok.container_statuses.as_ref().unwrap()[0].restart_count, 0);
 
     source.set(vec![]);
-    kubelet_tests::engine::wait_until_async(Duration::from_secs(30), "pods removed", || async {
+    kubelet_tests::engine::eventually(Duration::from_secs(30), "pods removed", || async {
         for uid in [&pull_uid, &never_uid, &ok_uid] {
             if !t.sandboxes(uid).await.is_empty() {
                 return None;

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     Container, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler, Pod, Probe,
@@ -13,8 +13,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
 use kubelet_tests::engine::{
-    busybox, condition, container_status, phase, wait_until, wait_until_async, EngineTest,
-    RunningKubelet,
+    busybox, condition, container_status, eventually, phase, wait_until, EngineTest, RunningKubelet,
 };
 
 fn http_probe(path: &str, period: i32, failure: i32) -> Probe {
@@ -38,13 +37,13 @@ fn with_grace(mut p: Pod, secs: i64) -> Pod {
 }
 
 async fn remove_and_wait(t: &EngineTest, source: &StaticSource, uid: &str) -> Duration {
-    let t0 = Instant::now();
+    let t0 = kubelet_core::clock::monotonic_now();
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(60), "pod removed", || async {
+    eventually(Duration::from_secs(60), "pod removed", || async {
         t.sandboxes(uid).await.is_empty().then_some(())
     })
     .await;
-    t0.elapsed()
+    kubelet_core::clock::elapsed(t0)
 }
 
 fn running(k: &RunningKubelet, uid: &str, c: &str) -> bool {

@@ -53,7 +53,7 @@ async fn two_container_pod_runs_logs_and_execs() {
         ("two", vec!["hello-two"]),
     ] {
         let path = pod_dir.join(name).join("0.log");
-        let text = kubelet_tests::cri::eventually(Duration::from_secs(10), || {
+        let text = kubelet_core::testing::poll_until(Duration::from_secs(10), || {
             let path = path.clone();
             let lines = lines.clone();
             async move {
@@ -94,7 +94,7 @@ async fn two_container_pod_runs_logs_and_execs() {
 
     // Removing the pod cleans it up before the test ends.
     source.set(vec![]);
-    kubelet_tests::engine::wait_until_async(Duration::from_secs(30), "pod removed", || async {
+    kubelet_tests::engine::eventually(Duration::from_secs(30), "pod removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
@@ -166,7 +166,7 @@ async fn init_containers_run_to_completion_in_order_before_the_app() {
     }
 
     source.set(vec![]);
-    kubelet_tests::engine::wait_until_async(Duration::from_secs(30), "pod removed", || async {
+    kubelet_tests::engine::eventually(Duration::from_secs(30), "pod removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
@@ -210,7 +210,7 @@ async fn host_network_pod_reports_the_node_ip() {
     );
 
     source.set(vec![]);
-    kubelet_tests::engine::wait_until_async(Duration::from_secs(30), "pod removed", || async {
+    kubelet_tests::engine::eventually(Duration::from_secs(30), "pod removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{ExecAction, Probe};
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
 use kubelet_tests::engine::{
-    busybox, condition, container_status, phase, wait_until, wait_until_async, EngineTest,
+    busybox, condition, container_status, eventually, phase, wait_until, EngineTest,
 };
 
 fn exec_probe(cmd: &[&str]) -> Probe {
@@ -51,7 +51,7 @@ async fn failing_readiness_probe_keeps_the_container_unready() {
         condition(&s, "Ready"),
     );
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pod removed", || async {
+    eventually(Duration::from_secs(30), "pod removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
@@ -74,7 +74,7 @@ async fn failing_liveness_probe_restarts_the_container() {
     let pod = t.pod("dead", &uid, vec![c]);
     let source = Arc::new(StaticSource::new("file", vec![pod]));
     let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
-    let restarted = kubelet_tests::cri::eventually(Duration::from_secs(30), || {
+    let restarted = kubelet_core::testing::poll_until(Duration::from_secs(30), || {
         let s = k.handle.pod_status(&uid);
         async move {
             let s = s?;
@@ -83,7 +83,7 @@ async fn failing_liveness_probe_restarts_the_container() {
     })
     .await;
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pod removed", || async {
+    eventually(Duration::from_secs(30), "pod removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kubelet_core::testing::StaticSource;
 use kubelet_core::{ContainerRuntime, PodSource};
 use kubelet_tests::engine::{
-    busybox, container_status, phase, wait_until, wait_until_async, waiting_reason, EngineTest,
+    busybox, container_status, eventually, phase, wait_until, waiting_reason, EngineTest,
 };
 
 fn with_policy(mut p: Pod, policy: &str) -> Pod {
@@ -99,7 +99,7 @@ async fn restart_policy_and_exit_code_matrix() {
     }
 
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pods removed", || async {
+    eventually(Duration::from_secs(30), "pods removed", || async {
         for uid in uids.values() {
             if !t.sandboxes(uid).await.is_empty() {
                 return None;
@@ -124,10 +124,10 @@ async fn crashing_container_restarts_with_growing_backoff() {
     // Start times of each attempt, with nanosecond precision from the runtime (pod status
     // times have whole seconds). Recorded while polling, so a container GC cannot hide them.
     let mut starts: BTreeMap<u32, i64> = BTreeMap::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = kubelet_core::clock::monotonic_now() + Duration::from_secs(60);
     while !(0..=3).all(|a| starts.contains_key(&a)) {
         assert!(
-            std::time::Instant::now() < deadline,
+            kubelet_core::clock::monotonic_now() < deadline,
             "attempts 0..=3 did not all start within 60s: {starts:?}"
         );
         for c in t.containers(&uid).await {
@@ -154,7 +154,7 @@ async fn crashing_container_restarts_with_growing_backoff() {
     );
 
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pod removed", || async {
+    eventually(Duration::from_secs(30), "pod removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
@@ -184,9 +184,9 @@ async fn dead_containers_of_a_crash_looping_container_are_garbage_collected() {
     })
     .await;
     // The current attempt plus one dead one, after a GC period or two.
-    let start = std::time::Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     let mut count = t.containers(&uid).await.len();
-    while count > 2 && start.elapsed() < Duration::from_secs(15) {
+    while count > 2 && kubelet_core::clock::elapsed(start) < Duration::from_secs(15) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         count = t.containers(&uid).await.len();
     }
@@ -196,7 +196,7 @@ async fn dead_containers_of_a_crash_looping_container_are_garbage_collected() {
     );
 
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pod removed", || async {
+    eventually(Duration::from_secs(30), "pod removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
@@ -241,7 +241,7 @@ async fn dead_sandbox_is_recreated_with_its_containers() {
     assert_eq!(ready[0].attempt, 1, "{now:?}");
 
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pod removed", || async {
+    eventually(Duration::from_secs(30), "pod removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;
@@ -296,7 +296,7 @@ async fn changed_container_spec_restarts_only_that_container() {
         .pod_logs_dir()
         .join(format!("{}_spec_{uid}", t.namespace))
         .join("c/1.log");
-    let text = kubelet_tests::cri::eventually(Duration::from_secs(10), || {
+    let text = kubelet_core::testing::poll_until(Duration::from_secs(10), || {
         let log = log.clone();
         async move {
             let text = tokio::fs::read_to_string(&log).await.ok()?;
@@ -307,7 +307,7 @@ async fn changed_container_spec_restarts_only_that_container() {
     assert!(text.is_some(), "{} lacks v2", log.display());
 
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pod removed", || async {
+    eventually(Duration::from_secs(30), "pod removed", || async {
         t.sandboxes(&uid).await.is_empty().then_some(())
     })
     .await;

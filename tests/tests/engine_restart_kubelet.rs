@@ -7,8 +7,7 @@ use std::time::Duration;
 use kubelet_core::testing::StaticSource;
 use kubelet_core::{ContainerRuntime, PodSource};
 use kubelet_tests::engine::{
-    busybox, container_status, running_and_ready, wait_running, wait_until, wait_until_async,
-    EngineTest,
+    busybox, container_status, eventually, running_and_ready, wait_running, wait_until, EngineTest,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -71,11 +70,11 @@ async fn restarted_kubelet_adopts_running_pods_and_removes_orphans() {
     assert_eq!(last.exit_code, 137, "{c:?}");
 
     // The orphan is killed and removed once the sources were seen.
-    wait_until_async(Duration::from_secs(30), "orphan removed", || async {
+    eventually(Duration::from_secs(30), "orphan removed", || async {
         (t.sandboxes(&gone).await.is_empty() && t.containers(&gone).await.is_empty()).then_some(())
     })
     .await;
-    wait_until_async(
+    eventually(
         Duration::from_secs(15),
         "orphan's cgroups removed",
         || async { t.pod_cgroup_dirs(&gone).is_empty().then_some(()) },
@@ -89,7 +88,7 @@ async fn restarted_kubelet_adopts_running_pods_and_removes_orphans() {
     assert_eq!(c.restart_count, 0);
 
     source.set(vec![]);
-    wait_until_async(Duration::from_secs(30), "pods removed", || async {
+    eventually(Duration::from_secs(30), "pods removed", || async {
         (t.sandboxes(&keep).await.is_empty() && t.sandboxes(&died).await.is_empty()).then_some(())
     })
     .await;

@@ -4,12 +4,12 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubelet_core::PodSource;
 use kubelet_sources::file::{Config as FileConfig, FileSource};
 use kubelet_tests::engine::{
-    container_status, running_and_ready, wait_until, wait_until_async, EngineTest, NODE_NAME,
+    container_status, eventually, running_and_ready, wait_until, EngineTest, NODE_NAME,
 };
 
 fn manifest(namespace: &str, name: &str, greeting: &str) -> String {
@@ -82,7 +82,7 @@ async fn static_pod_lifecycle_from_manifest_files() {
     })
     .await;
     assert_ne!(container_status(&s, "c").unwrap().container_id, id1);
-    wait_until_async(Duration::from_secs(30), "old pod removed", || async {
+    eventually(Duration::from_secs(30), "old pod removed", || async {
         (t.sandboxes(&uid1).await.is_empty() && t.containers(&uid1).await.is_empty()).then_some(())
     })
     .await;
@@ -130,7 +130,7 @@ async fn static_pod_lifecycle_from_manifest_files() {
     // Remove the files → stopped and cleaned up.
     std::fs::remove_file(dir.join("web.yaml")).unwrap();
     std::fs::remove_file(dir.join("good.yaml")).unwrap();
-    wait_until_async(Duration::from_secs(30), "static pods removed", || async {
+    eventually(Duration::from_secs(30), "static pods removed", || async {
         for uid in [&uid2, &good_uid] {
             if !t.sandboxes(uid).await.is_empty() || !t.pod_cgroup_dirs(uid).is_empty() {
                 return None;
@@ -163,7 +163,7 @@ async fn twenty_manifests_at_once_time_to_running() {
 
     const N: usize = 20;
     let names: Vec<String> = (0..N).map(|i| format!("p{i:02}")).collect();
-    let written = Instant::now();
+    let written = kubelet_core::clock::monotonic_now();
     for n in &names {
         write_manifest(dir, &format!("{n}.yaml"), &manifest(&t.namespace, n, n));
     }
@@ -186,7 +186,7 @@ async fn twenty_manifests_at_once_time_to_running() {
                 .pod_status(&uid)
                 .is_some_and(|s| running_and_ready(&s))
             {
-                latency[i] = Some(written.elapsed());
+                latency[i] = Some(kubelet_core::clock::elapsed(written));
                 uids[i] = uid;
             }
         }
@@ -206,7 +206,7 @@ async fn twenty_manifests_at_once_time_to_running() {
     for n in &names {
         std::fs::remove_file(dir.join(format!("{n}.yaml"))).unwrap();
     }
-    wait_until_async(
+    eventually(
         Duration::from_secs(60),
         "20 static pods removed",
         || async {

@@ -658,7 +658,7 @@ async fn config_map_secret_and_token_from_the_object_store() {
     store.put_config_map(config_map(&ns, "cfg", "bonjour"));
     let h = k.handle.clone();
     let s2 = status.clone();
-    kubelet_tests::cri::eventually(LONG, || {
+    kubelet_core::testing::poll_until(LONG, || {
         let (h, s2) = (h.clone(), s2.clone());
         async move { (exec(&h, &s2, "main", "cat /cfg/greeting").await == "bonjour").then_some(()) }
     })
@@ -670,7 +670,7 @@ async fn config_map_secret_and_token_from_the_object_store() {
     );
     // The 5s token is replaced once 80% of its lifetime passed.
     let s3 = status.clone();
-    let newer = kubelet_tests::cri::eventually(LONG, || {
+    let newer = kubelet_core::testing::poll_until(LONG, || {
         let (h, s3, first) = (h.clone(), s3.clone(), first.clone());
         async move {
             let now = exec(&h, &s3, "main", "cat /var/run/secrets/tokens/token").await;

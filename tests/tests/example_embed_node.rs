@@ -14,8 +14,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use kubelet_core::runtime::{ContainerRuntime, ListFilter};
+use kubelet_core::testing::poll_until;
 use kubelet_server::Endpoints;
-use kubelet_tests::cri::{endpoint, eventually, BUSYBOX_IMAGE};
+use kubelet_tests::cri::{endpoint, BUSYBOX_IMAGE};
 use kubelet_tests::engine::EngineTest;
 use tokio_util::sync::CancellationToken;
 
@@ -85,7 +86,7 @@ async fn the_embedded_node_runs_a_static_pod_and_removes_it() {
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(node.run(shutdown.clone()));
 
-    let uid = eventually(WAIT, || async {
+    let uid = poll_until(WAIT, || async {
         handle.pods().into_iter().find_map(|p| {
             let uid = kubelet_core::pod::uid(&p).to_string();
             let phase = handle.pod_status(&uid)?.phase?;
@@ -98,7 +99,7 @@ async fn the_embedded_node_runs_a_static_pod_and_removes_it() {
 
     // The manifest goes: the node stops and removes its pod.
     std::fs::remove_file(&manifest).unwrap();
-    let gone = eventually(WAIT, || async {
+    let gone = poll_until(WAIT, || async {
         (handle.pods().is_empty() && objects_in(&t).await == (0, 0)).then_some(())
     })
     .await;

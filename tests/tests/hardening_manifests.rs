@@ -6,7 +6,7 @@
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubelet_core::runtime::{ContainerRuntime, ListFilter};
 use kubelet_core::PodSource;
@@ -145,7 +145,7 @@ async fn hostile_manifests_beside_good_pods() {
     std::os::unix::fs::symlink(elsewhere.path().join("l.yaml"), dir.join("linked.yaml")).unwrap();
 
     let rss_before = peak_rss_kib();
-    let started = Instant::now();
+    let started = kubelet_core::clock::monotonic_now();
     let source: Arc<dyn PodSource> = Arc::new(FileSource::new(FileConfig {
         check_frequency: Duration::from_secs(1),
         ..FileConfig::new(dir, NODE_NAME)
@@ -164,7 +164,7 @@ async fn hostile_manifests_beside_good_pods() {
         Some(uids)
     })
     .await;
-    let to_running = started.elapsed();
+    let to_running = kubelet_core::clock::elapsed(started);
 
     // Only the good pods exist, in the engine and in the runtime.
     let mut names: Vec<String> = k

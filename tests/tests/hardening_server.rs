@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
@@ -162,9 +162,9 @@ async fn idle_connections_and_many_log_streams_do_not_lock_out_the_api() {
             idle.push(s);
         }
         for path in ["/pods", "/healthz"] {
-            let started = Instant::now();
+            let started = kubelet_core::clock::monotonic_now();
             let r = new_client().get(secure_url(path)).send().await.unwrap();
-            let took = started.elapsed();
+            let took = kubelet_core::clock::elapsed(started);
             assert_eq!(r.status().as_u16(), 200, "round {round} {path}");
             assert!(
                 took < Duration::from_secs(1),
@@ -207,17 +207,17 @@ async fn idle_connections_and_many_log_streams_do_not_lock_out_the_api() {
             }
         }));
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = kubelet_core::clock::monotonic_now() + Duration::from_secs(60);
     while started_streams.load(Ordering::SeqCst) < streams {
         assert!(
-            Instant::now() < deadline,
+            kubelet_core::clock::monotonic_now() < deadline,
             "only {} streams started",
             started_streams.load(Ordering::SeqCst)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let before = chunks.load(Ordering::SeqCst);
-    let exec_started = Instant::now();
+    let exec_started = kubelet_core::clock::monotonic_now();
     let (status, mut ws) = ws_upgrade(
         addr,
         &format!("/exec/{ns}/chatty/app?command=echo&command=hi&stdout=1"),
@@ -227,23 +227,26 @@ async fn idle_connections_and_many_log_streams_do_not_lock_out_the_api() {
     let out = tokio::time::timeout(Duration::from_secs(20), ws_stdout(&mut ws))
         .await
         .expect("exec finishes while 256 log streams are open");
-    let exec_took = exec_started.elapsed();
+    let exec_took = kubelet_core::clock::elapsed(exec_started);
     assert_eq!(out, "hi\n");
-    let started = Instant::now();
+    let started = kubelet_core::clock::monotonic_now();
     let (code, took) = {
         let r = http
             .get(format!("http://{addr}/healthz"))
             .send()
             .await
             .unwrap();
-        (r.status().as_u16(), started.elapsed())
+        (r.status().as_u16(), kubelet_core::clock::elapsed(started))
     };
     assert_eq!(code, 200);
     assert!(took < Duration::from_secs(1), "healthz took {took:?}");
     // The streams are still flowing.
-    let flowing = Instant::now() + Duration::from_secs(10);
+    let flowing = kubelet_core::clock::monotonic_now() + Duration::from_secs(10);
     while chunks.load(Ordering::SeqCst) < before + streams {
-        assert!(Instant::now() < flowing, "log streams stalled");
+        assert!(
+            kubelet_core::clock::monotonic_now() < flowing,
+            "log streams stalled"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     println!(

@@ -10,12 +10,13 @@
 
 use std::io::Write as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kubelet_core::testing::poll_until;
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
 use kubelet_server::auth::{
@@ -25,7 +26,6 @@ use kubelet_server::stats::SummaryCollector;
 use kubelet_server::tls::{ServerTls, TlsOptions};
 use kubelet_server::{Endpoints, KubeletHost, ServerConfig};
 use kubelet_tests::cluster::ControlPlane;
-use kubelet_tests::cri::eventually;
 use kubelet_tests::engine::{busybox, container_status, wait_running, EngineTest};
 
 const NODE: &str = "kubelet-rs-server-itest";
@@ -163,7 +163,7 @@ async fn kubectl_through_the_apiserver_and_webhook_auth() {
         .await
         .unwrap();
     let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), &ns);
-    eventually(Duration::from_secs(60), || async {
+    poll_until(Duration::from_secs(60), || async {
         sas.get_opt("default").await.ok().flatten()
     })
     .await
@@ -244,7 +244,7 @@ async fn kubectl_through_the_apiserver_and_webhook_auth() {
         "{}",
         out(&o)
     );
-    eventually(Duration::from_secs(60), || async {
+    poll_until(Duration::from_secs(60), || async {
         let s = k.handle.pod_status(&uid)?;
         (container_status(&s, "crash")?.restart_count >= 1).then_some(())
     })
@@ -343,7 +343,7 @@ async fn kubectl_through_the_apiserver_and_webhook_auth() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let page = eventually(Duration::from_secs(20), || async {
+    let page = poll_until(Duration::from_secs(20), || async {
         let r = reqwest::get(format!("http://127.0.0.1:{local}/"))
             .await
             .ok()?;
@@ -430,10 +430,10 @@ async fn kubectl_through_the_apiserver_and_webhook_auth() {
         }
     };
     // RBAC bindings reach the authorizer's cache within a moment.
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     while call("/metrics", Some(token.clone())).await != 200 {
         assert!(
-            start.elapsed() < Duration::from_secs(30),
+            kubelet_core::clock::elapsed(start) < Duration::from_secs(30),
             "the reader never got /metrics"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;

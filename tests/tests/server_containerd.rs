@@ -8,11 +8,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kubelet_core::testing::poll_until;
 use kubelet_core::testing::StaticSource;
 use kubelet_core::PodSource;
 use kubelet_server::stats::SummaryCollector;
 use kubelet_server::{Endpoints, KubeletHost, ServerConfig};
-use kubelet_tests::cri::eventually;
 use kubelet_tests::engine::{busybox, container_status, wait_running, EngineTest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -131,7 +131,7 @@ async fn logs_exec_run_and_stats_on_containerd() {
 
     // Logs: the first lines, then options.
     let base = format!("/containerLogs/{ns}/srv/app");
-    let all = eventually(Duration::from_secs(10), || async {
+    let all = poll_until(Duration::from_secs(10), || async {
         let (code, text) = get(addr, &base).await;
         (code == 200 && text.contains("tick 3")).then_some(text)
     })
@@ -174,7 +174,7 @@ async fn logs_exec_run_and_stats_on_containerd() {
     drop(resp);
 
     // Previous: once the crashing container restarted, its first run's output.
-    let first_run = eventually(Duration::from_secs(60), || async {
+    let first_run = poll_until(Duration::from_secs(60), || async {
         let s = k.handle.pod_status(&uid)?;
         let c = container_status(&s, "crash")?;
         if c.restart_count < 1 {
@@ -255,7 +255,7 @@ async fn logs_exec_run_and_stats_on_containerd() {
     assert_eq!(r.text().await.unwrap(), "ran\n");
 
     // Stats: node and pod CPU/memory/network from cgroups and the pod's netns.
-    let summary = eventually(Duration::from_secs(20), || async {
+    let summary = poll_until(Duration::from_secs(20), || async {
         let (code, text) = get(addr, "/stats/summary").await;
         assert_eq!(code, 200, "{text}");
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -136,7 +136,7 @@ async fn lifecycle(
         log_path: "exits.log".to_string(),
         ..Default::default()
     };
-    let t = Instant::now();
+    let t = kubelet_core::clock::monotonic_now();
     let cid = client
         .create_container(cri::CreateContainerRequest {
             pod_sandbox_id: sid.clone(),
@@ -156,7 +156,7 @@ async fn lifecycle(
         timeout,
     )
     .await?;
-    let t = Instant::now();
+    let t = kubelet_core::clock::monotonic_now();
     client
         .start_container(cri::StartContainerRequest {
             container_id: cid.clone(),
@@ -188,7 +188,7 @@ async fn lifecycle(
     if exit_code != Some(3) {
         bail!("the STOPPED event's status has exit code {exit_code:?}, want Some(3)");
     }
-    let t = Instant::now();
+    let t = kubelet_core::clock::monotonic_now();
     client
         .remove_container(cri::RemoveContainerRequest {
             container_id: cid.clone(),
@@ -252,7 +252,7 @@ async fn wait_event(
             .map(|k| format!("{k:?}"))
             .unwrap_or_else(|_| format!("type {}", ev.container_event_type));
         if ev.container_id == cid && ev.container_event_type == want as i32 {
-            println!("  {kind} after {:?}", since.elapsed());
+            println!("  {kind} after {:?}", kubelet_core::clock::elapsed(since));
             return Ok(ev);
         }
         println!("  (other event: {kind} for {})", short(&ev.container_id));

@@ -24,7 +24,7 @@ mod proc_stats;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -118,9 +118,9 @@ fn config(endpoint: &str) -> CriConfig {
 }
 
 async fn cri_ready(endpoint: &str, timeout: Duration) -> Result<()> {
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     let mut last = String::from("not asked yet");
-    while start.elapsed() < timeout {
+    while kubelet_core::clock::elapsed(start) < timeout {
         match CriRuntime::connect(config(endpoint)).await {
             Ok(rt) => match rt.status().await {
                 Ok(s) if s.runtime_ready && s.network_ready => {

@@ -3,7 +3,7 @@
 //! read-only `/pods` endpoint and the CRI log files.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
@@ -99,7 +99,7 @@ fn print(list: &Value, logs_dir: &str) {
 
 /// Prints the pods; with `wait`, first waits until every pod is Running or finished.
 pub async fn run(addr: &str, logs_dir: &str, wait: Option<Duration>) -> Result<()> {
-    let start = Instant::now();
+    let start = kubelet_core::clock::monotonic_now();
     loop {
         let list = get_json(addr, "/pods").await;
         let ready = match &list {
@@ -121,13 +121,13 @@ pub async fn run(addr: &str, logs_dir: &str, wait: Option<Duration>) -> Result<(
                 if wait.is_some() {
                     println!(
                         "all pods running after {:.1}s",
-                        start.elapsed().as_secs_f64()
+                        kubelet_core::clock::elapsed(start).as_secs_f64()
                     );
                 }
                 print(&l, logs_dir);
                 return Ok(());
             }
-            (Some(limit), _, result) if start.elapsed() >= limit => {
+            (Some(limit), _, result) if kubelet_core::clock::elapsed(start) >= limit => {
                 if let Ok(l) = result {
                     print(&l, logs_dir);
                 }

@@ -26,19 +26,18 @@ pub use validate::FieldError;
 pub enum ConfigError {
     /// The command line is invalid — or `--help`/`--version` was asked for: the caller should
     /// `err.exit()` on this variant (clap prints the text and picks the exit code).
-    #[error("{0}")]
+    #[error(transparent)]
     Flags(#[from] clap::Error),
     /// A flag's value is malformed.
     #[error(transparent)]
     FlagValue(#[from] FlagValueError),
     /// The config file cannot be read.
-    #[error("reading config file {path}: {source}")]
+    #[error("reading config file {path}: {error}")]
     ReadFile {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The config file is not valid YAML/JSON.
     #[error("config file {path}: cannot parse: {reason}")]
@@ -254,7 +253,7 @@ pub fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
     use std::io::Read as _;
     let read_err = |source| ConfigError::ReadFile {
         path: path.to_path_buf(),
-        source,
+        error: source,
     };
     let file = std::fs::File::open(path).map_err(read_err)?;
     if !file.metadata().map_err(read_err)?.is_file() {

@@ -44,15 +44,14 @@ pub enum CgroupError {
         path: PathBuf,
     },
     /// A cgroup directory or control file could not be created, read or written.
-    #[error("{op} {path} failed: {source}")]
+    #[error("{op} {path} failed: {error}")]
     Io {
         /// What was attempted ("mkdir", "write", "read", "rmdir", …).
         op: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A control file held something unexpected.
     #[error("parsing {path} failed: {message}")]
@@ -71,15 +70,14 @@ pub enum CgroupError {
         missing: Vec<PathBuf>,
     },
     /// The cgroup could not be removed because it still holds processes.
-    #[error("cgroup {path} could not be removed, it still holds processes {pids:?}: {source}")]
+    #[error("cgroup {path} could not be removed, it still holds processes {pids:?}: {error}")]
     Busy {
         /// The directory.
         path: PathBuf,
         /// Processes found in it (and its descendants).
         pids: Vec<u32>,
         /// The last rmdir error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -88,7 +86,7 @@ impl CgroupError {
         CgroupError::Io {
             op,
             path: path.to_path_buf(),
-            source,
+            error: source,
         }
     }
 }
@@ -129,7 +127,7 @@ const NON_CONTROLLER_OPTIONS: [&str; 8] = [
 
 /// Detects the cgroup layout from `<root>/proc/self/mountinfo`.
 pub fn detect(root: &Path) -> Result<CgroupMounts, CgroupError> {
-    let path = crate::machine::under(root, "/proc/self/mountinfo");
+    let path = crate::host_root::under(root, "/proc/self/mountinfo");
     let infos = MountInfos::from_file(&path).map_err(|e| CgroupError::MountInfo {
         path: path.clone(),
         message: e.to_string(),
@@ -139,7 +137,7 @@ pub fn detect(root: &Path) -> Result<CgroupMounts, CgroupError> {
     let mut unified_is_main = false;
     for m in infos.0 {
         let mount_point = m.mount_point.to_string_lossy().into_owned();
-        let resolved = crate::machine::under(root, &mount_point);
+        let resolved = crate::host_root::under(root, &mount_point);
         match m.fs_type.as_str() {
             "cgroup2" => {
                 if mount_point == "/sys/fs/cgroup" {
@@ -301,7 +299,7 @@ pub fn manager_for(root: &Path, mounts: &CgroupMounts) -> Box<dyn CgroupManager>
             mounts
                 .unified
                 .clone()
-                .unwrap_or_else(|| crate::machine::under(root, "/sys/fs/cgroup")),
+                .unwrap_or_else(|| crate::host_root::under(root, "/sys/fs/cgroup")),
         )),
     }
 }
@@ -418,7 +416,7 @@ pub(crate) fn remove_tree(dir: &Path) -> Result<(), CgroupError> {
                 return Err(CgroupError::Busy {
                     path: dir.to_path_buf(),
                     pids,
-                    source: e,
+                    error: e,
                 });
             }
             Err(e) => {
@@ -469,7 +467,7 @@ pub(crate) fn hugepage_unit(size: u64) -> Option<String> {
 
 /// Page sizes (bytes) of the huge page pools under `<root>/sys/kernel/mm/hugepages`.
 pub(crate) fn host_hugepage_sizes(root: &Path) -> Vec<u64> {
-    let dir = crate::machine::under(root, "/sys/kernel/mm/hugepages");
+    let dir = crate::host_root::under(root, "/sys/kernel/mm/hugepages");
     let mut out: Vec<u64> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()

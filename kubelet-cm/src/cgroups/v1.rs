@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use super::{
     child_dirs, hugetlb_limits, mkdir_all, pids_recursive, read_keyed, read_u64, remove_tree,
@@ -228,7 +227,7 @@ impl CgroupManager for V1Manager {
     }
 
     fn usage(&self, name: &CgroupName) -> Result<Usage, CgroupError> {
-        let timestamp = Instant::now();
+        let timestamp = kubelet_core::clock::monotonic_now();
         let cpu_usage_ns = match self.dir("cpuacct", name) {
             Some(d) => read_u64(&d.join("cpuacct.usage"))?,
             None => 0,

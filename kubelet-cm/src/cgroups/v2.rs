@@ -1,7 +1,6 @@
 //! cgroup v2 (unified) cgroupfs manager.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use procfs::{FromRead, Meminfo};
 
@@ -158,7 +157,7 @@ impl CgroupManager for V2Manager {
     }
 
     fn usage(&self, name: &CgroupName) -> Result<Usage, CgroupError> {
-        let timestamp = Instant::now();
+        let timestamp = kubelet_core::clock::monotonic_now();
         let dir = name.dir_in(&self.mount);
         let cpu = read_keyed(&dir.join("cpu.stat"))?;
         let cpu_usage_ns = cpu
@@ -177,7 +176,7 @@ impl CgroupManager for V2Manager {
             read_u64(&current)?
         } else {
             // The root cgroup has no memory.current: use MemTotal − MemFree as runc does.
-            let path = crate::machine::under(&self.root, "/proc/meminfo");
+            let path = crate::host_root::under(&self.root, "/proc/meminfo");
             let mi = Meminfo::from_file(&path).map_err(|e| CgroupError::Parse {
                 path: path.clone(),
                 message: e.to_string(),

@@ -240,7 +240,7 @@ impl ObjectStore for MemoryObjectStore {
         request: &TokenRequest,
     ) -> Result<ServiceAccountToken, ObjectError> {
         let mut inner = self.lock();
-        let now = SystemTime::now();
+        let now = crate::clock::wall_now();
         if let Some((t, issued)) = inner.tokens.get(request) {
             if !token_needs_refresh(*issued, t.expiration, now) {
                 return Ok(t.clone());

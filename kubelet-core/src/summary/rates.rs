@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn rates_need_a_sample_a_window_older() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::monotonic_now();
         let mut r = CpuRates::new(Duration::from_secs(1));
         let k = || RateKey::Container("c1".into());
         // (ms, cumulative cpu ns, expected rate)
@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn samples_of_unseen_cgroups_are_dropped() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::monotonic_now();
         let mut r = CpuRates::new(Duration::from_secs(1));
         for key in [
             RateKey::Node,

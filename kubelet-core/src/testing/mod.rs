@@ -7,7 +7,7 @@
 //! "unimplemented" except the streaming URLs of the simulator, which it does not have.
 //!
 //! Also the tests' shared vocabulary, used by every crate's tests: [`PodBuilder`],
-//! [`ContainerBuilder`] and [`eventually`].
+//! [`ContainerBuilder`] and [`eventually`] (or [`poll_until`] to get `None` instead of a panic).
 
 mod cm;
 mod pods;
@@ -16,7 +16,7 @@ mod sink;
 mod source;
 
 pub use cm::{CgroupUsage, FakeContainerManager, FakeNodeStats};
-pub use pods::{container, eventually, pod, ContainerBuilder, PodBuilder};
+pub use pods::{container, eventually, pod, poll_until, ContainerBuilder, PodBuilder};
 pub use sim::{ContainerBehavior, SimRuntime, SANDBOX_DIES};
 pub use sink::RecordingSink;
 pub use source::StaticSource;

@@ -275,14 +275,10 @@ impl ContainerBuilder {
 /// How often [`eventually`] checks again.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Checks `check` every 100ms until it answers `Some`, and returns that; panics after
-/// `limit` naming `what`. Time is tokio's: on a paused clock the wait is virtual. This is the
-/// tests' one way to wait for a condition.
-///
-/// # Panics
-/// When `limit` passes first (it is a test helper).
-#[allow(clippy::panic)]
-pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+/// Checks `check` every 100ms until it answers `Some`, and returns that; `None` once `limit`
+/// has passed. Time is tokio's: on a paused clock the wait is virtual. The one polling loop
+/// of every crate's tests ([`eventually`] is this with a panic).
+pub async fn poll_until<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -290,12 +286,30 @@ where
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         if let Some(v) = check().await {
-            return v;
+            return Some(v);
         }
         if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {limit:?} waiting for: {what}");
+            return None;
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Checks `check` every 100ms until it answers `Some`, and returns that; panics after
+/// `limit` naming `what`. Time is tokio's: on a paused clock the wait is virtual. This is the
+/// tests' one way to wait for a condition.
+///
+/// # Panics
+/// When `limit` passes first (it is a test helper).
+#[allow(clippy::panic)]
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match poll_until(limit, check).await {
+        Some(v) => v,
+        None => panic!("timed out after {limit:?} waiting for: {what}"),
     }
 }
 

@@ -233,7 +233,7 @@ pub fn write_payload_with_group(
         .as_ref()
         .is_some_and(|ts| matches_payload(&target.join(ts), payload, gid));
     if !unchanged {
-        let ts = timestamp_name(SystemTime::now());
+        let ts = timestamp_name(crate::clock::wall_now());
         let ts_dir = target.join(&ts);
         fs::create_dir(&ts_dir).map_err(io_err("creating directory", &ts_dir))?;
         fs::set_permissions(&ts_dir, fs::Permissions::from_mode(0o755))

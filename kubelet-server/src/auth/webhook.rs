@@ -243,7 +243,7 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
     fn get(&self, key: &K) -> Option<V> {
         let map = self.entries.lock().ok()?;
         map.get(key)
-            .filter(|(expires, _)| *expires > Instant::now())
+            .filter(|(expires, _)| *expires > kubelet_core::clock::monotonic_now())
             .map(|(_, v)| v.clone())
     }
     fn put(&self, key: K, value: V, ttl: Duration) {
@@ -252,13 +252,13 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
         }
         if let Ok(mut map) = self.entries.lock() {
             if map.len() >= CACHE_LIMIT {
-                let now = Instant::now();
+                let now = kubelet_core::clock::monotonic_now();
                 map.retain(|_, (expires, _)| *expires > now);
                 if map.len() >= CACHE_LIMIT {
                     map.clear();
                 }
             }
-            map.insert(key, (Instant::now() + ttl, value));
+            map.insert(key, (kubelet_core::clock::monotonic_now() + ttl, value));
         }
     }
 }

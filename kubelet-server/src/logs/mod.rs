@@ -39,12 +39,12 @@ pub enum LogError {
     #[error("malformed CRI log line: {0}")]
     Malformed(String),
     /// Reading a log file failed.
-    #[error("reading log file {path}: {source}")]
+    #[error("reading log file {path}: {error}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The IO error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 

@@ -281,7 +281,7 @@ impl Reader {
     fn read_err(&self, source: std::io::Error) -> LogError {
         LogError::Read {
             path: self.files.get(self.idx).cloned().unwrap_or_default(),
-            source,
+            error: source,
         }
     }
 
@@ -394,7 +394,7 @@ async fn initial(
         .await
         .map_err(|source| LogError::Read {
             path: files.last().cloned().unwrap_or_default(),
-            source,
+            error: source,
         })?;
     let mut reader = Reader::new(files, start, include_unfinished);
     let mut ring: VecDeque<Message> = VecDeque::with_capacity(n.min(1024));
@@ -761,18 +761,18 @@ mod tests {
         };
         let mut times = Vec::new();
         for _ in 0..5 {
-            let t = std::time::Instant::now();
+            let t = kubelet_core::clock::monotonic_now();
             let out = read_logs(&files, &o).await.unwrap();
-            times.push(t.elapsed());
+            times.push(kubelet_core::clock::elapsed(t));
             assert_eq!(out.iter().filter(|b| **b == b'\n').count(), 10);
         }
         let o = LogOptions {
             limit_bytes: Some(4096),
             ..Default::default()
         };
-        let t = std::time::Instant::now();
+        let t = kubelet_core::clock::monotonic_now();
         let out = read_logs(&files, &o).await.unwrap();
-        let limit_time = t.elapsed();
+        let limit_time = kubelet_core::clock::elapsed(t);
         assert_eq!(out.len(), 4096);
         println!(
             "1 GiB log: tailLines=10 {:?} (5 runs); limitBytes=4096 {:?}; peak RSS before {before}, after {}",

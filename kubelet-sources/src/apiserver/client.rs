@@ -78,7 +78,7 @@ impl ApiClients {
         let api = ClientBuilder::try_from(kube_cfg.clone())
             .map_err(|source| ApiError::ClientBuild {
                 server: server.clone(),
-                source,
+                error: source,
             })?
             .with_layer(&RateLimitLayer::new(cfg.qps, cfg.burst))
             .build();
@@ -88,7 +88,10 @@ impl ApiClients {
         hb_cfg.write_timeout = Some(cfg.heartbeat_timeout);
         hb_cfg.reset_reader_on_write = true;
         let heartbeat = ClientBuilder::try_from(hb_cfg)
-            .map_err(|source| ApiError::ClientBuild { server, source })?
+            .map_err(|source| ApiError::ClientBuild {
+                server,
+                error: source,
+            })?
             .build();
         Ok(ApiClients {
             api,

@@ -38,22 +38,20 @@ pub enum ApiError {
         message: String,
     },
     /// Building the HTTP client failed.
-    #[error("building the API client for {server}: {source}")]
+    #[error("building the API client for {server}: {error}")]
     ClientBuild {
         /// The API server URL.
         server: String,
         /// The cause.
-        #[source]
-        source: kube::Error,
+        error: kube::Error,
     },
     /// A request to the API server failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Request {
         /// What was requested (e.g. "create node node-1").
         what: String,
         /// The cause.
-        #[source]
-        source: kube::Error,
+        error: kube::Error,
     },
     /// A request did not finish in time.
     #[error("{what}: timed out after {timeout:?}")]
@@ -64,13 +62,12 @@ pub enum ApiError {
         timeout: std::time::Duration,
     },
     /// A value could not be encoded.
-    #[error("encoding {what}: {source}")]
+    #[error("encoding {what}: {error}")]
     Encode {
         /// What was encoded.
         what: String,
         /// The cause.
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
 }
 
@@ -79,7 +76,7 @@ impl ApiError {
     pub fn status_code(&self) -> Option<u16> {
         match self {
             ApiError::Request {
-                source: kube::Error::Api(s),
+                error: kube::Error::Api(s),
                 ..
             } => Some(s.code),
             _ => None,
@@ -100,5 +97,8 @@ impl ApiError {
 /// Wraps a kube error with what was being done.
 pub(crate) fn req_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ApiError {
     let what = what.into();
-    move |source| ApiError::Request { what, source }
+    move |source| ApiError::Request {
+        what,
+        error: source,
+    }
 }

@@ -229,23 +229,8 @@ impl Drop for ClusterNode {
     }
 }
 
-/// Polls `check` every 250ms until it returns `Some`, or panics after `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
+/// The tests' one wait, re-exported for the cluster tests.
+pub use kubelet_core::testing::eventually;
 
 /// Phase of an API pod.
 pub fn phase(p: &Pod) -> String {

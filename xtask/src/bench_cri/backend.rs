@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use kubelet_core::runtime::{ContainerRuntime, ContainerState, ListFilter};
@@ -36,7 +36,7 @@ pub(super) async fn backend_run(
     image_ref: &str,
 ) -> WorkloadRun {
     let mut run = WorkloadRun::default();
-    let t0 = Instant::now();
+    let t0 = kubelet_core::clock::monotonic_now();
     let mut set = JoinSet::new();
     for p in pods {
         let rt = rt.clone();
@@ -44,7 +44,7 @@ pub(super) async fn backend_run(
         let mut container = p.container.clone();
         container.image_ref = image_ref.to_string();
         set.spawn(async move {
-            let t = Instant::now();
+            let t = kubelet_core::clock::monotonic_now();
             let sid = rt
                 .run_pod_sandbox(&sandbox)
                 .await
@@ -54,16 +54,16 @@ pub(super) async fn backend_run(
                 .await
                 .map_err(|e| e.to_string())?;
             rt.start_container(&cid).await.map_err(|e| e.to_string())?;
-            Ok::<_, String>((t.elapsed(), sid, cid))
+            Ok::<_, String>((kubelet_core::clock::elapsed(t), sid, cid))
         });
     }
     let started = run.collect_started(&mut set).await;
-    run.start = t0.elapsed();
+    run.start = kubelet_core::clock::elapsed(t0);
     // PID 1 ignores SIGTERM until the shell has set its trap: let the last ones get there
     // (otherwise a stop right after start waits out the whole grace period).
     tokio::time::sleep(SETTLE).await;
 
-    let t1 = Instant::now();
+    let t1 = kubelet_core::clock::monotonic_now();
     let mut set = JoinSet::new();
     for (sid, cid) in started {
         let rt = rt.clone();
@@ -80,7 +80,7 @@ pub(super) async fn backend_run(
         });
     }
     collect_errors(&mut set, &mut run.errors).await;
-    run.stop = t1.elapsed();
+    run.stop = kubelet_core::clock::elapsed(t1);
     run
 }
 

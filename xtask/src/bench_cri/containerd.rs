@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use kubelet_core::runtime::ContainerRuntime;
@@ -127,9 +127,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     }
 
     async fn wait_ready(&self) -> Result<()> {
-        let t = Instant::now();
+        let t = kubelet_core::clock::monotonic_now();
         let mut last = String::new();
-        while t.elapsed() < Duration::from_secs(60) {
+        while kubelet_core::clock::elapsed(t) < Duration::from_secs(60) {
             match CriRuntime::connect(cri_config(&self.endpoint())).await {
                 Ok(rt) => match rt.status().await {
                     Ok(s) if s.runtime_ready && s.network_ready => return Ok(()),

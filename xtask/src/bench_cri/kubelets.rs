@@ -7,7 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
@@ -247,7 +247,7 @@ async fn measure(
 ) -> Result<()> {
     let limit = Duration::from_secs(args.timeout);
     // Up and serving /pods.
-    let t = Instant::now();
+    let t = kubelet_core::clock::monotonic_now();
     loop {
         if let Some(status) = child.try_wait()? {
             bail!("kubelet exited during startup: {status}");
@@ -255,18 +255,18 @@ async fn measure(
         if matches!(http_get(kind.read_only_port(), "/pods").await, Ok((200, _))) {
             break;
         }
-        if t.elapsed() > Duration::from_secs(60) {
+        if kubelet_core::clock::elapsed(t) > Duration::from_secs(60) {
             bail!("kubelet did not serve /pods within 60 s");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     eprintln!(
         "[bench] {kind:?} kubelet serving after {:.1}s",
-        t.elapsed().as_secs_f64()
+        kubelet_core::clock::elapsed(t).as_secs_f64()
     );
 
     // All manifests at once (renames: no half-written files), then until all Running.
-    let t0 = Instant::now();
+    let t0 = kubelet_core::clock::monotonic_now();
     for n in names {
         let f = format!("{n}.json");
         tokio::fs::rename(staging.join(&f), manifests.join(&f)).await?;
@@ -279,11 +279,11 @@ async fn measure(
         if let Ok((200, body)) = http_get(kind.read_only_port(), "/pods").await {
             last = running_pods(&body, prefix);
             if last >= names.len() {
-                out.start = Some(t0.elapsed());
+                out.start = Some(kubelet_core::clock::elapsed(t0));
                 break;
             }
         }
-        if t0.elapsed() > limit {
+        if kubelet_core::clock::elapsed(t0) > limit {
             bail!("{last}/{} pods Running after {limit:?}", names.len());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -291,14 +291,14 @@ async fn measure(
     eprintln!(
         "[bench] {kind:?}: {} pods Running after {:.1}s",
         names.len(),
-        t0.elapsed().as_secs_f64()
+        kubelet_core::clock::elapsed(t0).as_secs_f64()
     );
 
     // Idle window.
     let tick = clock_ticks().await;
-    let (c0, w0) = (cpu_ticks(pid).await?, Instant::now());
+    let (c0, w0) = (cpu_ticks(pid).await?, kubelet_core::clock::monotonic_now());
     tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
-    let (c1, w1) = (cpu_ticks(pid).await?, Instant::now());
+    let (c1, w1) = (cpu_ticks(pid).await?, kubelet_core::clock::monotonic_now());
     out.idle_cores =
         Some((c1.saturating_sub(c0)) as f64 / tick / (w1 - w0).as_secs_f64().max(0.001));
     let (rss, hwm) = memory_kib(pid).await?;
@@ -316,7 +316,7 @@ async fn measure(
     }
 
     // Teardown: all manifests removed, until CRI lists none of the pods' containers.
-    let t1 = Instant::now();
+    let t1 = kubelet_core::clock::monotonic_now();
     for n in names {
         tokio::fs::remove_file(manifests.join(format!("{n}.json"))).await?;
     }
@@ -328,14 +328,14 @@ async fn measure(
         if let Ok((running, c)) = count_containers(rt, prefix).await {
             left = c;
             if running == 0 && out.stopped.is_none() {
-                out.stopped = Some(t1.elapsed());
+                out.stopped = Some(kubelet_core::clock::elapsed(t1));
             }
             if c == 0 {
-                out.teardown = Some(t1.elapsed());
+                out.teardown = Some(kubelet_core::clock::elapsed(t1));
                 break;
             }
         }
-        if t1.elapsed() > limit {
+        if kubelet_core::clock::elapsed(t1) > limit {
             bail!("{left} containers still listed {limit:?} after the manifests went");
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -343,7 +343,7 @@ async fn measure(
     eprintln!(
         "[bench] {kind:?}: containers stopped after {:.1}s, gone after {:.1}s",
         out.stopped.unwrap_or_default().as_secs_f64(),
-        t1.elapsed().as_secs_f64()
+        kubelet_core::clock::elapsed(t1).as_secs_f64()
     );
     Ok(())
 }

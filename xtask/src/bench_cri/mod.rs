@@ -205,7 +205,7 @@ async fn bench_on(args: &BenchArgs, endpoint: &str, run_id: &str) -> Result<()> 
 }
 
 fn run_id() -> String {
-    let nanos = std::time::SystemTime::now()
+    let nanos = kubelet_core::clock::wall_now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();

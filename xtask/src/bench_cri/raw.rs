@@ -2,7 +2,6 @@
 //! sends ([`kubelet_runtime_cri::mapping`]), prepared before the timing starts.
 
 use std::io;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use hyper_util::rt::TokioIo;
@@ -49,12 +48,12 @@ pub(super) async fn raw_run(
     }
 
     let mut run = WorkloadRun::default();
-    let t0 = Instant::now();
+    let t0 = kubelet_core::clock::monotonic_now();
     let mut set = JoinSet::new();
     for (sandbox, container) in prepared {
         let mut c = client.clone();
         set.spawn(async move {
-            let t = Instant::now();
+            let t = kubelet_core::clock::monotonic_now();
             let sid = c
                 .run_pod_sandbox(cri::RunPodSandboxRequest {
                     config: Some(sandbox.clone()),
@@ -79,16 +78,16 @@ pub(super) async fn raw_run(
             })
             .await
             .map_err(|e| format!("StartContainer: {e}"))?;
-            Ok::<_, String>((t.elapsed(), sid, cid))
+            Ok::<_, String>((kubelet_core::clock::elapsed(t), sid, cid))
         });
     }
     let started = run.collect_started(&mut set).await;
-    run.start = t0.elapsed();
+    run.start = kubelet_core::clock::elapsed(t0);
     // PID 1 ignores SIGTERM until the shell has set its trap: let the last ones get there
     // (otherwise a stop right after start waits out the whole grace period).
     tokio::time::sleep(SETTLE).await;
 
-    let t1 = Instant::now();
+    let t1 = kubelet_core::clock::monotonic_now();
     let mut set = JoinSet::new();
     for (sid, cid) in started {
         let mut c = client.clone();
@@ -116,6 +115,6 @@ pub(super) async fn raw_run(
         });
     }
     collect_errors(&mut set, &mut run.errors).await;
-    run.stop = t1.elapsed();
+    run.stop = kubelet_core::clock::elapsed(t1);
     Ok(run)
 }

@@ -118,7 +118,7 @@ fn watch_signals(stop: CancellationToken) -> Result<()> {
 }
 
 fn run_id() -> String {
-    let nanos = std::time::SystemTime::now()
+    let nanos = kubelet_core::clock::wall_now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();

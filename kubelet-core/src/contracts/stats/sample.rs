@@ -154,7 +154,7 @@ mod tests {
         assert_eq!(nanocores(1_000, 2_000_001_000, s * 2), Some(1_000_000_000));
         assert_eq!(nanocores(10, 5, s), None, "counter reset");
         assert_eq!(nanocores(0, 5, Duration::ZERO), None);
-        let t0 = Instant::now();
+        let t0 = crate::clock::monotonic_now();
         let a = ResourceUsage {
             timestamp: t0,
             cpu_usage_ns: 0,

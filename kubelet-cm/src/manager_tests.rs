@@ -1,0 +1,237 @@
+//! Tests of `manager`.
+
+use super::*;
+use crate::cgroups::tests::{HYBRID_MOUNTINFO, V2_MOUNTINFO};
+use crate::helpers::tests::pod;
+use crate::machine::tests::{fixture_machine, write};
+use std::path::Path;
+
+fn hybrid_fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fixture_machine(dir.path());
+    write(dir.path(), "/proc/self/mountinfo", HYBRID_MOUNTINFO);
+    for c in [
+        "cpu", "cpuacct", "cpuset", "memory", "pids", "systemd", "unified",
+    ] {
+        std::fs::create_dir_all(dir.path().join("sys/fs/cgroup").join(c)).unwrap();
+    }
+    write(dir.path(), "/sys/fs/cgroup/cpuset/cpuset.cpus", "0-3");
+    write(dir.path(), "/sys/fs/cgroup/cpuset/cpuset.mems", "0");
+    dir
+}
+
+fn config(root: &Path) -> CmConfig {
+    CmConfig {
+        root: root.to_path_buf(),
+        root_dir: root.to_path_buf(),
+        ..CmConfig::default()
+    }
+}
+
+fn read(root: &Path, rel: &str) -> String {
+    std::fs::read_to_string(root.join("sys/fs/cgroup").join(rel))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn defaults_match_go() {
+    let c = CmConfig::default();
+    assert_eq!(c.cgroup_root, "/");
+    assert!(c.cgroups_per_qos && c.fail_swap_on && c.cpu_cfs_quota);
+    assert_eq!(c.cpu_cfs_quota_period, Duration::from_millis(100));
+    assert_eq!(c.pod_pids_limit, -1);
+    assert_eq!(c.max_pods, 110);
+    assert_eq!(c.eviction_hard.len(), 4);
+    assert_eq!(c.enforce_node_allocatable, vec!["pods".to_string()]);
+}
+
+#[test]
+fn config_errors() {
+    let dir = hybrid_fixture();
+    let cases: Vec<(CmConfig, &str)> = vec![
+        (
+            CmConfig {
+                cgroup_driver: "systemd".into(),
+                ..config(dir.path())
+            },
+            "not supported here",
+        ),
+        (
+            CmConfig {
+                cgroup_root: "/does-not-exist".into(),
+                ..config(dir.path())
+            },
+            "/does-not-exist",
+        ),
+        (
+            CmConfig {
+                kube_reserved: [("memory".to_string(), "lots".to_string())].into(),
+                ..config(dir.path())
+            },
+            "kubeReserved[memory]",
+        ),
+        (
+            CmConfig {
+                enforce_node_allocatable: vec!["system-reserved".into()],
+                ..config(dir.path())
+            },
+            "system-reserved",
+        ),
+    ];
+    for (cfg, needle) in cases {
+        let err = LinuxContainerManager::new(cfg).unwrap_err().to_string();
+        assert!(err.contains(needle), "{err} should contain {needle}");
+    }
+}
+
+#[test]
+fn swap_on_refuses_to_start_unless_allowed() {
+    let dir = hybrid_fixture();
+    write(
+        dir.path(),
+        "/proc/swaps",
+        "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1024 0 -2\n",
+    );
+    let err = LinuxContainerManager::new(config(dir.path())).unwrap_err();
+    assert!(matches!(err, Error::SwapOn { .. }), "{err}");
+    LinuxContainerManager::new(CmConfig {
+        fail_swap_on: false,
+        ..config(dir.path())
+    })
+    .unwrap();
+}
+
+#[tokio::test]
+async fn qos_hierarchy_and_pods_on_hybrid_fixture() {
+    let dir = hybrid_fixture();
+    let cm = LinuxContainerManager::new(CmConfig {
+        kube_reserved: [("memory".to_string(), "1Gi".to_string())].into(),
+        pod_pids_limit: 1024,
+        ..config(dir.path())
+    })
+    .unwrap();
+    let r = dir.path();
+    // kubepods: shares from 4 cpus, memory = capacity − kubeReserved (no eviction).
+    assert_eq!(read(r, "cpu/kubepods/cpu.shares"), "4096");
+    assert_eq!(
+        read(r, "memory/kubepods/memory.limit_in_bytes"),
+        (24_684_084i64 * 1024 - (1 << 30)).to_string()
+    );
+    assert_eq!(read(r, "pids/kubepods/pids.max"), "32768");
+    assert_eq!(read(r, "cpu/kubepods/besteffort/cpu.shares"), "2");
+    assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "2");
+    assert_eq!(read(r, "cpuset/kubepods/burstable/cpuset.cpus"), "0-3");
+    assert!(
+        !r.join("sys/fs/cgroup/unified/kubepods").exists(),
+        "hybrid uses v1 only"
+    );
+
+    let alloc = cm.allocatable();
+    assert_eq!(alloc["cpu"].0, "4");
+    assert_eq!(alloc["pods"].0, "110");
+    // 24684084Ki − 1Gi − 100Mi − 16 × 2Mi hugepages
+    assert_eq!(
+        alloc["memory"].0,
+        format!("{}Ki", 24_684_084 - 1_048_576 - 102_400 - 32_768)
+    );
+    assert_eq!(cm.capacity()["memory"].0, "24684084Ki");
+    assert_eq!(cm.capacity()["hugepages-2Mi"].0, "32Mi");
+
+    let full: &[(&str, &str)] = &[("cpu", "500m"), ("memory", "128Mi")];
+    let g = pod("gggg", &[(full, full)]);
+    let b1 = pod("bbb1", &[(&[("cpu", "250m")], &[("cpu", "1")])]);
+    let b2 = pod("bbb2", &[(&[("cpu", "750m"), ("memory", "64Mi")], &[])]);
+    let e = pod("eeee", &[(&[], &[])]);
+
+    let res = cm.ensure_pod_resources(&g).await.unwrap();
+    assert_eq!(res.cgroup_parent.as_deref(), Some("/kubepods/podgggg"));
+    assert_eq!(read(r, "cpu/kubepods/podgggg/cpu.shares"), "512");
+    assert_eq!(read(r, "cpu/kubepods/podgggg/cpu.cfs_quota_us"), "50000");
+    assert_eq!(read(r, "pids/kubepods/podgggg/pids.max"), "1024");
+    assert_eq!(
+        cm.ensure_pod_resources(&b1)
+            .await
+            .unwrap()
+            .cgroup_parent
+            .as_deref(),
+        Some("/kubepods/burstable/podbbb1")
+    );
+    assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "256");
+    cm.ensure_pod_resources(&b2).await.unwrap();
+    assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "1024");
+    assert_eq!(
+        cm.ensure_pod_resources(&e)
+            .await
+            .unwrap()
+            .cgroup_parent
+            .as_deref(),
+        Some("/kubepods/besteffort/podeeee")
+    );
+    // Idempotent.
+    cm.ensure_pod_resources(&e).await.unwrap();
+
+    assert_eq!(
+        cm.pods_with_resources().await.unwrap(),
+        vec!["bbb1", "bbb2", "eeee", "gggg"]
+    );
+    cm.remove_pod_resources("bbb2").await.unwrap();
+    assert_eq!(read(r, "cpu/kubepods/burstable/cpu.shares"), "256");
+    assert!(!r
+        .join("sys/fs/cgroup/memory/kubepods/burstable/podbbb2")
+        .exists());
+    cm.remove_pod_resources("bbb2").await.unwrap();
+    cm.remove_pod_resources("gggg").await.unwrap();
+    assert_eq!(
+        cm.pods_with_resources().await.unwrap(),
+        vec!["bbb1", "eeee"]
+    );
+}
+
+#[tokio::test]
+async fn v2_fixture_and_custom_root() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture_machine(dir.path());
+    write(dir.path(), "/proc/self/mountinfo", V2_MOUNTINFO);
+    write(
+        dir.path(),
+        "/sys/fs/cgroup/cgroup.controllers",
+        "cpuset cpu io memory pids",
+    );
+    std::fs::create_dir_all(dir.path().join("sys/fs/cgroup/custom")).unwrap();
+    let cm = LinuxContainerManager::new(CmConfig {
+        cgroup_root: "/custom".into(),
+        cpu_cfs_quota: false,
+        ..config(dir.path())
+    })
+    .unwrap();
+    let r = dir.path();
+    assert_eq!(read(r, "custom/kubepods/cpu.weight"), "157");
+    let full: &[(&str, &str)] = &[("cpu", "1"), ("memory", "1Gi")];
+    let g = pod("g2", &[(full, full)]);
+    let res = cm.ensure_pod_resources(&g).await.unwrap();
+    assert_eq!(res.cgroup_parent.as_deref(), Some("/custom/kubepods/podg2"));
+    assert_eq!(read(r, "custom/kubepods/podg2/cpu.max"), "max 100000");
+    assert_eq!(read(r, "custom/kubepods/podg2/memory.max"), "1073741824");
+    assert_eq!(read(r, "custom/kubepods/besteffort/cpu.weight"), "1");
+    cm.remove_pod_resources("g2").await.unwrap();
+    assert!(cm.pods_with_resources().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn no_cgroups_per_qos() {
+    let dir = hybrid_fixture();
+    let cm = LinuxContainerManager::new(CmConfig {
+        cgroups_per_qos: false,
+        ..config(dir.path())
+    })
+    .unwrap();
+    let res = cm
+        .ensure_pod_resources(&pod("x", &[(&[], &[])]))
+        .await
+        .unwrap();
+    assert_eq!(res.cgroup_parent, None);
+    assert!(!dir.path().join("sys/fs/cgroup/cpu/kubepods").exists());
+    assert!(cm.pods_with_resources().await.unwrap().is_empty());
+}
