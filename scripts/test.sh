@@ -40,6 +40,13 @@ cargo run -q -p xtask -- cri-ready --endpoint "$KUBELET_RS_CRI_ENDPOINT" --timeo
 echo "== control plane (etcd, kube-apiserver, controller-manager, scheduler v1.20.2)"
 bash scripts/control-plane.sh up >/dev/null
 
+echo "== Prometheus (the scrape test runs a real one on 127.0.0.1)"
+if ! command -v prometheus >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+prometheus --version 2>&1 | head -1
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

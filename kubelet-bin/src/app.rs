@@ -55,6 +55,10 @@ pub fn cri_config(loaded: &LoadedConfig) -> CriConfig {
         runtime_endpoint: loaded.runtime_endpoint().to_string(),
         image_endpoint: (image != loaded.runtime_endpoint()).then(|| image.to_string()),
         request_timeout: loaded.config.runtime_request_timeout.0,
+        seccomp_profile_root: loaded.root_dir.join("seccomp"),
+        seccomp_default: loaded.config.seccomp_default,
+        cpu_cfs_quota: loaded.config.cpu_cfs_quota,
+        cpu_cfs_quota_period: loaded.config.cpu_cfs_quota_period.0,
         ..CriConfig::default()
     }
 }
@@ -95,6 +99,30 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
         tracing::info!(node = %loaded.node_name, "standalone mode: no --kubeconfig, pods come from static sources only");
     }
 
+    if let Some(t) = &loaded.config.tracing {
+        tracing::warn!(endpoint = ?t.endpoint, "tracing: OpenTelemetry span export (Go's KubeletTracing) is not implemented by kubelet-rs; no spans are exported");
+    }
+    let boot = tokio::fs::read_to_string("/proc/stat")
+        .await
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        })
+        .unwrap_or(0);
+    kubelet_core::metrics::global()
+        .node_startup
+        .record_kubelet_start(boot);
+    // Go's run: the kubelet's own OOM score, when permitted (a failure is logged, not fatal).
+    let oom_score_adj = loaded.config.oom_score_adj;
+    match tokio::task::spawn_blocking(move || kubelet_cm::apply_oom_score_adj(None, oom_score_adj))
+        .await
+    {
+        Ok(Ok(())) => tracing::info!(oom_score_adj, "kubelet OOM score adjusted"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "failed to apply oomScoreAdj to the kubelet"),
+        Err(e) => tracing::warn!(error = %e, "oomScoreAdj task failed"),
+    }
     let cm_cfg = cm_config(&loaded);
     let cm = tokio::task::spawn_blocking(move || LinuxContainerManager::new(cm_cfg))
         .await

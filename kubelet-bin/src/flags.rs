@@ -157,6 +157,17 @@ pub struct Flags {
         value_name = "DURATION"
     )]
     pub cpu_cfs_quota_period: GoDuration,
+    /// RuntimeDefault seccomp for containers that set no profile.
+    #[arg(long = "seccomp-default", default_value = "false", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = ArgAction::Set)]
+    pub seccomp_default: bool,
+    /// Comma-separated unsafe sysctls or patterns (`net.core.*`) pods may set.
+    #[arg(
+        long = "allowed-unsafe-sysctls",
+        value_delimiter = ',',
+        value_name = "LIST"
+    )]
+    pub allowed_unsafe_sysctls: Vec<String>,
     /// Refuse to start when swap is enabled.
     #[arg(long = "fail-swap-on", default_value = "true", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", action = ArgAction::Set)]

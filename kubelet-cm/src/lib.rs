@@ -34,6 +34,7 @@ pub mod helpers;
 mod host_root;
 pub mod machine;
 mod manager;
+pub mod oom;
 pub mod quantity;
 mod stats;
 
@@ -43,4 +44,5 @@ pub use machine::MachineInfo;
 pub use manager::{
     CmConfig, LinuxContainerManager, NodeResources, ENFORCE_PODS, NODE_ALLOCATABLE_CGROUP,
 };
+pub use oom::{apply_oom_score_adj, OomError};
 pub use stats::{parse_net_dev, CgroupStats};

@@ -343,6 +343,14 @@ fn validate_enforce_keys(keys: &[String]) -> Result<(), Error> {
     Ok(())
 }
 
+/// `kubelet_cgroup_manager_duration_seconds{operation_type}` of one cgroup operation.
+fn observe_cgroup_op(operation: &str, started: std::time::Instant) {
+    kubelet_core::metrics::global()
+        .cgroup_manager_duration
+        .with(operation)
+        .observe(kubelet_core::clock::elapsed(started));
+}
+
 /// Go's `getCgroupConfig` for node allocatable: cpu → shares, memory → limit, pid → pids
 /// limit, hugepages-* → hugetlb limits.
 fn cgroup_config_from_amounts(limits: &Amounts) -> ResourceConfig {
@@ -472,16 +480,25 @@ impl Inner {
         if !self.cgroups.exists(&name) {
             if changed {
                 // As Go: the QoS tiers are updated before the pod cgroup is created.
-                self.update_qos_cpu()?;
+                let started = kubelet_core::clock::monotonic_now();
+                let updated = self.update_qos_cpu();
+                observe_cgroup_op("update", started);
+                updated?;
             }
             let mut rc = resource_config_for_pod(pod, self.config.cpu_cfs_quota, self.period_us)?;
             if self.config.pod_pids_limit > 0 {
                 rc.pids_limit = Some(self.config.pod_pids_limit);
             }
-            self.cgroups.create(&name, &rc)?;
+            let started = kubelet_core::clock::monotonic_now();
+            let created = self.cgroups.create(&name, &rc);
+            observe_cgroup_op("create", started);
+            created?;
             tracing::info!(pod = pod_ref, uid, cgroup = %name, qos = qos.as_str(), "created pod cgroup");
         } else if changed {
-            self.update_qos_cpu()?;
+            let started = kubelet_core::clock::monotonic_now();
+            let updated = self.update_qos_cpu();
+            observe_cgroup_op("update", started);
+            updated?;
         }
         Ok(PodResources {
             cgroup_parent: Some(name.to_cgroupfs()),
@@ -492,6 +509,13 @@ impl Inner {
         if !self.config.cgroups_per_qos {
             return Ok(());
         }
+        let started = kubelet_core::clock::monotonic_now();
+        let removed = self.remove_pod_cgroups(uid);
+        observe_cgroup_op("destroy", started);
+        removed
+    }
+
+    fn remove_pod_cgroups(&self, uid: &str) -> Result<(), PodCgroupError> {
         let mut first_err = None;
         let leaf = format!("pod{uid}");
         for q in [
@@ -619,6 +643,10 @@ impl ContainerManager for LinuxContainerManager {
 
     fn node_stats(&self) -> Option<Arc<dyn NodeStatsProvider>> {
         Some(self.stats.clone())
+    }
+
+    fn pod_cgroup_parent(&self, pod: &Pod) -> Option<String> {
+        self.pod_cgroup_name(pod).map(|n| n.to_cgroupfs())
     }
 
     async fn pods_with_resources(&self) -> Result<Vec<String>, CmError> {

@@ -66,6 +66,12 @@ pub struct Config {
     pub max_dead_containers_per_container: usize,
     /// Capacity of the bounded channel that carries source updates.
     pub update_channel_capacity: usize,
+    /// `allowedUnsafeSysctls`: sysctls or prefixes (`net.core.*`) pods may set beyond Go's
+    /// safe set ([`crate::admission::sysctl`]).
+    pub allowed_unsafe_sysctls: Vec<String>,
+    /// Whether the host enforces AppArmor; `None`: read
+    /// `/sys/module/apparmor/parameters/enabled` when the kubelet is built.
+    pub apparmor_enabled: Option<bool>,
 }
 
 impl Default for Config {
@@ -96,6 +102,8 @@ impl Default for Config {
             container_gc_period: Duration::from_secs(60),
             max_dead_containers_per_container: 1,
             update_channel_capacity: 64,
+            allowed_unsafe_sysctls: Vec::new(),
+            apparmor_enabled: None,
         }
     }
 }

@@ -79,6 +79,8 @@ mod volume;
 #[cfg(test)]
 mod lifecycle_tests;
 #[cfg(test)]
+mod pod_api_tests;
+#[cfg(test)]
 mod probe_lifecycle_tests;
 #[cfg(test)]
 mod runtime_bounds_tests;

@@ -434,6 +434,7 @@ async fn orphans_are_removed_only_after_all_sources_are_seen() {
         log_directory: "/tmp/x".into(),
         cgroup_parent: None,
         dns: None,
+        runtime_handler: String::new(),
     })
     .await
     .expect("sandbox");

@@ -84,6 +84,8 @@ pub(crate) struct Pleg {
     records: HashMap<String, Record>,
     /// When the last successful relist started (Unix nanos; 0 before the first).
     last_relist_at: i64,
+    /// When the previous relist started (for `kubelet_pleg_relist_interval_seconds`).
+    last_relist: Option<std::time::Instant>,
 }
 
 fn container_observed(s: ContainerState) -> Observed {
@@ -125,6 +127,7 @@ impl Pleg {
             engine,
             records: HashMap::new(),
             last_relist_at: 0,
+            last_relist: None,
         }
     }
 
@@ -233,10 +236,19 @@ impl Pleg {
             .pleg_relist_started
             .store(now_unix_nanos(), Ordering::Relaxed);
         let relist_started = crate::clock::monotonic_now();
+        let metrics = crate::metrics::global();
+        if let Some(prev) = self.last_relist.replace(relist_started) {
+            metrics
+                .pleg_relist_interval
+                .observe(relist_started.duration_since(prev));
+        }
         let relisted = self.relist().await;
-        crate::metrics::global()
+        metrics
             .pleg_relist_duration
             .observe(crate::clock::elapsed(relist_started));
+        metrics
+            .pleg_last_seen
+            .set(&[], now_unix_nanos() as f64 / 1e9);
         match relisted {
             Ok(evs) => {
                 health

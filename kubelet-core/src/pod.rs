@@ -92,6 +92,69 @@ pub fn all_containers(pod: &Pod) -> impl Iterator<Item = &k8s_openapi::api::core
     })
 }
 
+/// An ephemeral container as the [`Container`](k8s_openapi::api::core::v1::Container) it is
+/// run as (Go converts `EphemeralContainerCommon` the same way); `targetContainerName` is
+/// the one field that has no place there (see [`ephemeral_target`]).
+pub fn ephemeral_as_container(
+    e: &k8s_openapi::api::core::v1::EphemeralContainer,
+) -> k8s_openapi::api::core::v1::Container {
+    let e = e.clone();
+    k8s_openapi::api::core::v1::Container {
+        args: e.args,
+        command: e.command,
+        env: e.env,
+        env_from: e.env_from,
+        image: e.image,
+        image_pull_policy: e.image_pull_policy,
+        lifecycle: e.lifecycle,
+        liveness_probe: e.liveness_probe,
+        name: e.name,
+        ports: e.ports,
+        readiness_probe: e.readiness_probe,
+        resize_policy: e.resize_policy,
+        resources: e.resources,
+        restart_policy: e.restart_policy,
+        restart_policy_rules: e.restart_policy_rules,
+        security_context: e.security_context,
+        startup_probe: e.startup_probe,
+        stdin: e.stdin,
+        stdin_once: e.stdin_once,
+        termination_message_path: e.termination_message_path,
+        termination_message_policy: e.termination_message_policy,
+        tty: e.tty,
+        volume_devices: e.volume_devices,
+        volume_mounts: e.volume_mounts,
+        working_dir: e.working_dir,
+    }
+}
+
+/// The pod's ephemeral containers (`kubectl debug`), as containers.
+pub fn ephemeral_containers(pod: &Pod) -> Vec<k8s_openapi::api::core::v1::Container> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.ephemeral_containers.iter().flatten())
+        .map(ephemeral_as_container)
+        .collect()
+}
+
+/// The `targetContainerName` of the ephemeral container `name`, when it has one.
+pub fn ephemeral_target<'a>(pod: &'a Pod, name: &str) -> Option<&'a str> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.ephemeral_containers.iter().flatten())
+        .find(|e| e.name == name)
+        .and_then(|e| e.target_container_name.as_deref())
+        .filter(|t| !t.is_empty())
+}
+
+/// Whether `name` is one of the pod's ephemeral containers.
+pub fn is_ephemeral(pod: &Pod, name: &str) -> bool {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.ephemeral_containers.iter().flatten())
+        .any(|e| e.name == name)
+}
+
 /// spec.restartPolicy with the API default ("Always").
 pub fn restart_policy(pod: &Pod) -> &str {
     pod.spec

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::{ContainerRuntime, DnsConfig, PodRef};
+use crate::runtime::{ContainerRuntime, DnsConfig, PodRef, RuntimeHandler};
 
 /// How often the runtime's readiness is polled.
 const POLL_PERIOD: Duration = Duration::from_secs(5);
@@ -23,6 +23,8 @@ pub(crate) struct RuntimeState {
     ready: AtomicBool,
     network_ready: AtomicBool,
     host_dns: RwLock<DnsConfig>,
+    /// The runtime handlers of the last successful status poll.
+    handlers: RwLock<Vec<RuntimeHandler>>,
     /// Pods seen in the runtime at the last relist.
     pods: Mutex<HashMap<String, PodRef>>,
 }
@@ -34,6 +36,7 @@ impl Default for RuntimeState {
             ready: AtomicBool::new(false),
             network_ready: AtomicBool::new(false),
             host_dns: RwLock::new(DnsConfig::default()),
+            handlers: RwLock::new(Vec::new()),
             pods: Mutex::new(HashMap::new()),
         }
     }
@@ -58,6 +61,14 @@ impl RuntimeState {
     /// The host's resolv.conf settings (read once at start).
     pub fn host_dns(&self) -> DnsConfig {
         self.host_dns
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The runtime handlers the runtime reported at the last poll (empty: it did not say).
+    pub fn handlers(&self) -> Vec<RuntimeHandler> {
+        self.handlers
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -113,6 +124,7 @@ impl RuntimeState {
                 }
                 self.ready.store(s.runtime_ready, Ordering::Relaxed);
                 self.network_ready.store(s.network_ready, Ordering::Relaxed);
+                *self.handlers.write().unwrap_or_else(|e| e.into_inner()) = s.handlers;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "container runtime status check failed");

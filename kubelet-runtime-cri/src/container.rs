@@ -152,7 +152,7 @@ pub(crate) async fn create(
     let namespace = kubelet_core::pod::namespace(pod);
     let name = config.container.name.as_str();
     let image_user = image_user(rt, config).await?;
-    let container_config = mapping::container_config(config, &image_user, rt.memory_capacity)?;
+    let container_config = mapping::container_config(config, &image_user, &rt.options)?;
     let log_file = sandbox.log_directory.join(&config.log_path);
     if let Some(dir) = log_file.parent() {
         if let Err(e) = tokio::fs::create_dir_all(dir).await {
@@ -167,7 +167,7 @@ pub(crate) async fn create(
         cri::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.to_string(),
             config: Some(container_config),
-            sandbox_config: Some(mapping::sandbox_config(sandbox)),
+            sandbox_config: Some(mapping::sandbox_config(sandbox, &rt.options)),
         },
         rt.deadline(),
     );

@@ -72,7 +72,10 @@ pub(crate) async fn pull(rt: &CriRuntime, request: &PullImageRequest) -> Runtime
                 identity_token: a.identity_token.clone(),
                 registry_token: a.registry_token.clone(),
             }),
-            sandbox_config: request.sandbox.as_ref().map(mapping::sandbox_config),
+            sandbox_config: request
+                .sandbox
+                .as_ref()
+                .map(|s| mapping::sandbox_config(s, &rt.options)),
         },
         None,
     );

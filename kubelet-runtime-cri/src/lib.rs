@@ -114,6 +114,14 @@ pub struct CriConfig {
     pub pod_logs_dir: PathBuf,
     /// Directory of the legacy per-container log symlinks (`/var/log/containers`).
     pub containers_log_dir: PathBuf,
+    /// Where `Localhost` seccomp profiles live (`<root-dir>/seccomp`).
+    pub seccomp_profile_root: PathBuf,
+    /// `seccompDefault` (false): `RuntimeDefault` for containers without a seccomp profile.
+    pub seccomp_default: bool,
+    /// `cpuCFSQuota` (true): enforce container cpu limits with a CFS quota.
+    pub cpu_cfs_quota: bool,
+    /// `cpuCFSQuotaPeriod` (100ms).
+    pub cpu_cfs_quota_period: Duration,
 }
 
 impl Default for CriConfig {
@@ -124,6 +132,10 @@ impl Default for CriConfig {
             request_timeout: Duration::from_secs(120),
             pod_logs_dir: PathBuf::from("/var/log/pods"),
             containers_log_dir: PathBuf::from("/var/log/containers"),
+            seccomp_profile_root: PathBuf::from("/var/lib/kubelet/seccomp"),
+            seccomp_default: false,
+            cpu_cfs_quota: true,
+            cpu_cfs_quota_period: Duration::from_millis(100),
         }
     }
 }
@@ -167,7 +179,7 @@ pub struct CriRuntime {
     config: CriConfig,
     runtime: RuntimeServiceClient<Channel>,
     images: ImageServiceClient<Channel>,
-    memory_capacity: i64,
+    options: mapping::Options,
 }
 
 impl CriRuntime {
@@ -195,8 +207,15 @@ impl CriRuntime {
             images: ImageServiceClient::new(image_channel)
                 .max_decoding_message_size(MAX_MESSAGE_SIZE)
                 .max_encoding_message_size(MAX_MESSAGE_SIZE),
+            options: mapping::Options {
+                memory_capacity,
+                seccomp_profile_root: config.seccomp_profile_root.clone(),
+                seccomp_default: config.seccomp_default,
+                cpu_cfs_quota: config.cpu_cfs_quota,
+                cpu_cfs_quota_period_us: i64::try_from(config.cpu_cfs_quota_period.as_micros())
+                    .unwrap_or(mapping::QUOTA_PERIOD),
+            },
             config,
-            memory_capacity,
         };
         let version = runtime.version().await.map_err(|source| Error::Connect {
             endpoint: runtime.config.runtime_endpoint.clone(),

@@ -24,12 +24,15 @@ pub use labels::{
     sandbox_labels,
 };
 pub use sandbox::{port_mappings, sandbox_config};
+pub use security::{apparmor_profile, seccomp_profile};
 pub use security::{container_security_context, namespace_options, ImageUser};
 pub use stats::{container_stats, image_fs_info};
 pub use status::{
     container_state, container_status, container_summary, sandbox_state, sandbox_status,
     sandbox_summary,
 };
+
+use std::path::PathBuf;
 
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -69,6 +72,34 @@ pub const QUOTA_PERIOD: i64 = kubelet_core::cpu::QUOTA_PERIOD;
 pub const MIN_QUOTA: i64 = kubelet_core::cpu::MIN_QUOTA_PERIOD;
 // cpu.shares/quota conversions (Go `MilliCPUToShares`/`MilliCPUToQuota`) are the core's.
 pub use kubelet_core::cpu::{milli_cpu_to_quota, milli_cpu_to_shares, MAX_SHARES, MIN_SHARES};
+
+/// The kubelet settings the mapping follows (the fields of Go's kuberuntime manager).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The node's memory in bytes (Burstable OOM scores); 0: unknown.
+    pub memory_capacity: i64,
+    /// Where `Localhost` seccomp profiles live: `<root-dir>/seccomp`.
+    pub seccomp_profile_root: PathBuf,
+    /// `seccompDefault`: containers without a seccomp profile get `RuntimeDefault` instead of
+    /// `Unconfined`.
+    pub seccomp_default: bool,
+    /// `cpuCFSQuota`: enforce cpu limits with a CFS quota.
+    pub cpu_cfs_quota: bool,
+    /// `cpuCFSQuotaPeriod` in microseconds.
+    pub cpu_cfs_quota_period_us: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            memory_capacity: 0,
+            seccomp_profile_root: PathBuf::from("/var/lib/kubelet/seccomp"),
+            seccomp_default: false,
+            cpu_cfs_quota: true,
+            cpu_cfs_quota_period_us: QUOTA_PERIOD,
+        }
+    }
+}
 
 /// OOM score adjustment the Go kubelet gives Guaranteed containers.
 pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
@@ -126,13 +157,15 @@ fn quantity(c: &Container, which: &str, name: &str, milli: bool) -> Result<i64, 
 }
 
 /// Linux resources of a container (Go `generateLinuxContainerResources`): cpu shares from the
-/// request (the limit when no request), quota/period from the cpu limit, the memory limit, and
-/// the (non-negative) OOM score adjustment.
+/// request (the limit when no request), quota over `cpuCFSQuotaPeriod` from the cpu limit
+/// (none with `cpuCFSQuota: false`), the memory limit, and the (non-negative) OOM score
+/// adjustment.
 pub fn container_resources(
     pod: &Pod,
     container: &Container,
-    memory_capacity: i64,
+    opts: &Options,
 ) -> Result<cri::LinuxContainerResources, RuntimeError> {
+    let memory_capacity = opts.memory_capacity;
     let cpu_request = quantity(container, "requests", "cpu", true)?;
     let cpu_limit = quantity(container, "limits", "cpu", true)?;
     let memory_limit = quantity(container, "limits", "memory", false)?;
@@ -151,9 +184,10 @@ pub fn container_resources(
         oom_score_adj: oom_score_adj(pod_qos(pod), memory_request, memory_capacity),
         ..Default::default()
     };
-    if cpu_limit > 0 {
-        resources.cpu_period = QUOTA_PERIOD;
-        resources.cpu_quota = milli_cpu_to_quota(cpu_limit, QUOTA_PERIOD);
+    if cpu_limit > 0 && opts.cpu_cfs_quota {
+        let period = opts.cpu_cfs_quota_period_us;
+        resources.cpu_period = period;
+        resources.cpu_quota = milli_cpu_to_quota(cpu_limit, period);
     }
     Ok(resources)
 }
@@ -231,7 +265,11 @@ mod tests {
         ];
         for (i, (c, shares, quota, period, mem)) in cases.into_iter().enumerate() {
             let pod = pod_with(vec![c.clone()], PodSpec::default());
-            let r = container_resources(&pod, &c, 4 * GI).unwrap();
+            let opts = Options {
+                memory_capacity: 4 * GI,
+                ..Default::default()
+            };
+            let r = container_resources(&pod, &c, &opts).unwrap();
             assert_eq!(r.cpu_shares, shares, "case {i}");
             assert_eq!(r.cpu_quota, quota, "case {i}");
             assert_eq!(r.cpu_period, period, "case {i}");
@@ -241,8 +279,27 @@ mod tests {
         let bad = container("a", &[("cpu", "lots")], &[]);
         let pod = pod_with(vec![bad.clone()], PodSpec::default());
         assert!(matches!(
-            container_resources(&pod, &bad, GI),
+            container_resources(&pod, &bad, &Options::default()),
             Err(RuntimeError::InvalidInput { .. })
         ));
+    }
+
+    #[test]
+    fn cfs_quota_follows_the_configuration() {
+        let c = container("a", &[], &[("cpu", "500m")]);
+        let pod = pod_with(vec![c.clone()], PodSpec::default());
+        let custom = Options {
+            cpu_cfs_quota_period_us: 50_000,
+            ..Default::default()
+        };
+        let r = container_resources(&pod, &c, &custom).unwrap();
+        assert_eq!((r.cpu_quota, r.cpu_period), (25_000, 50_000));
+        let off = Options {
+            cpu_cfs_quota: false,
+            ..Default::default()
+        };
+        let r = container_resources(&pod, &c, &off).unwrap();
+        assert_eq!((r.cpu_quota, r.cpu_period), (0, 0));
+        assert_eq!(r.cpu_shares, 512);
     }
 }

@@ -1,7 +1,7 @@
 //! The runtime's name, version and readiness over CRI: `Version`, `Status`.
 
 use k8s_cri::v1 as cri;
-use kubelet_core::runtime::{RuntimeResult, RuntimeStatus, RuntimeVersion};
+use kubelet_core::runtime::{RuntimeHandler, RuntimeResult, RuntimeStatus, RuntimeVersion};
 
 use crate::client::ctx;
 use crate::{CriRuntime, CRI_API_VERSION};
@@ -29,7 +29,8 @@ pub(crate) async fn version(rt: &CriRuntime) -> RuntimeResult<RuntimeVersion> {
     })
 }
 
-/// `Status`: the RuntimeReady and NetworkReady conditions, and why any is false.
+/// `Status`: the RuntimeReady and NetworkReady conditions, and why any is false; the runtime
+/// handlers and features, where the runtime reports them.
 pub(crate) async fn status(rt: &CriRuntime) -> RuntimeResult<RuntimeStatus> {
     let mut client = rt.runtime.clone();
     let req = rt.request(cri::StatusRequest { verbose: false }, rt.deadline());
@@ -52,5 +53,18 @@ pub(crate) async fn status(rt: &CriRuntime) -> RuntimeResult<RuntimeStatus> {
         runtime_ready: ready("RuntimeReady"),
         network_ready: ready("NetworkReady"),
         message,
+        handlers: resp
+            .runtime_handlers
+            .iter()
+            .map(|h| RuntimeHandler {
+                name: h.name.clone(),
+                recursive_read_only_mounts: h
+                    .features
+                    .as_ref()
+                    .is_some_and(|f| f.recursive_read_only_mounts),
+                user_namespaces: h.features.as_ref().is_some_and(|f| f.user_namespaces),
+            })
+            .collect(),
+        supplemental_groups_policy: resp.features.map(|f| f.supplemental_groups_policy),
     })
 }

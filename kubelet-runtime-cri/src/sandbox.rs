@@ -90,8 +90,8 @@ pub(crate) async fn run(rt: &CriRuntime, config: &SandboxConfig) -> RuntimeResul
     let mut client = rt.runtime.clone();
     let req = rt.request(
         cri::RunPodSandboxRequest {
-            config: Some(mapping::sandbox_config(config)),
-            runtime_handler: String::new(),
+            config: Some(mapping::sandbox_config(config, &rt.options)),
+            runtime_handler: config.runtime_handler.clone(),
         },
         rt.deadline(),
     );

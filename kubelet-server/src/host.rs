@@ -52,6 +52,10 @@ pub trait Host: Send + Sync + 'static {
     fn probe_metrics_text(&self) -> Option<String> {
         None
     }
+    /// `/metrics/cadvisor` ([`crate::cadvisor`]) in the Prometheus text format.
+    async fn cadvisor_metrics_text(&self) -> Result<String, StatsError> {
+        Err(StatsError::Unavailable)
+    }
 }
 
 fn handle_pods(handle: &KubeletHandle) -> Vec<(Arc<Pod>, Option<PodStatus>)> {
@@ -186,5 +190,30 @@ impl Host for KubeletHost {
     }
     fn probe_metrics_text(&self) -> Option<String> {
         Some(self.handle.probe_metrics())
+    }
+    async fn cadvisor_metrics_text(&self) -> Result<String, StatsError> {
+        let Some(stats) = &self.stats else {
+            return Err(StatsError::Unavailable);
+        };
+        let summary = stats.summary_of(&self.handle, false).await?;
+        let rt = self.handle.runtime();
+        let all = kubelet_core::runtime::ListFilter::all();
+        let (containers, sandboxes, runtime_stats) = tokio::join!(
+            rt.list_containers(&all),
+            rt.list_pod_sandboxes(&all),
+            rt.list_container_stats(&all)
+        );
+        let cm = self.handle.container_manager();
+        let pods = self.handle.pods();
+        let machine = stats.machine_info();
+        Ok(crate::cadvisor::render(&crate::cadvisor::CadvisorInput {
+            summary: &summary,
+            pods: &pods,
+            containers: &containers.unwrap_or_default(),
+            sandboxes: &sandboxes.unwrap_or_default(),
+            runtime_stats: &runtime_stats.unwrap_or_default(),
+            pod_cgroup: &|p| cm.pod_cgroup_parent(p),
+            machine: Some(&machine),
+        }))
     }
 }

@@ -17,7 +17,8 @@
 //! `/spec/`, `/configz`, `/containerLogs/{ns}/{pod}/{container}` ([`logs`]), `/logs/`
 //! ([`node_logs`]), `/exec`, `/attach`, `/portForward` (proxied to the runtime's streaming
 //! server, [`streaming`]), `/run`, `/stats/summary` and `/metrics/resource` ([`stats`]),
-//! `/metrics` (the engine's [`kubelet_core::metrics`]), `/metrics/probes`.
+//! `/metrics` (the engine's [`kubelet_core::metrics`]), `/metrics/cadvisor` ([`cadvisor`]),
+//! `/metrics/probes`.
 //!
 //! ```no_run
 //! # async fn example(handle: kubelet_core::KubeletHandle) -> Result<(), Box<dyn std::error::Error>> {
@@ -46,6 +47,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod auth;
+pub mod cadvisor;
 mod host;
 pub mod logs;
 pub mod node_logs;

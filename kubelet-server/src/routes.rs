@@ -201,6 +201,17 @@ pub(crate) async fn route(ctx: &Ctx, req: Request<Incoming>) -> Response<Body> {
                     &format!("failed to get resource metrics: {e}"),
                 ),
             },
+            "/metrics/cadvisor" => match ctx.host.cadvisor_metrics_text().await {
+                Ok(text) => with_type(
+                    StatusCode::OK,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    full(text),
+                ),
+                Err(e) => status_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("failed to get cadvisor metrics: {e}"),
+                ),
+            },
             "/metrics/probes" => match ctx.host.probe_metrics_text() {
                 Some(t) => with_type(
                     StatusCode::OK,

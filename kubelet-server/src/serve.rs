@@ -478,29 +478,43 @@ async fn handle(
                 return closing(status_error(StatusCode::UNAUTHORIZED, "Unauthorized"));
             }
         };
-        let attrs = auth::request_attributes(
+        let attrs = auth::request_attributes_list(
             user,
             &ctx.host.node_name(),
             req.method().as_str(),
             req.uri().path(),
             crate::streaming::is_upgrade(&req),
         );
-        match config.auth.authorizer.authorize(&attrs).await {
-            Ok(Decision::Allow) => {}
-            Ok(Decision::Deny(reason)) => {
-                tracing::debug!(user = %attrs.user.name, verb = %attrs.verb, subresource = %attrs.subresource, reason, "forbidden request");
-                return closing(status_error(
-                    StatusCode::FORBIDDEN,
-                    &format!(
-                        "Forbidden (user={}, verb={}, resource={}, subresource={})",
-                        attrs.user.name, attrs.verb, attrs.resource, attrs.subresource
-                    ),
-                ));
+        let mut allowed = false;
+        for a in &attrs {
+            match config.auth.authorizer.authorize(a).await {
+                Ok(Decision::Allow) => {
+                    allowed = true;
+                    break;
+                }
+                Ok(Decision::Deny(reason)) => {
+                    tracing::debug!(user = %a.user.name, verb = %a.verb, subresource = %a.subresource, reason, "not allowed by this subresource");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "authorization failed");
+                    return status_error(StatusCode::INTERNAL_SERVER_ERROR, "Authorization error");
+                }
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "authorization failed");
-                return status_error(StatusCode::INTERNAL_SERVER_ERROR, "Authorization error");
-            }
+        }
+        if !allowed {
+            let subresources: Vec<&str> = attrs.iter().map(|a| a.subresource.as_str()).collect();
+            let (user, verb) = attrs
+                .first()
+                .map(|a| (a.user.name.as_str(), a.verb.as_str()))
+                .unwrap_or_default();
+            tracing::debug!(user, verb, ?subresources, "forbidden request");
+            return closing(status_error(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "Forbidden (user={user}, verb={verb}, resource=nodes, subresource(s)=[{}])",
+                    subresources.join(" ")
+                ),
+            ));
         }
     }
     route(ctx, req).await

@@ -264,6 +264,8 @@ impl Authorizer for Recorder {
             "alice" => true,
             "bob" => a.subresource == "stats" || a.subresource == "healthz",
             "carol" => a.verb == "create" && a.subresource == "proxy",
+            // Fine-grained only: nodes/pods and nodes/configz, never nodes/proxy.
+            "dave" => a.subresource == "pods" || a.subresource == "configz",
             _ => false,
         };
         Ok(if allowed {
@@ -298,13 +300,14 @@ async fn authorization_matrix_and_tokens() {
         tokens: Some(Arc::new(Tokens(HashMap::from([
             ("t-bob", "bob"),
             ("t-carol", "carol"),
+            ("t-dave", "dave"),
         ])))),
         authorizer: recorder.clone(),
     };
     let s = start_secure(&n, auth, Some(&good)).await;
     let alice = client(&s, Some(&client_pem(&good, "alice", &["admins"])));
     let plain = client(&s, None);
-    let cases: [(&reqwest::Client, Option<&str>, &str, u16); 9] = [
+    let cases: [(&reqwest::Client, Option<&str>, &str, u16); 14] = [
         (&alice, None, "/pods", 200),
         (&alice, None, "/healthz", 200),
         (&plain, Some("t-bob"), "/pods", 403),
@@ -315,6 +318,17 @@ async fn authorization_matrix_and_tokens() {
         (&plain, Some("t-carol"), "/pods", 403),
         (&plain, Some("wrong"), "/pods", 401),
         (&plain, None, "/pods", 401),
+        // Fine-grained authorization: nodes/pods and nodes/configz without nodes/proxy.
+        (&plain, Some("t-dave"), "/pods", 200),
+        (&plain, Some("t-dave"), "/runningpods/", 200),
+        (&plain, Some("t-dave"), "/configz", 200),
+        (&plain, Some("t-dave"), "/healthz", 403),
+        (
+            &plain,
+            Some("t-dave"),
+            "/containerLogs/default/web/app",
+            403,
+        ),
     ];
     for (c, token, path, want) in cases {
         let (code, body) = get(c, &url(&s, path), token).await;
@@ -323,6 +337,22 @@ async fn authorization_matrix_and_tokens() {
             assert!(body.contains("\"reason\":\"Forbidden\""), "{body}");
         }
     }
+    // Go asks the fine-grained subresource first, then falls back to nodes/proxy.
+    let dave: Vec<(String, String)> = recorder
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|a| a.user.name == "dave" && a.path == "/healthz")
+        .map(|a| (a.verb.clone(), a.subresource.clone()))
+        .collect();
+    assert_eq!(
+        dave,
+        vec![
+            ("get".to_string(), "healthz".to_string()),
+            ("get".to_string(), "proxy".to_string())
+        ]
+    );
     // Refused clients do not keep their connection (a slot of the connection limit).
     let refused = plain.get(url(&s, "/pods")).send().await.unwrap();
     assert_eq!(refused.status().as_u16(), 401);
@@ -347,7 +377,7 @@ async fn authorization_matrix_and_tokens() {
             alice_pods.subresource.as_str(),
             alice_pods.name.as_str()
         ),
-        ("get", "nodes", "proxy", "node-1")
+        ("get", "nodes", "pods", "node-1")
     );
     assert!(seen.iter().all(|a| a.user.name != "wrong"));
 

@@ -1,5 +1,5 @@
-//! The API-server [`ObjectStore`]: config maps, secrets, service-account tokens and services
-//! read through kube-rs on behalf of the node's pods.
+//! The API-server [`ObjectStore`]: config maps, secrets, service-account tokens, services and
+//! RuntimeClasses read through kube-rs on behalf of the node's pods.
 //!
 //! Objects are cached for `ttl` (Go's TTL-based cache strategy): a read within the TTL is
 //! answered from the cache, an older one goes to the API server. The cache follows the pods:
@@ -28,6 +28,7 @@ use k8s_openapi::api::authentication::v1::{
     BoundObjectReference, TokenRequest as ApiTokenRequest, TokenRequestSpec,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use kubelet_core::objects::{
@@ -54,6 +55,7 @@ enum Cached {
 #[derive(Default)]
 struct State {
     objects: HashMap<Key, (Instant, Cached)>,
+    runtime_classes: HashMap<String, (Instant, RuntimeClass)>,
     pods: HashMap<String, HashSet<Key>>,
     tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
 }
@@ -87,10 +89,12 @@ pub fn pod_references(p: &Pod) -> HashSet<(bool, String)> {
             }
         }
     }
+    let ephemeral = kubelet_core::pod::ephemeral_containers(p);
     let containers = spec
         .containers
         .iter()
-        .chain(spec.init_containers.iter().flatten());
+        .chain(spec.init_containers.iter().flatten())
+        .chain(ephemeral.iter());
     for c in containers {
         for e in c.env.iter().flatten() {
             if let Some(from) = e.value_from.as_ref() {
@@ -246,6 +250,24 @@ impl ObjectStore for ApiObjectStore {
             .await
             .map_err(|e| api_error("services", namespace, "", e))?
             .items)
+    }
+
+    async fn runtime_class(&self, name: &str) -> Result<RuntimeClass, ObjectError> {
+        if let Some((at, rc)) = self.lock().runtime_classes.get(name) {
+            if kubelet_core::clock::elapsed(*at) < self.ttl {
+                return Ok(rc.clone());
+            }
+        }
+        let api: Api<RuntimeClass> = Api::all(self.client.clone());
+        let rc = api
+            .get(name)
+            .await
+            .map_err(|e| api_error("runtimeclass", "", name, e))?;
+        self.lock().runtime_classes.insert(
+            name.to_string(),
+            (kubelet_core::clock::monotonic_now(), rc.clone()),
+        );
+        Ok(rc)
     }
 
     fn register_pod(&self, p: &Pod) {

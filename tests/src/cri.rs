@@ -127,6 +127,7 @@ pub fn sandbox_config(t: &TestRuntime, pod: &Arc<Pod>) -> SandboxConfig {
         log_directory: t.pod_logs_dir().join(format!("{ns}_{name}_{uid}")),
         cgroup_parent: Some(format!("{TEST_CGROUP_ROOT}/pod{uid}")),
         dns: None,
+        runtime_handler: String::new(),
     }
 }
 

@@ -48,7 +48,7 @@ fn mock(objects: &Shared) -> MockContainerRuntime {
         Ok(RuntimeStatus {
             runtime_ready: true,
             network_ready: true,
-            message: String::new(),
+            ..Default::default()
         })
     });
     let o = objects.clone();

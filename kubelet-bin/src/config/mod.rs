@@ -135,6 +135,7 @@ impl LoadedConfig {
             cluster_domain: c.cluster_domain.clone(),
             resolv_conf: PathBuf::from(&c.resolv_conf),
             evented_pleg: c.feature_gates.get("EventedPLEG").copied().unwrap_or(false),
+            allowed_unsafe_sysctls: c.allowed_unsafe_sysctls.clone(),
             ..kubelet_core::Config::default()
         }
     }
@@ -295,6 +296,7 @@ fn apply_flags(c: &mut KubeletConfiguration, f: &Flags, m: &ArgMatches) -> Resul
         cgroups_per_qos => c.cgroups_per_qos,
         cpu_cfs_quota => c.cpu_cfs_quota,
         cpu_cfs_quota_period => c.cpu_cfs_quota_period,
+        seccomp_default => c.seccomp_default,
         fail_swap_on => c.fail_swap_on,
         healthz_port => c.healthz_port,
         healthz_bind_address => c.healthz_bind_address,
@@ -324,6 +326,9 @@ fn apply_flags(c: &mut KubeletConfiguration, f: &Flags, m: &ArgMatches) -> Resul
     }
     if set("cluster_dns") {
         c.cluster_dns = flags::parse_list(&f.cluster_dns);
+    }
+    if set("allowed_unsafe_sysctls") {
+        c.allowed_unsafe_sysctls = f.allowed_unsafe_sysctls.clone();
     }
     if set("enforce_node_allocatable") {
         c.enforce_node_allocatable = flags::parse_list(&f.enforce_node_allocatable);

@@ -331,6 +331,26 @@ pub struct KubeletConfiguration {
     /// Feature gates (name → enabled).
     #[serde(rename = "featureGates")]
     pub feature_gates: BTreeMap<String, bool>,
+    /// `RuntimeDefault` seccomp for containers that set no profile (default false).
+    #[serde(rename = "seccompDefault")]
+    pub seccomp_default: bool,
+    /// Unsafe sysctls (or `prefix*` patterns) pods may set (default none).
+    #[serde(rename = "allowedUnsafeSysctls")]
+    pub allowed_unsafe_sysctls: Vec<String>,
+    /// OpenTelemetry tracing (Go's `KubeletTracing`): off when unset.
+    #[serde(rename = "tracing", skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<TracingConfiguration>,
+}
+
+/// `tracing` of the kubelet configuration (component-base's `TracingConfiguration`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct TracingConfiguration {
+    /// OTLP/gRPC collector endpoint, `host:port` (default `localhost:4317`).
+    pub endpoint: Option<String>,
+    /// Spans sampled per million (default 0: none unless the parent is sampled).
+    #[serde(rename = "samplingRatePerMillion")]
+    pub sampling_rate_per_million: Option<i32>,
 }
 
 /// The Go kubelet's default hard eviction thresholds.
@@ -421,6 +441,9 @@ impl Default for KubeletConfiguration {
             image_service_endpoint: String::new(),
             shutdown_grace_period: GoDuration::default(),
             feature_gates: BTreeMap::new(),
+            seccomp_default: false,
+            allowed_unsafe_sysctls: Vec::new(),
+            tracing: None,
         }
     }
 }

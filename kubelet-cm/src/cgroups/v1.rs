@@ -232,16 +232,17 @@ impl CgroupManager for V1Manager {
             Some(d) => read_u64(&d.join("cpuacct.usage"))?,
             None => 0,
         };
-        let (memory_usage_bytes, memory_working_set_bytes, memory_rss_bytes) =
+        let (memory_usage_bytes, memory_working_set_bytes, memory_rss_bytes, memory_cache_bytes) =
             match self.dir("memory", name) {
                 Some(d) => {
                     let usage = read_u64(&d.join("memory.usage_in_bytes"))?;
                     let stat = read_keyed(&d.join("memory.stat"))?;
                     let inactive = stat.get("total_inactive_file").copied().unwrap_or(0);
                     let rss = stat.get("total_rss").copied().unwrap_or(0);
-                    (usage, working_set(usage, inactive), rss)
+                    let cache = stat.get("total_cache").copied().unwrap_or(0);
+                    (usage, working_set(usage, inactive), rss, cache)
                 }
-                None => (0, 0, 0),
+                None => (0, 0, 0, 0),
             };
         Ok(Usage {
             timestamp,
@@ -249,6 +250,7 @@ impl CgroupManager for V1Manager {
             memory_usage_bytes,
             memory_working_set_bytes,
             memory_rss_bytes,
+            memory_cache_bytes,
         })
     }
 

@@ -190,6 +190,7 @@ impl CgroupManager for V2Manager {
             memory_usage_bytes: usage,
             memory_working_set_bytes: working_set(usage, inactive),
             memory_rss_bytes: stat.get("anon").copied().unwrap_or(0),
+            memory_cache_bytes: stat.get("file").copied().unwrap_or(0),
         })
     }
 

@@ -76,4 +76,9 @@ pub trait ContainerManager: Send + Sync {
     fn node_stats(&self) -> Option<Arc<dyn NodeStatsProvider>> {
         None
     }
+    /// The cgroup (cgroupfs path) the pod's sandbox and containers live under, without
+    /// creating anything — what cAdvisor's `id` label starts with. Default: unknown.
+    fn pod_cgroup_parent(&self, _pod: &Pod) -> Option<String> {
+        None
+    }
 }

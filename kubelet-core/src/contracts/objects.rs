@@ -1,6 +1,6 @@
 //! The contract for cluster objects the kubelet reads on behalf of its pods: config maps,
-//! secrets, service-account tokens (TokenRequest) and services (for service environment
-//! variables).
+//! secrets, service-account tokens (TokenRequest), services (for service environment
+//! variables) and RuntimeClasses (`runtimeClassName` → the handler the sandbox runs with).
 //!
 //! In cluster mode an implementation over the API server (kubelet-sources' `objects`) caches
 //! objects for the pods that use them ([`ObjectStore::register_pod`] /
@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::node::v1::RuntimeClass;
 
 /// Why an object could not be read.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -99,6 +100,16 @@ pub trait ObjectStore: Send + Sync {
     ) -> Result<ServiceAccountToken, ObjectError>;
     /// The services of a namespace (for service environment variables).
     async fn services(&self, namespace: &str) -> Result<Vec<Service>, ObjectError>;
+    /// The RuntimeClass `name` (cluster-scoped; `NotFound` carries an empty namespace).
+    /// Default: [`ObjectError::NotAvailable`] — a store without RuntimeClasses cannot run a
+    /// pod that names one (never silently the default handler).
+    async fn runtime_class(&self, name: &str) -> Result<RuntimeClass, ObjectError> {
+        Err(ObjectError::NotAvailable {
+            kind: "runtimeclass",
+            namespace: String::new(),
+            name: name.into(),
+        })
+    }
     /// The pod (now) references these objects: a cache may start following them.
     fn register_pod(&self, _pod: &Pod) {}
     /// The pod with this uid is gone: a cache may drop what only it used.
@@ -168,6 +179,7 @@ struct MemoryObjects {
     config_maps: HashMap<(String, String), ConfigMap>,
     secrets: HashMap<(String, String), Secret>,
     services: HashMap<(String, String), Service>,
+    runtime_classes: HashMap<String, RuntimeClass>,
     token_requests: Vec<TokenRequest>,
     tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
 }
@@ -198,6 +210,11 @@ impl MemoryObjectStore {
     /// Adds or replaces a service.
     pub fn put_service(&self, s: Service) {
         self.lock().services.insert(key_of(&s.metadata), s);
+    }
+    /// Adds or replaces a RuntimeClass (cluster-scoped, keyed by name).
+    pub fn put_runtime_class(&self, rc: RuntimeClass) {
+        let name = rc.metadata.name.clone().unwrap_or_default();
+        self.lock().runtime_classes.insert(name, rc);
     }
     /// Removes a config map.
     pub fn remove_config_map(&self, namespace: &str, name: &str) {
@@ -264,6 +281,17 @@ impl ObjectStore for MemoryObjectStore {
             .filter(|((ns, _), _)| ns == namespace)
             .map(|(_, s)| s.clone())
             .collect())
+    }
+    async fn runtime_class(&self, name: &str) -> Result<RuntimeClass, ObjectError> {
+        self.lock()
+            .runtime_classes
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ObjectError::NotFound {
+                kind: "runtimeclass",
+                namespace: String::new(),
+                name: name.into(),
+            })
     }
 }
 

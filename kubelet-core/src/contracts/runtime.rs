@@ -225,6 +225,22 @@ pub struct RuntimeStatus {
     pub network_ready: bool,
     /// Human-readable reasons for whatever is not ready.
     pub message: String,
+    /// The runtime handlers the runtime reports (CRI `runtime_handlers`; empty when the
+    /// runtime does not say, as containerd 1.6 and 1.7 do not).
+    pub handlers: Vec<RuntimeHandler>,
+    /// CRI `RuntimeFeatures.supplemental_groups_policy` (`None`: not reported).
+    pub supplemental_groups_policy: Option<bool>,
+}
+
+/// One runtime handler (a RuntimeClass `handler`) and what it supports, from CRI `Status`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RuntimeHandler {
+    /// Handler name; empty is the default handler.
+    pub name: String,
+    /// It supports recursive read-only mounts.
+    pub recursive_read_only_mounts: bool,
+    /// It supports user namespaces as Kubernetes uses them (`hostUsers: false`).
+    pub user_namespaces: bool,
 }
 
 /// Narrows a listing of sandboxes or containers.
@@ -339,7 +355,7 @@ pub trait ContainerRuntime: Send + Sync {
         Ok(RuntimeStatus {
             runtime_ready: true,
             network_ready: true,
-            message: String::new(),
+            ..Default::default()
         })
     }
     /// Looks an image up; `None` when it is not present.
@@ -500,6 +516,7 @@ mod tests {
             log_directory: PathBuf::from("/var/log/pods/x"),
             cgroup_parent: None,
             dns: None,
+            runtime_handler: String::new(),
         };
         Core(Mutex::new(vec![SandboxSummary::new("sb-1", &config)]))
     }
@@ -627,6 +644,7 @@ mod tests {
             log_directory: PathBuf::from("/var/log/pods/x"),
             cgroup_parent: None,
             dns: None,
+            runtime_handler: String::new(),
         };
         let config = ContainerConfig {
             pod: p,

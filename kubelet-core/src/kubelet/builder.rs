@@ -5,7 +5,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Kubelet, KubeletHandle};
-use crate::admission::{AdmitHandler, PredicateAdmitHandler};
+use crate::admission::{
+    apparmor, sysctl, AdmitHandler, AppArmorAdmitHandler, PredicateAdmitHandler, SysctlAdmitHandler,
+};
 use crate::cm::ContainerManager;
 use crate::config::Config;
 use crate::engine::Engine;
@@ -103,11 +105,29 @@ impl KubeletBuilder {
             }
         }
         let runtime = self.runtime.ok_or(Error::MissingComponent("runtime"))?;
+        crate::metrics::global().set_node_name(&c.node_name);
         let cm = self
             .container_manager
             .ok_or(Error::MissingComponent("container manager"))?;
         let sink = self.status_sink.unwrap_or_else(|| Arc::new(NoopStatusSink));
-        let mut handlers: Vec<Arc<dyn AdmitHandler>> = vec![Arc::new(PredicateAdmitHandler)];
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|r| sysctl::kernel_version(&r))
+            .unwrap_or((0, 0));
+        let sysctls =
+            SysctlAdmitHandler::new(&c.allowed_unsafe_sysctls, kernel).map_err(|message| {
+                Error::InvalidConfig {
+                    field: "allowedUnsafeSysctls",
+                    message,
+                }
+            })?;
+        let apparmor = AppArmorAdmitHandler {
+            host_enabled: c.apparmor_enabled.unwrap_or_else(apparmor::host_enabled),
+        };
+        let mut handlers: Vec<Arc<dyn AdmitHandler>> = vec![
+            Arc::new(PredicateAdmitHandler),
+            Arc::new(sysctls),
+            Arc::new(apparmor),
+        ];
         handlers.extend(self.admit_handlers);
         let objects = self
             .object_store

@@ -180,7 +180,14 @@ impl SyncLoop {
                         // published (e.g. the node controller marked the pod not Ready while
                         // the node was away): publish again (Go's needsReconcile).
                         self.engine.status.resync_if_drifted(&p);
-                        self.engine.pods_mut().upsert(p);
+                        self.engine.pods_mut().upsert(p.clone());
+                        // A readiness gate's condition may have changed: Ready is
+                        // re-evaluated by a sync (Go's NeedToReconcilePodReadiness).
+                        if crate::status::readiness::has_readiness_gates(&p)
+                            && self.admitted.contains(pod::uid(&p))
+                        {
+                            self.dispatch(p, WorkKind::Sync);
+                        }
                     }
                 }
             }
@@ -188,6 +195,77 @@ impl SyncLoop {
         self.engine
             .sources_ready
             .store(self.merger.seen_all_sources(), Ordering::Relaxed);
+    }
+
+    /// `kubelet_desired_pods`, `kubelet_active_pods`, `kubelet_mirror_pods`,
+    /// `kubelet_working_pods` and `kubelet_managed_ephemeral_containers`, as Go's
+    /// housekeeping sets them (every label combination of `working_pods`, zeros included).
+    fn record_pod_counts(&self, runtime_only: &[crate::runtime::PodRef]) {
+        let m = crate::metrics::global();
+        let label = |b: bool| if b { "true" } else { "false" };
+        let (desired, ephemeral) = {
+            let pods = self.engine.pods();
+            let list = pods.pods();
+            let ephemeral: usize = list
+                .iter()
+                .filter_map(|p| p.spec.as_ref())
+                .map(|s| s.ephemeral_containers.as_ref().map_or(0, Vec::len))
+                .sum();
+            let desired: Vec<(String, bool)> = list
+                .iter()
+                .map(|p| (pod::uid(p).to_string(), pod::is_static(p)))
+                .collect();
+            (desired, ephemeral)
+        };
+        for st in [true, false] {
+            let n = desired.iter().filter(|(_, s)| *s == st).count();
+            m.desired_pods.set(&[label(st)], n as f64);
+            let active = self
+                .admitted
+                .list
+                .iter()
+                .filter(|p| pod::is_static(p) == st)
+                .count();
+            m.active_pods.set(&[label(st)], active as f64);
+        }
+        let mirrors = self
+            .admitted
+            .list
+            .iter()
+            .filter(|p| pod::is_static(p))
+            .count();
+        m.mirror_pods.set(&[], mirrors as f64);
+        m.managed_ephemeral_containers.set(&[], ephemeral as f64);
+        let mut counts: std::collections::BTreeMap<(&str, &str, &str), f64> = Default::default();
+        for lifecycle in ["sync", "terminating", "terminated"] {
+            for config in ["desired", "orphan", "runtime_only"] {
+                for st in ["true", "false"] {
+                    counts.insert((lifecycle, config, st), 0.0);
+                }
+            }
+        }
+        for (uid, state, is_static) in self.workers.states() {
+            let lifecycle = match state {
+                WorkerState::Syncing => "sync",
+                WorkerState::Terminating => "terminating",
+                WorkerState::Terminated | WorkerState::Finished => "terminated",
+            };
+            let config = if desired.iter().any(|(u, _)| *u == uid) {
+                "desired"
+            } else {
+                "orphan"
+            };
+            *counts
+                .entry((lifecycle, config, label(is_static)))
+                .or_default() += 1.0;
+        }
+        *counts.entry(("sync", "runtime_only", "false")).or_default() += runtime_only.len() as f64;
+        m.working_pods.replace(
+            counts
+                .into_iter()
+                .map(|((l, c, s), v)| (vec![l.to_string(), c.to_string(), s.to_string()], v))
+                .collect(),
+        );
     }
 
     fn dispatch(&self, p: Arc<Pod>, kind: WorkKind) {
@@ -307,7 +385,11 @@ impl SyncLoop {
         let orphans = engine
             .runtime_state
             .pods_except(|uid| engine.pods().contains(uid) || self.workers.state(uid).is_some());
+        self.record_pod_counts(&orphans);
         for r in &orphans {
+            crate::metrics::global()
+                .orphaned_runtime_pods
+                .inc_labels(&[]);
             tracing::info!(pod = %r.full_name(), uid = %r.uid, "killing orphaned pod found in the runtime");
             self.dispatch(
                 Arc::new(orphan_pod(r)),

@@ -198,6 +198,7 @@ async fn stream_events(
                 let now = now_unix_nanos();
                 health.pleg_relist_started.store(now, Ordering::Relaxed);
                 health.pleg_relist_finished.store(now, Ordering::Relaxed);
+                crate::metrics::global().pleg_last_seen.set(&[], now as f64 / 1e9);
             }
         }
     }

@@ -82,6 +82,9 @@ pub(crate) struct PodWorkers {
     workers: Mutex<HashMap<String, Arc<Worker>>>,
     /// full name → uids of static pods being terminated under that name.
     terminating_names: Mutex<HashMap<String, HashSet<String>>>,
+    /// Uids whose workers finished and were forgotten (a new worker for one is a restart,
+    /// `kubelet_restarted_pods_total`); bounded.
+    finished: Mutex<HashSet<String>>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 }
@@ -107,6 +110,7 @@ impl PodWorkers {
         PodWorkers {
             workers: Mutex::new(HashMap::new()),
             terminating_names: Mutex::new(HashMap::new()),
+            finished: Mutex::new(HashSet::new()),
             tracker: TaskTracker::new(),
             shutdown,
         }
@@ -153,9 +157,22 @@ impl PodWorkers {
                     notify: Notify::new(),
                 });
                 map.insert(uid.clone(), w.clone());
+                let metrics = crate::metrics::global();
+                if self
+                    .finished
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&uid)
+                {
+                    let is_static = if pod::is_static(&p) { "true" } else { "false" };
+                    metrics.restarted_pods.inc(is_static);
+                }
                 let (workers, engine, w2) = (self.clone(), engine.clone(), w.clone());
-                self.tracker
-                    .spawn(async move { workers.run_worker(engine, w2).await });
+                let queued = tokio::time::Instant::now();
+                self.tracker.spawn(async move {
+                    metrics.pod_worker_start_duration.observe(queued.elapsed());
+                    workers.run_worker(engine, w2).await
+                });
                 w
             }
         };
@@ -228,7 +245,23 @@ impl PodWorkers {
         for uid in &gone {
             map.remove(uid);
         }
+        let mut finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        if finished.len() > 10_000 {
+            finished.clear();
+        }
+        finished.extend(gone.iter().cloned());
         gone
+    }
+
+    /// Every worker: its pod's uid, its state, whether the pod is static.
+    pub fn states(&self) -> Vec<(String, WorkerState, bool)> {
+        self.map()
+            .iter()
+            .map(|(uid, w)| {
+                let slot = w.lock();
+                (uid.clone(), slot.state.phase(), pod::is_static(&slot.pod))
+            })
+            .collect()
     }
 
     /// Waits for every worker task to end (after shutdown was signalled).
@@ -355,7 +388,7 @@ impl PodWorkers {
             .pod_worker_duration
             .with("sync")
             .observe(started.elapsed());
-        metrics.pod_synced(p, engine.status.get(uid).as_ref());
+        metrics.pod_synced(p, engine.status.get(uid).as_ref(), memory.image_pull);
         match outcome {
             SyncOutcome::Terminal => SyncResult::Terminal {
                 grace: sync::grace_period(p, None),

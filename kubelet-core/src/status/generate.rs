@@ -27,6 +27,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::readiness;
 use crate::clock::to_time;
 use crate::pod;
 use crate::pod_status::{should_start, PodRuntimeStatus};
@@ -104,12 +105,30 @@ fn waiting(reason: &str, message: Option<String>) -> ApiState {
     }
 }
 
+/// Which list of the spec containers come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Init,
+    App,
+    /// `spec.ephemeralContainers`: never ready (no probes), never restarted.
+    Ephemeral,
+}
+
+/// Whether the next sync will (re)start `c` of `part`.
+fn will_start(c: &Container, part: Part, inp: &StatusInputs<'_>) -> bool {
+    match part {
+        Part::Ephemeral => !pod::is_deleted(inp.pod) && inp.runtime.latest(&c.name).is_none(),
+        _ => should_start(c, inp.pod, inp.runtime),
+    }
+}
+
 fn container_statuses(
     inp: &StatusInputs<'_>,
     containers: &[Container],
-    is_init: bool,
+    part: Part,
     has_inits: bool,
 ) -> Vec<ApiContainerStatus> {
+    let is_init = part == Part::Init;
     let default_reason = if has_inits {
         POD_INITIALIZING
     } else {
@@ -143,8 +162,10 @@ fn container_statuses(
                         let id = &s.summary.id;
                         // A regular init container is ready only once it completed.
                         let regular_init = is_init && !pod::is_restartable_init(c);
-                        st.ready =
-                            !inp.terminated && !regular_init && container_ready(c, id, inp.probes);
+                        st.ready = !inp.terminated
+                            && !regular_init
+                            && part != Part::Ephemeral
+                            && container_ready(c, id, inp.probes);
                         st.started = Some(container_started(c, id, inp.probes));
                     }
                     ContainerState::Exited => {
@@ -173,7 +194,7 @@ fn container_statuses(
             let init_succeeded = is_init
                 && latest
                     .is_some_and(|s| s.summary.state == ContainerState::Exited && s.exit_code == 0);
-            if !init_succeeded && !inp.terminated && should_start(c, inp.pod, inp.runtime) {
+            if !init_succeeded && !inp.terminated && will_start(c, part, inp) {
                 if let Some(r) = inp.reasons.get(&c.name) {
                     if st.state.as_ref().is_some_and(|s| s.terminated.is_some()) {
                         st.last_state = st.state.take();
@@ -337,8 +358,10 @@ pub fn generate(inp: &StatusInputs<'_>) -> PodStatus {
         None => (&empty, &empty),
     };
     let has_inits = !inits_spec.is_empty();
-    let inits = container_statuses(inp, inits_spec, true, has_inits);
-    let apps = container_statuses(inp, apps_spec, false, has_inits);
+    let inits = container_statuses(inp, inits_spec, Part::Init, has_inits);
+    let apps = container_statuses(inp, apps_spec, Part::App, has_inits);
+    let ephemeral_spec = pod::ephemeral_containers(p);
+    let ephemeral = container_statuses(inp, &ephemeral_spec, Part::Ephemeral, has_inits);
     let phase = if inp.failure.is_some() {
         "Failed"
     } else {
@@ -372,7 +395,7 @@ pub fn generate(inp: &StatusInputs<'_>) -> PodStatus {
     let initialized = not_initialized.is_empty();
     let mut unready = names_where(&inits, |s| is_sidecar(s) && !s.ready);
     unready.extend(names_where(&apps, |s| !s.ready));
-    let (ready, ready_reason, ready_message) = if phase == "Succeeded" {
+    let (containers_ready, ready_reason, ready_message) = if phase == "Succeeded" {
         (false, Some("PodCompleted".to_string()), None)
     } else if unready.is_empty() {
         (true, None, None)
@@ -385,6 +408,19 @@ pub fn generate(inp: &StatusInputs<'_>) -> PodStatus {
                 unready.join(" ")
             )),
         )
+    };
+    // Ready as ContainersReady, unless a readiness gate holds it back.
+    let (ready, pod_ready_reason, pod_ready_message) = match readiness::unready_gates(p) {
+        Some(message) if containers_ready => (
+            false,
+            Some(readiness::READINESS_GATES_NOT_READY.to_string()),
+            Some(message),
+        ),
+        _ => (
+            containers_ready,
+            ready_reason.clone(),
+            ready_message.clone(),
+        ),
     };
     let (init_reason, init_message) = if initialized {
         (
@@ -404,7 +440,7 @@ pub fn generate(inp: &StatusInputs<'_>) -> PodStatus {
             )),
         )
     };
-    let conditions = vec![
+    let mut conditions = vec![
         condition(
             inp.old,
             &inp.now,
@@ -426,19 +462,21 @@ pub fn generate(inp: &StatusInputs<'_>) -> PodStatus {
             &inp.now,
             "Ready",
             ready,
-            ready_reason.clone(),
-            ready_message.clone(),
+            pod_ready_reason,
+            pod_ready_message,
         ),
         condition(
             inp.old,
             &inp.now,
             "ContainersReady",
-            ready,
+            containers_ready,
             ready_reason,
             ready_message,
         ),
         condition(inp.old, &inp.now, "PodScheduled", true, None, None),
     ];
+    // Conditions others own (readiness gates, DisruptionTarget, …) are kept as they are.
+    conditions.extend(readiness::foreign_conditions(p));
 
     let mut pod_ips = inp.runtime.pod_ips();
     if pod::host_network(p) {
@@ -449,6 +487,7 @@ pub fn generate(inp: &StatusInputs<'_>) -> PodStatus {
         conditions: Some(conditions),
         container_statuses: Some(apps),
         init_container_statuses: has_inits.then_some(inits),
+        ephemeral_container_statuses: (!ephemeral.is_empty()).then_some(ephemeral),
         host_ip: inp.host_ips.first().cloned(),
         host_ips: (!inp.host_ips.is_empty()).then(|| {
             inp.host_ips

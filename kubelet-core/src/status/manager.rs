@@ -31,6 +31,8 @@ struct Entry {
 struct State {
     entries: HashMap<String, Entry>,
     dirty: HashSet<String>,
+    /// When each dirty status first changed (`kubelet_pod_status_sync_duration_seconds`).
+    changed_since: HashMap<String, tokio::time::Instant>,
     terminated: VecDeque<Arc<Pod>>,
 }
 
@@ -85,6 +87,9 @@ impl StatusManager {
                 },
             );
         }
+        st.changed_since
+            .entry(uid.clone())
+            .or_insert_with(tokio::time::Instant::now);
         st.dirty.insert(uid);
         drop(st);
         self.notify.notify_one();
@@ -149,6 +154,7 @@ impl StatusManager {
         let mut st = self.lock();
         st.entries.remove(uid);
         st.dirty.remove(uid);
+        st.changed_since.remove(uid);
     }
 
     /// Uids with a cached status.
@@ -196,6 +202,16 @@ impl StatusManager {
                 tracing::warn!(pod = %pod::full_name(&e.pod), uid = pod::uid(&e.pod), error = %err, "publishing pod status failed; will retry");
                 self.lock().dirty.insert(pod::uid(&e.pod).to_string());
                 failed = true;
+            } else {
+                let mut st = self.lock();
+                let uid = pod::uid(&e.pod);
+                if !st.dirty.contains(uid) {
+                    if let Some(since) = st.changed_since.remove(uid) {
+                        crate::metrics::global()
+                            .pod_status_sync_duration
+                            .observe(since.elapsed());
+                    }
+                }
             }
         }
         for p in terminated {

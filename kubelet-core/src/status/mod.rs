@@ -2,6 +2,7 @@
 
 pub mod generate;
 pub mod manager;
+pub mod readiness;
 
 pub use generate::{generate, is_terminal, StatusInputs, WaitingReason};
 pub use manager::StatusManager;

@@ -399,6 +399,7 @@ fn memory(u: &ResourceUsage, time: &str, capacity: Option<u64>) -> MemoryStats {
         usage_bytes: u.memory_usage_bytes,
         working_set_bytes: u.memory_working_set_bytes,
         rss_bytes: u.memory_rss_bytes,
+        cache_bytes: Some(u.memory_cache_bytes),
     }
 }
 
@@ -477,6 +478,7 @@ mod tests {
             log_directory: PathBuf::from("/logs"),
             cgroup_parent: None,
             dns: None,
+            runtime_handler: String::new(),
         };
         let sb = sim.run_pod_sandbox(&sandbox).await.unwrap();
         let mut ids = HashMap::new();

@@ -86,6 +86,10 @@ pub struct MemoryStats {
     pub working_set_bytes: u64,
     /// Anonymous memory.
     pub rss_bytes: u64,
+    /// Page cache (not part of Go's Summary API, so never serialized; `/metrics/cadvisor`'s
+    /// `container_memory_cache` reads it).
+    #[serde(skip)]
+    pub cache_bytes: Option<u64>,
 }
 
 /// Network stats: the default interface inline, all in `interfaces`.

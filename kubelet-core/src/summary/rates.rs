@@ -88,6 +88,7 @@ mod tests {
             memory_usage_bytes: 0,
             memory_working_set_bytes: 0,
             memory_rss_bytes: 0,
+            memory_cache_bytes: 0,
         }
     }
 

@@ -22,7 +22,11 @@
 //!    is stuck in created/unknown state). A deleted pod (deletion timestamp set) restarts
 //!    nothing.
 //! 4. If no app container keeps running and none is to start, the pod is killed (it is
-//!    finished) — sidecars do not keep a pod alive.
+//!    finished) — sidecars do not keep a pod alive, nor do ephemeral containers.
+//! 5. **Ephemeral containers** (`kubectl debug`) that the runtime has never seen are started,
+//!    even while initialization is not complete (Go starts them before init containers); one
+//!    that ran is never started again, whatever happened to it, and a new sandbox does not
+//!    bring them back. A deleted pod starts none.
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
@@ -65,6 +69,8 @@ pub struct PodActions {
     pub containers_to_start: Vec<usize>,
     /// Running containers to stop.
     pub containers_to_kill: Vec<ContainerToKill>,
+    /// Indexes in `spec.ephemeralContainers` to start.
+    pub ephemeral_to_start: Vec<usize>,
 }
 
 /// Whether the restart policy restarts failed containers (Go's `shouldRestartOnFailure`).
@@ -322,6 +328,17 @@ pub fn compute_pod_actions_with_probes(
         return actions;
     }
 
+    if !pod::is_deleted(p) {
+        actions.ephemeral_to_start = spec
+            .ephemeral_containers
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, c)| status.latest(&c.name).is_none())
+            .map(|(i, _)| i)
+            .collect();
+    }
+
     if !init_actions(p, status, probes, &mut actions) {
         return actions;
     }
@@ -371,6 +388,7 @@ pub fn compute_pod_actions_with_probes(
         // Nothing of the app runs or will run: the pod is done, sidecars included.
         actions.kill_pod = true;
         actions.sidecars_to_start.clear();
+        actions.ephemeral_to_start.clear();
     }
     actions
 }

@@ -17,6 +17,7 @@
 //! of which knows the engine. Only pod workers call these, one call at a time per pod.
 
 pub mod actions;
+mod sandbox;
 mod start;
 pub(crate) mod stop;
 
@@ -85,6 +86,8 @@ pub(crate) struct WorkerMemory {
     pub messages: HashMap<String, String>,
     /// Set when the kubelet fails the pod (`DeadlineExceeded`).
     pub failure: Option<WaitingReason>,
+    /// Time spent getting the pod's images (left out of the pod start-up SLI).
+    pub image_pull: Duration,
 }
 
 /// Go's reason and message for a pod past its `activeDeadlineSeconds`.
@@ -98,6 +101,7 @@ fn nothing_to_do(a: &PodActions) -> bool {
         && a.sidecars_to_start.is_empty()
         && a.containers_to_start.is_empty()
         && a.containers_to_kill.is_empty()
+        && a.ephemeral_to_start.is_empty()
 }
 
 /// Time left before the pod's `activeDeadlineSeconds` (counted from its start time) runs out;

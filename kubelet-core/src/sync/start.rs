@@ -81,7 +81,7 @@ pub(super) async fn execute(
             return None;
         }
     }
-    let sandbox = match sandbox_config(e, p, actions.attempt).await {
+    let mut sandbox = match sandbox_config(e, p, actions.attempt).await {
         Ok(s) => s,
         Err(err) => {
             e.sink.record_event(Event::for_pod(
@@ -94,9 +94,29 @@ pub(super) async fn execute(
             return Some(ERROR_RETRY);
         }
     };
+    if actions.create_sandbox {
+        let handler = match super::sandbox::runtime_handler(e, p).await.and_then(|h| {
+            super::sandbox::check_user_namespaces(p, &h, &e.runtime_state.handlers()).map(|()| h)
+        }) {
+            Ok(h) => h,
+            Err(message) => {
+                tracing::warn!(pod = %pod::full_name(p), uid = pod::uid(p), error = %message, "cannot create the pod's sandbox");
+                e.sink.record_event(Event::for_pod(
+                    p,
+                    None,
+                    EventType::Warning,
+                    "FailedCreatePodSandBox",
+                    format!("Failed to create pod sandbox: {message}"),
+                ));
+                return Some(ERROR_RETRY);
+            }
+        };
+        sandbox.runtime_handler = handler;
+    }
     let mut pod_ip = pod_ip;
     let sandbox_id = if actions.create_sandbox {
         remove_dead_sandboxes(e, p, rt).await;
+        crate::metrics::global().started_pods.inc_labels(&[]);
         match e.runtime.run_pod_sandbox(&sandbox).await {
             Ok(id) => {
                 if let Ok(st) = e.runtime.pod_sandbox_status(&id).await {
@@ -105,6 +125,7 @@ pub(super) async fn execute(
                 id
             }
             Err(err) => {
+                crate::metrics::global().started_pods_errors.inc_labels(&[]);
                 e.sink.record_event(Event::for_pod(
                     p,
                     None,
@@ -125,6 +146,35 @@ pub(super) async fn execute(
     let spec = p.spec.as_ref()?;
     let mut retry: Option<Duration> = None;
     let mut todo: Vec<(&Container, ContainerKind)> = Vec::new();
+    // Ephemeral containers first, so that a pod stuck in an init container can be debugged.
+    let ephemeral = pod::ephemeral_containers(p);
+    let mut not_started: Vec<(String, WaitingReason)> = Vec::new();
+    for &i in &actions.ephemeral_to_start {
+        let Some(c) = ephemeral.get(i) else { continue };
+        match ephemeral_kind(p, rt, &c.name) {
+            Ok(kind) => todo.push((c, kind)),
+            Err(message) => {
+                e.sink.record_event(Event::for_pod(
+                    p,
+                    Some(&c.name),
+                    EventType::Warning,
+                    "Failed",
+                    format!("Error: {message}"),
+                ));
+                not_started.push((
+                    c.name.clone(),
+                    WaitingReason {
+                        reason: "CreateContainerConfigError".into(),
+                        message,
+                    },
+                ));
+            }
+        }
+    }
+    for (name, reason) in not_started {
+        memory.reasons.insert(name, reason);
+        retry = Some(ERROR_RETRY);
+    }
     let inits = spec.init_containers.as_deref().unwrap_or(&[]);
     for i in actions
         .next_init_container
@@ -141,7 +191,8 @@ pub(super) async fn execute(
         }
     }
     for (c, kind) in todo {
-        match start_container(e, p, rt, &sandbox_id, &sandbox, c, kind, &fields).await {
+        let started = &mut memory.image_pull;
+        match start_container(e, p, rt, &sandbox_id, &sandbox, c, kind, &fields, started).await {
             Ok(()) => {
                 memory.reasons.remove(&c.name);
             }
@@ -154,6 +205,21 @@ pub(super) async fn execute(
         }
     }
     retry
+}
+
+/// How an ephemeral container is started: in the process namespace of its running target
+/// container, when it names one (Go's `getTargetID`: "unable to find target container X"
+/// while the target does not run).
+fn ephemeral_kind(p: &Pod, rt: &PodRuntimeStatus, name: &str) -> Result<ContainerKind, String> {
+    let Some(target) = pod::ephemeral_target(p, name) else {
+        return Ok(ContainerKind::Ephemeral { target_id: None });
+    };
+    match rt.latest(target) {
+        Some(s) if s.summary.state == ContainerState::Running => Ok(ContainerKind::Ephemeral {
+            target_id: Some(s.summary.id.clone()),
+        }),
+        _ => Err(format!("unable to find target container {target}")),
+    }
 }
 
 /// Builds the sandbox config, asking the container manager for the cgroup parent.
@@ -173,6 +239,7 @@ async fn sandbox_config(e: &Engine, p: &Arc<Pod>, attempt: u32) -> Result<Sandbo
         log_directory,
         cgroup_parent: resources.cgroup_parent,
         dns: Some(pod_dns(p, &e.config, &e.runtime_state.host_dns())),
+        runtime_handler: String::new(),
     })
 }
 
@@ -186,6 +253,7 @@ async fn start_container(
     c: &Container,
     kind: ContainerKind,
     fields: &FieldValues,
+    image_pull: &mut Duration,
 ) -> Result<(), (WaitingReason, Option<Duration>)> {
     let fail = |reason: &str, message: String| {
         (
@@ -247,11 +315,13 @@ async fn start_container(
         }
         backoff.next(&key, s.finished_at, now);
     }
-    let image_ref = e
+    let pull_started = tokio::time::Instant::now();
+    let image = e
         .images
         .ensure_image(e.runtime.as_ref(), e.sink.as_ref(), p, c, sandbox)
-        .await
-        .map_err(|err| (err.reason, err.retry_after))?;
+        .await;
+    *image_pull += pull_started.elapsed();
+    let image_ref = image.map_err(|err| (err.reason, err.retry_after))?;
     let restart_count = latest.map_or(0, |s| s.summary.attempt.saturating_add(1));
     let config_error =
         |err: &dyn std::fmt::Display| fail("CreateContainerConfigError", err.to_string());
@@ -267,6 +337,9 @@ async fn start_container(
         Ok(None) => {}
         Err(err) => return Err(config_error(&err)),
     }
+    let metrics = crate::metrics::global();
+    let container_type = crate::metrics::container_type(&kind);
+    metrics.started_containers.inc(container_type);
     let config = ContainerConfig {
         pod: p.clone(),
         container: c.clone(),
@@ -287,6 +360,9 @@ async fn start_container(
     {
         Ok(id) => id,
         Err(err) => {
+            metrics
+                .started_containers_errors
+                .inc_labels(&[container_type, crate::metrics::error_code(&err)]);
             let message = err.to_string();
             event(EventType::Warning, "Failed", format!("Error: {message}"));
             return Err(fail("CreateContainerError", message));
@@ -298,6 +374,9 @@ async fn start_container(
         format!("Created container {}", c.name),
     );
     if let Err(err) = e.runtime.start_container(&id).await {
+        metrics
+            .started_containers_errors
+            .inc_labels(&[container_type, crate::metrics::error_code(&err)]);
         let message = err.to_string();
         event(EventType::Warning, "Failed", format!("Error: {message}"));
         return Err(fail("RunContainerError", message));

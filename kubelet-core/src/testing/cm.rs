@@ -152,6 +152,9 @@ impl CgroupUsage {
             memory_usage_bytes: self.memory_usage_bytes,
             memory_working_set_bytes: self.memory_working_set_bytes,
             memory_rss_bytes: self.memory_rss_bytes,
+            memory_cache_bytes: self
+                .memory_usage_bytes
+                .saturating_sub(self.memory_rss_bytes),
         }
     }
 }

@@ -71,6 +71,7 @@ struct SimSandbox {
     summary: SandboxSummary,
     ip: String,
     host_network: bool,
+    runtime_handler: String,
 }
 
 #[derive(Debug, Clone)]
@@ -274,6 +275,20 @@ impl SimRuntime {
         }
     }
 
+    /// The runtime handlers the pod's sandboxes were created with, oldest first.
+    pub fn sandbox_handlers(&self, pod_uid: &str) -> Vec<String> {
+        let st = self.lock();
+        st.by_pod
+            .get(pod_uid)
+            .map(|(ids, _)| {
+                ids.iter()
+                    .filter_map(|id| st.sandboxes.get(id))
+                    .map(|s| s.runtime_handler.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Ids of the pod's containers named `name`, oldest first.
     pub fn container_ids(&self, pod_uid: &str, name: &str) -> Vec<String> {
         let st = self.lock();
@@ -314,7 +329,7 @@ impl ContainerRuntime for SimRuntime {
         Ok(RuntimeStatus {
             runtime_ready: true,
             network_ready: true,
-            message: String::new(),
+            ..Default::default()
         })
     }
 
@@ -373,6 +388,7 @@ impl ContainerRuntime for SimRuntime {
             summary,
             ip: format!("10.88.{}.{}", (n >> 8) & 0xff, (n & 0xff).max(1)),
             host_network: crate::pod::host_network(&config.pod),
+            runtime_handler: config.runtime_handler.clone(),
         };
         st.sandboxes.insert(id.clone(), sandbox);
         st.by_pod

@@ -4,9 +4,9 @@
 use k8s_cri::v1 as cri;
 use kubelet_core::runtime::{ContainerConfig, MountPropagation, RuntimeError};
 
-use super::container_resources;
 use super::labels::{container_annotations, container_labels};
 use super::security::{container_security_context, ImageUser};
+use super::{container_resources, Options};
 
 fn propagation(p: MountPropagation) -> i32 {
     match p {
@@ -22,11 +22,12 @@ fn propagation(p: MountPropagation) -> i32 {
 pub fn container_config(
     config: &ContainerConfig,
     image_user: &ImageUser,
-    memory_capacity: i64,
+    opts: &Options,
 ) -> Result<cri::ContainerConfig, RuntimeError> {
     let c = &config.container;
-    let resources = container_resources(&config.pod, c, memory_capacity)?;
-    let security_context = container_security_context(&config.pod, c, image_user)?;
+    let resources = container_resources(&config.pod, c, opts)?;
+    let security_context =
+        container_security_context(&config.pod, c, &config.kind, image_user, opts)?;
     Ok(cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: c.name.clone(),
@@ -120,7 +121,15 @@ mod tests {
             },
         );
         let cfg = container_cfg(pod, c);
-        let out = container_config(&cfg, &ImageUser::default(), 4 * GI).unwrap();
+        let out = container_config(
+            &cfg,
+            &ImageUser::default(),
+            &Options {
+                memory_capacity: 4 * GI,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(out.metadata.as_ref().unwrap().attempt, 3);
         assert_eq!(out.image.as_ref().unwrap().image, "sha256:abc");
         assert_eq!(out.command, vec!["sh"]);

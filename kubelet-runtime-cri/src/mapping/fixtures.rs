@@ -62,6 +62,7 @@ pub(crate) fn sandbox_cfg(pod: Pod) -> SandboxConfig {
             searches: vec!["prod.svc".into()],
             options: vec!["ndots:5".into()],
         }),
+        runtime_handler: String::new(),
     }
 }
 

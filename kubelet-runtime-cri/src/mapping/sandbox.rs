@@ -11,6 +11,7 @@ use super::security::{
     has_privileged_container, namespace_options, pod_security_context, seccomp_profile,
     supplemental_groups,
 };
+use super::Options;
 
 fn protocol(p: Option<&str>) -> i32 {
     match p {
@@ -37,8 +38,10 @@ pub fn port_mappings(pod: &Pod) -> Vec<cri::PortMapping> {
 }
 
 /// The CRI sandbox config for a pod (Go `generatePodSandboxConfig` +
-/// `generatePodSandboxLinuxConfig`).
-pub fn sandbox_config(config: &SandboxConfig) -> cri::PodSandboxConfig {
+/// `generatePodSandboxLinuxConfig`). An invalid pod seccomp profile gives the sandbox
+/// `Unconfined`: the containers' own configs, built from the same profile, fail with the
+/// error.
+pub fn sandbox_config(config: &SandboxConfig, opts: &Options) -> cri::PodSandboxConfig {
     let pod = &config.pod;
     let r = PodRef::of(pod);
     let pod_sc = pod_security_context(pod);
@@ -60,7 +63,12 @@ pub fn sandbox_config(config: &SandboxConfig) -> cri::PodSandboxConfig {
             .map(|value| cri::Int64Value { value }),
         supplemental_groups: supplemental_groups(pod_sc),
         privileged: has_privileged_container(pod),
-        seccomp: Some(seccomp_profile(pod_sc, None)),
+        seccomp: Some(
+            seccomp_profile(pod_sc, None, opts).unwrap_or(cri::SecurityProfile {
+                profile_type: cri::security_profile::ProfileType::Unconfined as i32,
+                localhost_ref: String::new(),
+            }),
+        ),
         ..Default::default()
     };
     cri::PodSandboxConfig {
@@ -153,7 +161,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let cfg = sandbox_config(&sandbox_cfg(pod));
+        let cfg = sandbox_config(&sandbox_cfg(pod), &Options::default());
         let md = cfg.metadata.unwrap();
         assert_eq!(
             (
@@ -203,7 +211,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let cfg = sandbox_config(&sandbox_cfg(host));
+        let cfg = sandbox_config(&sandbox_cfg(host), &Options::default());
         assert_eq!(cfg.hostname, "");
         let opts = cfg
             .linux

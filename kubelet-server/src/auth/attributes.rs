@@ -1,4 +1,8 @@
-//! Request → authorization attributes, as Go's `NewNodeAuthorizerAttributesGetter`.
+//! Request → authorization attributes, as Go's `NewNodeAuthorizerAttributesGetter`, with
+//! the fine-grained kubelet authorization of current Go kubelets (`KubeletFineGrainedAuthz`):
+//! `/pods` and `/runningpods/` are first asked as `nodes/pods`, `/healthz*` as
+//! `nodes/healthz`, `/configz` as `nodes/configz`, each falling back to `nodes/proxy`; a
+//! request is allowed when any of its attributes is ([`request_attributes_list`]).
 
 use super::UserInfo;
 
@@ -63,7 +67,50 @@ fn subresource_for(path: &str) -> &'static str {
     }
 }
 
-/// The attributes of a request by `user` on node `node_name`.
+/// The fine-grained subresource of a path, asked before the coarse one.
+fn fine_grained_for(path: &str) -> Option<&'static str> {
+    if is_subpath(path, "/pods") || is_subpath(path, "/runningpods/") {
+        Some("pods")
+    } else if is_subpath(path, "/healthz") {
+        Some("healthz")
+    } else if is_subpath(path, "/configz") {
+        Some("configz")
+    } else {
+        None
+    }
+}
+
+/// Every set of attributes a request may be allowed by, in the order they are asked (Go's
+/// `GetRequestAttributes` with fine-grained authorization): the fine-grained subresource,
+/// then `proxy`; or the one subresource of the path.
+pub fn request_attributes_list(
+    user: UserInfo,
+    node_name: &str,
+    method: &str,
+    path: &str,
+    upgrade: bool,
+) -> Vec<Attributes> {
+    let base = request_attributes(user, node_name, method, path, upgrade);
+    match fine_grained_for(path) {
+        Some(fine) => {
+            let fallback = Attributes {
+                subresource: "proxy".into(),
+                ..base.clone()
+            };
+            vec![
+                Attributes {
+                    subresource: fine.into(),
+                    ..base
+                },
+                fallback,
+            ]
+        }
+        None => vec![base],
+    }
+}
+
+/// The attributes of a request by `user` on node `node_name` (the coarse mapping; see
+/// [`request_attributes_list`] for what the server asks).
 pub fn request_attributes(
     user: UserInfo,
     node_name: &str,
@@ -139,6 +186,30 @@ mod tests {
             );
             assert_eq!(a.resource, "nodes");
             assert_eq!(a.name, "n1");
+        }
+    }
+
+    #[test]
+    fn fine_grained_table() {
+        let cases: [(&str, &[&str]); 10] = [
+            ("/pods", &["pods", "proxy"]),
+            ("/pods/", &["pods", "proxy"]),
+            ("/runningpods/", &["pods", "proxy"]),
+            ("/healthz", &["healthz", "proxy"]),
+            ("/healthz/syncloop", &["healthz", "proxy"]),
+            ("/configz", &["configz", "proxy"]),
+            ("/podsx", &["proxy"]),
+            ("/stats/summary", &["stats"]),
+            ("/metrics/cadvisor", &["metrics"]),
+            ("/exec/ns/p/c", &["proxy"]),
+        ];
+        for (path, want) in cases {
+            let got: Vec<String> =
+                request_attributes_list(UserInfo::anonymous(), "n1", "GET", path, false)
+                    .into_iter()
+                    .map(|a| a.subresource)
+                    .collect();
+            assert_eq!(got, want, "{path}");
         }
     }
 

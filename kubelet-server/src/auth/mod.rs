@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use attributes::{is_canonical_path, request_attributes, verb_for, Attributes};
+pub use attributes::{
+    is_canonical_path, request_attributes, request_attributes_list, verb_for, Attributes,
+};
 pub use webhook::{ApiServerClient, WebhookAuthorizer, WebhookTokenAuthenticator};
 
 /// Errors of authentication and authorization.

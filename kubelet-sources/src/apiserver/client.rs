@@ -23,6 +23,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
+use super::client_metrics::{RequestVerb, RestClientMetricsLayer};
 use super::ApiError;
 
 /// How the clients are made.
@@ -75,12 +76,18 @@ impl ApiClients {
     pub async fn from_kubeconfig(cfg: &ClientConfig) -> Result<Self, ApiError> {
         let kube_cfg = load_kubeconfig(&cfg.kubeconfig).await?;
         let server = kube_cfg.cluster_url.to_string();
+        let host = kube_cfg
+            .cluster_url
+            .authority()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         let api = ClientBuilder::try_from(kube_cfg.clone())
             .map_err(|source| ApiError::ClientBuild {
                 server: server.clone(),
                 error: source,
             })?
-            .with_layer(&RateLimitLayer::new(cfg.qps, cfg.burst))
+            .with_layer(&RateLimitLayer::new(cfg.qps, cfg.burst).with_host(&host))
+            .with_layer(&RestClientMetricsLayer::new(&host))
             .build();
         let mut hb_cfg = kube_cfg;
         hb_cfg.connect_timeout = Some(cfg.heartbeat_timeout);
@@ -92,6 +99,7 @@ impl ApiClients {
                 server,
                 error: source,
             })?
+            .with_layer(&RestClientMetricsLayer::new(&host))
             .build();
         Ok(ApiClients {
             api,
@@ -180,9 +188,11 @@ impl TokenBucket {
 }
 
 /// A tower layer that delays each request by the [`TokenBucket`] (shared by all clones).
+/// Each wait is observed as `rest_client_rate_limiter_duration_seconds{host,verb}`.
 #[derive(Debug, Clone)]
 pub struct RateLimitLayer {
     bucket: Arc<Mutex<TokenBucket>>,
+    host: Arc<str>,
 }
 
 impl RateLimitLayer {
@@ -190,7 +200,14 @@ impl RateLimitLayer {
     pub fn new(qps: f64, burst: u32) -> Self {
         RateLimitLayer {
             bucket: Arc::new(Mutex::new(TokenBucket::new(qps, burst))),
+            host: "".into(),
         }
+    }
+
+    /// Labels the limiter's waits with the API server's `host:port`.
+    pub fn with_host(mut self, host: &str) -> Self {
+        self.host = host.into();
+        self
     }
 }
 
@@ -200,6 +217,7 @@ impl<S> Layer<S> for RateLimitLayer {
         RateLimit {
             inner,
             bucket: self.bucket.clone(),
+            host: self.host.clone(),
         }
     }
 }
@@ -209,9 +227,10 @@ impl<S> Layer<S> for RateLimitLayer {
 pub struct RateLimit<S> {
     inner: S,
     bucket: Arc<Mutex<TokenBucket>>,
+    host: Arc<str>,
 }
 
-impl<S, R> Service<R> for RateLimit<S>
+impl<S, R: RequestVerb> Service<R> for RateLimit<S>
 where
     S: Service<R>,
     S::Future: Send + 'static,
@@ -230,6 +249,12 @@ where
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .reserve(Instant::now());
+        if let Some(verb) = req.verb() {
+            kubelet_core::metrics::global()
+                .rest_client_rate_limiter_duration
+                .with_labels(&[&self.host, verb])
+                .observe(wait);
+        }
         // The inner future does no work before it is polled (hyper's client is lazy), so the
         // request leaves only after the wait.
         let fut = self.inner.call(req);

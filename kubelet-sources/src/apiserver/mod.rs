@@ -13,6 +13,7 @@
 //! [`ClusterMember::start`] composes all of it for a running kubelet.
 
 pub mod client;
+pub mod client_metrics;
 pub mod events;
 pub mod lease;
 pub mod member;

@@ -41,8 +41,9 @@ pub(super) async fn raw_run(
     for p in pods {
         let mut cc = p.container.clone();
         cc.image_ref = image_ref.to_string();
-        let sandbox = mapping::sandbox_config(&p.sandbox);
-        let container = mapping::container_config(&cc, &root, 0)?;
+        let opts = mapping::Options::default();
+        let sandbox = mapping::sandbox_config(&p.sandbox, &opts);
+        let container = mapping::container_config(&cc, &root, &opts)?;
         tokio::fs::create_dir_all(p.sandbox.log_directory.join("busybox")).await?;
         prepared.push((sandbox, container));
     }

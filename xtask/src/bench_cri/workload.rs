@@ -100,6 +100,7 @@ pub(super) fn workload(prefix: &str, n: usize) -> Vec<BenchPod> {
                     .join(format!("{NAMESPACE}_{name}_{uid}")),
                 cgroup_parent: Some(format!("{RAW_CGROUP_ROOT}/kubepods/besteffort/pod{uid}")),
                 dns: None,
+                runtime_handler: String::new(),
             };
             let container = ContainerConfig {
                 pod,

@@ -121,12 +121,20 @@ impl ContainerStatus {
 }
 
 /// Which part of the pod a container belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ContainerKind {
     /// spec.initContainers
     Init,
     /// spec.containers
     Regular,
+    /// spec.ephemeralContainers (`kubectl debug`): started once in the running pod, never
+    /// restarted.
+    Ephemeral {
+        /// Runtime id of the running container named by `targetContainerName`, whose
+        /// process namespace the ephemeral container joins (CRI namespace mode `TARGET`,
+        /// when the pod does not share one process namespace anyway).
+        target_id: Option<String>,
+    },
 }
 
 /// A resolved environment variable.

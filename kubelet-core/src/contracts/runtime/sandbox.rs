@@ -93,4 +93,7 @@ pub struct SandboxConfig {
     pub cgroup_parent: Option<String>,
     /// DNS settings; `None` lets the runtime use its default.
     pub dns: Option<DnsConfig>,
+    /// The runtime handler of the pod's RuntimeClass (CRI `RunPodSandbox.runtime_handler`);
+    /// empty: the runtime's default handler.
+    pub runtime_handler: String,
 }

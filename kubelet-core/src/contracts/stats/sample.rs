@@ -23,6 +23,8 @@ pub struct ResourceUsage {
     pub memory_working_set_bytes: u64,
     /// Anonymous (RSS) memory in bytes.
     pub memory_rss_bytes: u64,
+    /// Page cache in bytes (cgroup v1 `total_cache`, v2 `file`), cAdvisor's `cache`.
+    pub memory_cache_bytes: u64,
 }
 
 impl ResourceUsage {
@@ -161,6 +163,7 @@ mod tests {
             memory_usage_bytes: 0,
             memory_working_set_bytes: 0,
             memory_rss_bytes: 0,
+            memory_cache_bytes: 0,
         };
         let b = ResourceUsage {
             timestamp: t0 + Duration::from_millis(500),

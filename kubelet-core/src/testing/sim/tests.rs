@@ -21,6 +21,7 @@ fn sandbox(uid: &str) -> SandboxConfig {
         log_directory: PathBuf::from("/var/log/pods/x"),
         cgroup_parent: None,
         dns: None,
+        runtime_handler: String::new(),
     }
 }
 

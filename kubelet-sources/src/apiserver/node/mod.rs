@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Taint;
 use kubelet_core::cm::ResourceList;
-use kubelet_core::runtime::ImageInfo;
+use kubelet_core::runtime::{ImageInfo, RuntimeHandler};
 use kubelet_core::{KubeletHandle, MachineInfo};
 
 pub use registration::{
@@ -39,14 +39,31 @@ pub use registration::{
 };
 pub use setters::{
     not_ready_reasons, owned_conditions_drifted, ready_status, set_addresses, set_condition,
-    set_daemon_endpoints, set_disk_pressure, set_images, set_memory_pressure, set_node_info,
-    set_node_status, set_pid_pressure, set_ready, set_resources, status_changed, Setter,
-    SetterContext, SETTERS,
+    set_daemon_endpoints, set_disk_pressure, set_features, set_images, set_memory_pressure,
+    set_node_info, set_node_status, set_pid_pressure, set_ready, set_resources,
+    set_runtime_handlers, status_changed, Setter, SetterContext, SETTERS,
 };
 pub use status_loop::{next_status, status_patch, NodeStatusLoop, Tick};
 
-/// The kubelet version reported in nodeInfo: the API level it follows, marked as kubelet-rs.
-pub const KUBELET_VERSION: &str = concat!("v1.20.2-kubelet-rs.", env!("CARGO_PKG_VERSION"));
+/// The Kubernetes API level kubelet-rs implements: the k8s-openapi version feature it is
+/// built with (`latest` in the workspace's Cargo.toml).
+pub const API_LEVEL: &str = api_level();
+
+#[allow(unreachable_code)]
+const fn api_level() -> &'static str {
+    k8s_openapi::k8s_if_1_33! { return "v1.33.0"; }
+    k8s_openapi::k8s_if_1_34! { return "v1.34.0"; }
+    k8s_openapi::k8s_if_1_35! { return "v1.35.0"; }
+    k8s_openapi::k8s_if_1_36! { return "v1.36.0"; }
+    k8s_openapi::k8s_if_1_37! { return "v1.37.0"; }
+    "v0.0.0"
+}
+
+/// The kubelet version reported in nodeInfo: the API level it implements ([`API_LEVEL`])
+/// with kubelet-rs's own version as semver build metadata, e.g. `v1.37.0+kubelet-rs.0.1.0`.
+pub fn kubelet_version() -> String {
+    format!("{API_LEVEL}+kubelet-rs.{}", env!("CARGO_PKG_VERSION"))
+}
 /// Annotation telling the attach/detach controller it manages this node's volumes.
 pub const CONTROLLER_MANAGED_ATTACH_DETACH: &str =
     "volumes.kubernetes.io/controller-managed-attach-detach";
@@ -95,7 +112,7 @@ impl NodeConfig {
             status_report_frequency: Duration::from_secs(300),
             max_images: 50,
             kubelet_port: 10250,
-            kubelet_version: KUBELET_VERSION.to_string(),
+            kubelet_version: kubelet_version(),
         }
     }
 }
@@ -141,16 +158,27 @@ pub struct Observed {
     pub pid_pressure: bool,
     /// Images on the node.
     pub images: Vec<ImageInfo>,
+    /// The runtime handlers the runtime reports (CRI `runtime_handlers`).
+    pub runtime_handlers: Vec<RuntimeHandler>,
+    /// CRI `RuntimeFeatures.supplemental_groups_policy`, when the runtime reports features.
+    pub supplemental_groups_policy: Option<bool>,
 }
 
 /// Reads the [`Observed`] snapshot from a running kubelet.
 pub async fn observe(handle: &KubeletHandle) -> Observed {
     let runtime = handle.runtime();
     let cm = handle.container_manager();
-    let (runtime_ready, network_ready, runtime_message) = match runtime.status().await {
-        Ok(s) => (s.runtime_ready, s.network_ready, s.message),
-        Err(e) => (false, false, e.to_string()),
-    };
+    let (runtime_ready, network_ready, runtime_message, runtime_handlers, supplemental_groups) =
+        match runtime.status().await {
+            Ok(s) => (
+                s.runtime_ready,
+                s.network_ready,
+                s.message,
+                s.handlers,
+                s.supplemental_groups_policy,
+            ),
+            Err(e) => (false, false, e.to_string(), Vec::new(), None),
+        };
     let runtime_version = match runtime.version().await {
         Ok(v) => format!("{}://{}", v.runtime_name, v.runtime_version),
         Err(_) => String::new(),
@@ -175,6 +203,8 @@ pub async fn observe(handle: &KubeletHandle) -> Observed {
         disk_pressure: false,
         pid_pressure: false,
         images,
+        runtime_handlers,
+        supplemental_groups_policy: supplemental_groups,
     }
 }
 
@@ -223,6 +253,8 @@ pub(crate) mod fixtures {
             disk_pressure: false,
             pid_pressure: false,
             images: vec![],
+            runtime_handlers: vec![],
+            supplemental_groups_policy: None,
         }
     }
 

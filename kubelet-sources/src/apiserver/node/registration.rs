@@ -137,6 +137,9 @@ pub fn adoption_patch(existing: &Node, wanted: &Node) -> Option<Node> {
 pub async fn register(api: &Api<Node>, node: &Node, shutdown: &CancellationToken) -> Option<Node> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let mut delay = Duration::from_millis(100);
+    kubelet_core::metrics::global()
+        .node_startup
+        .record_registration_attempt();
     loop {
         match try_register(api, node).await {
             Ok(n) => return Some(n),
@@ -157,6 +160,9 @@ async fn try_register(api: &Api<Node>, node: &Node) -> Result<Node, ApiError> {
     match api.create(&PostParams::default(), node).await {
         Ok(n) => {
             tracing::info!(node = %name, "node registered");
+            kubelet_core::metrics::global()
+                .node_startup
+                .record_registered_new_node();
             return Ok(n);
         }
         Err(kube::Error::Api(s)) if s.code == 409 => {}

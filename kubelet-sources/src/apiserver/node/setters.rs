@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{
     ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
-    NodeStatus, NodeSystemInfo,
+    NodeFeatures, NodeRuntimeHandler, NodeRuntimeHandlerFeatures, NodeStatus, NodeSystemInfo,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubelet_core::runtime::ImageInfo;
@@ -27,12 +27,14 @@ pub struct SetterContext<'a> {
 pub type Setter = fn(&mut Node, &SetterContext<'_>);
 
 /// The setters, in Go's order.
-pub const SETTERS: [Setter; 9] = [
+pub const SETTERS: [Setter; 11] = [
     set_addresses,
     set_resources,
     set_node_info,
     set_daemon_endpoints,
     set_images,
+    set_runtime_handlers,
+    set_features,
     set_memory_pressure,
     set_disk_pressure,
     set_pid_pressure,
@@ -98,6 +100,35 @@ pub fn set_node_info(node: &mut Node, ctx: &SetterContext<'_>) {
         kube_proxy_version: ctx.config.kubelet_version.clone(),
         ..Default::default()
     });
+}
+
+/// runtimeHandlers: each handler the runtime reports with its features (Go's
+/// `RuntimeHandlers`); none when the runtime reports none.
+pub fn set_runtime_handlers(node: &mut Node, ctx: &SetterContext<'_>) {
+    let handlers: Vec<NodeRuntimeHandler> = ctx
+        .observed
+        .runtime_handlers
+        .iter()
+        .map(|h| NodeRuntimeHandler {
+            name: Some(h.name.clone()),
+            features: Some(NodeRuntimeHandlerFeatures {
+                recursive_read_only_mounts: Some(h.recursive_read_only_mounts),
+                user_namespaces: Some(h.user_namespaces),
+            }),
+        })
+        .collect();
+    status(node).runtime_handlers = (!handlers.is_empty()).then_some(handlers);
+}
+
+/// features: `supplementalGroupsPolicy` when the runtime reports its features (Go's
+/// `NodeFeatures`); left as it is otherwise.
+pub fn set_features(node: &mut Node, ctx: &SetterContext<'_>) {
+    if let Some(supported) = ctx.observed.supplemental_groups_policy {
+        status(node)
+            .features
+            .get_or_insert_with(NodeFeatures::default)
+            .supplemental_groups_policy = Some(supported);
+    }
 }
 
 /// daemonEndpoints: the kubelet port.
@@ -512,5 +543,61 @@ mod tests {
         ]);
         assert!(owned_conditions_drifted(&unknown, &sent));
         assert!(owned_conditions_drifted(&node(vec![]), &sent));
+    }
+
+    #[test]
+    fn runtime_handlers_features_and_version() {
+        let config = NodeConfig::new("n1");
+        let now = t(0);
+        let mut o = observed();
+        let mut node = Node::default();
+        set_node_status(
+            &mut node,
+            &SetterContext {
+                config: &config,
+                observed: &o,
+                now: &now,
+            },
+        );
+        let st = node.status.as_ref().unwrap();
+        // A runtime that reports neither (containerd 1.6/1.7): nothing.
+        assert!(st.runtime_handlers.is_none() && st.features.is_none());
+        let v = &st.node_info.as_ref().unwrap().kubelet_version;
+        assert!(v.starts_with("v1.") && v.contains("+kubelet-rs."), "{v}");
+        assert!(!v.starts_with("v1.20"), "{v}");
+        o.runtime_handlers = vec![
+            kubelet_core::runtime::RuntimeHandler {
+                name: String::new(),
+                recursive_read_only_mounts: true,
+                user_namespaces: false,
+            },
+            kubelet_core::runtime::RuntimeHandler {
+                name: "crun".into(),
+                recursive_read_only_mounts: false,
+                user_namespaces: true,
+            },
+        ];
+        o.supplemental_groups_policy = Some(true);
+        set_node_status(
+            &mut node,
+            &SetterContext {
+                config: &config,
+                observed: &o,
+                now: &now,
+            },
+        );
+        let st = node.status.as_ref().unwrap();
+        let hs = st.runtime_handlers.as_ref().unwrap();
+        assert_eq!(hs.len(), 2);
+        assert_eq!(hs[1].name.as_deref(), Some("crun"));
+        let f = hs[1].features.as_ref().unwrap();
+        assert_eq!(
+            (f.user_namespaces, f.recursive_read_only_mounts),
+            (Some(true), Some(false))
+        );
+        assert_eq!(
+            st.features.as_ref().unwrap().supplemental_groups_policy,
+            Some(true)
+        );
     }
 }

@@ -183,11 +183,16 @@ impl NodeStatusLoop {
                     if reported_ready != is {
                         reported_ready.clone_from(&is);
                         match is.as_deref() {
-                            Some("True") => self.node_event(
-                                EventType::Normal,
-                                "NodeReady",
-                                format!("Node {name} status is now: NodeReady"),
-                            ),
+                            Some("True") => {
+                                kubelet_core::metrics::global()
+                                    .node_startup
+                                    .record_node_ready();
+                                self.node_event(
+                                    EventType::Normal,
+                                    "NodeReady",
+                                    format!("Node {name} status is now: NodeReady"),
+                                )
+                            }
                             _ => self.node_event(
                                 EventType::Normal,
                                 "NodeNotReady",

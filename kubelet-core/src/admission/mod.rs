@@ -9,11 +9,19 @@
 //! the pod's OS, `spec.nodeName`, node selector and required node affinity against the node's
 //! labels, and that the pod's requests fit the node's allocatable resources beside the pods
 //! already admitted (reasons `OutOfcpu`, `OutOfmemory`, `OutOfephemeral-storage`, `OutOfpods`).
+//! After it come Go's other built-in handlers: [`sysctl::SysctlAdmitHandler`]
+//! (`SysctlForbidden`) and [`apparmor::AppArmorAdmitHandler`] (`AppArmor`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod};
+
+pub mod apparmor;
+pub mod sysctl;
+
+pub use apparmor::AppArmorAdmitHandler;
+pub use sysctl::SysctlAdmitHandler;
 
 use crate::cm::ResourceList;
 use crate::pod;
