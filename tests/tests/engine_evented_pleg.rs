@@ -43,8 +43,10 @@ async fn stop_and_wait(
         .clone()
         .unwrap();
     let id = id.rsplit("://").next().unwrap().to_string();
+    let called = Instant::now();
     t.cri.stop_container(&id, Duration::ZERO).await.unwrap();
     let t0 = Instant::now();
+    eprintln!("StopContainer took {:?}", t0 - called);
     loop {
         let exited = handle
             .pod_status(uid)
