@@ -35,6 +35,12 @@ pub struct Config {
     pub pleg_relist_period: Duration,
     /// A relist taking longer than this marks the PLEG unhealthy (3m).
     pub pleg_relist_threshold: Duration,
+    /// Go's `EventedPLEG` feature gate (false): drive pod syncs from the runtime's container
+    /// event stream when it has one, relisting only as a fallback (see `pleg::evented`).
+    pub evented_pleg: bool,
+    /// The fallback relist period while the event stream is healthy (Go's
+    /// `eventedPlegRelistPeriod`, 300s).
+    pub pleg_evented_relist_period: Duration,
     /// `maxPods` (110).
     pub max_pods: u32,
     /// First CrashLoopBackOff delay (10s).
@@ -98,6 +104,8 @@ impl Default for Config {
             housekeeping_interval: Duration::from_secs(2),
             pleg_relist_period: Duration::from_secs(1),
             pleg_relist_threshold: Duration::from_secs(180),
+            evented_pleg: false,
+            pleg_evented_relist_period: Duration::from_secs(300),
             max_pods: 110,
             backoff_initial: Duration::from_secs(10),
             backoff_max: Duration::from_secs(300),

@@ -15,6 +15,10 @@
 //! Sandboxes produce `SandboxChanged` on any change. The relist also records which pods
 //! exist in the runtime (for orphan cleanup) and its timing: a PLEG whose last relist started
 //! longer ago than the threshold (3m) is unhealthy, which `/healthz` reports.
+//!
+//! With `Config::evented_pleg` the PLEG task runs [`evented::run`] instead: the runtime's
+//! container event stream drives the same events from the same records, and this relist
+//! becomes its fallback (see [`evented`] for its state machine).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -26,6 +30,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::now_unix_nanos;
 use crate::engine::Engine;
 use crate::runtime::{ContainerState, PodRef, SandboxState};
+
+pub(crate) mod evented;
 
 /// What changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,12 +72,20 @@ enum Observed {
 struct Record {
     uid: String,
     state: Observed,
+    /// When this state was observed (Unix nanos): the start of the relist that saw it, or the
+    /// runtime's time stamp of the event that set it. Older events are stale.
+    at: i64,
 }
 
-/// The relisting state. Owned by the PLEG task.
+/// The relisting state. Owned by the PLEG task (relist-only, or the evented one in
+/// [`evented`], which also applies stream events to the same records).
 pub(crate) struct Pleg {
     engine: Arc<Engine>,
     records: HashMap<String, Record>,
+    /// When the last successful relist started (Unix nanos; 0 before the first).
+    last_relist_at: i64,
+    /// When the previous relist started (for `kubelet_pleg_relist_interval_seconds`).
+    last_relist: Option<std::time::Instant>,
 }
 
 fn container_observed(s: ContainerState) -> Observed {
@@ -112,11 +126,14 @@ impl Pleg {
         Pleg {
             engine,
             records: HashMap::new(),
+            last_relist_at: 0,
+            last_relist: None,
         }
     }
 
     /// One relist: returns the events, or the runtime error.
     pub async fn relist(&mut self) -> Result<Vec<Event>, crate::runtime::RuntimeError> {
+        let at = now_unix_nanos();
         let (sandboxes, containers) =
             crate::pod_status::list_all(self.engine.runtime.as_ref(), self.engine.known_pod_uids())
                 .await?;
@@ -135,6 +152,7 @@ impl Pleg {
                 Record {
                     uid: s.pod.uid,
                     state,
+                    at,
                 },
             );
         }
@@ -146,6 +164,7 @@ impl Pleg {
                 Record {
                     uid: c.pod.uid,
                     state: container_observed(c.state),
+                    at,
                 },
             );
         }
@@ -171,67 +190,91 @@ impl Pleg {
                 }
             }
         }
-        let count = |o: Observed| current.values().filter(|r| r.state == o).count();
+        self.records = current;
+        self.last_relist_at = at;
+        self.publish_counts();
+        self.engine.runtime_state.set_pods(pods);
+        Ok(events)
+    }
+
+    /// Sets the running sandbox/container gauges from the records.
+    fn publish_counts(&self) {
+        let count = |o: Observed| self.records.values().filter(|r| r.state == o).count();
         crate::metrics::global().set_running(
             count(Observed::SandboxReady),
             count(Observed::Running),
             count(Observed::Exited),
         );
-        self.records = current;
-        self.engine.runtime_state.set_pods(pods);
-        Ok(events)
     }
 
-    /// Relists every period and sends events until shutdown. Events for one pod in one relist
-    /// are sent once (the worker re-reads the whole pod anyway).
+    /// Relists every period and sends events until shutdown.
     pub async fn run(mut self, events: mpsc::Sender<Event>, shutdown: CancellationToken) {
         let period = self.engine.config.pleg_relist_period;
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last_relist: Option<std::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let engine = self.engine.clone();
-            let health = &engine.health;
-            health
-                .pleg_relist_started
-                .store(now_unix_nanos(), Ordering::Relaxed);
-            let relist_started = crate::clock::monotonic_now();
-            let metrics = crate::metrics::global();
-            if let Some(prev) = last_relist.replace(relist_started) {
-                metrics
-                    .pleg_relist_interval
-                    .observe(relist_started.duration_since(prev));
-            }
-            let relisted = self.relist().await;
-            metrics
-                .pleg_relist_duration
-                .observe(crate::clock::elapsed(relist_started));
-            metrics
-                .pleg_last_seen
-                .set(&[], now_unix_nanos() as f64 / 1e9);
-            match relisted {
-                Ok(evs) => {
-                    health
-                        .pleg_relist_finished
-                        .store(now_unix_nanos(), Ordering::Relaxed);
-                    let mut sent = std::collections::HashSet::new();
-                    for e in evs {
-                        if !sent.insert(e.pod_uid.clone()) {
-                            continue;
-                        }
-                        tokio::select! {
-                            _ = shutdown.cancelled() => return,
-                            r = events.send(e) => if r.is_err() { return },
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "PLEG relist failed"),
+            if !self.relist_and_send(&events, &shutdown).await {
+                return;
             }
         }
+    }
+
+    /// One relist with its health stamps and metrics, its events sent (one per pod: the
+    /// worker re-reads the whole pod anyway). False when the kubelet is shutting down.
+    pub(crate) async fn relist_and_send(
+        &mut self,
+        events: &mpsc::Sender<Event>,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let engine = self.engine.clone();
+        let health = &engine.health;
+        health
+            .pleg_relist_started
+            .store(now_unix_nanos(), Ordering::Relaxed);
+        let relist_started = crate::clock::monotonic_now();
+        let metrics = crate::metrics::global();
+        if let Some(prev) = self.last_relist.replace(relist_started) {
+            metrics
+                .pleg_relist_interval
+                .observe(relist_started.duration_since(prev));
+        }
+        let relisted = self.relist().await;
+        metrics
+            .pleg_relist_duration
+            .observe(crate::clock::elapsed(relist_started));
+        metrics
+            .pleg_last_seen
+            .set(&[], now_unix_nanos() as f64 / 1e9);
+        match relisted {
+            Ok(evs) => {
+                health
+                    .pleg_relist_finished
+                    .store(now_unix_nanos(), Ordering::Relaxed);
+                let mut sent = std::collections::HashSet::new();
+                for e in evs {
+                    if !sent.insert(e.pod_uid.clone()) {
+                        continue;
+                    }
+                    if !send(events, e, shutdown).await {
+                        return false;
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "PLEG relist failed"),
+        }
+        true
+    }
+}
+
+/// Sends one event to the sync loop; false when shutting down or the loop is gone.
+async fn send(events: &mpsc::Sender<Event>, e: Event, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        r = events.send(e) => r.is_ok(),
     }
 }
 

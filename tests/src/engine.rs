@@ -64,6 +64,8 @@ pub struct ScopedRuntime {
     namespace: String,
     image_prefix: Option<String>,
     image_fs: Option<PathBuf>,
+    /// Cancelled by [`ScopedRuntime::cut_events`].
+    events_cut: CancellationToken,
 }
 
 impl ScopedRuntime {
@@ -74,6 +76,7 @@ impl ScopedRuntime {
             namespace: namespace.to_string(),
             image_prefix: None,
             image_fs: None,
+            events_cut: CancellationToken::new(),
         }
     }
 
@@ -94,6 +97,12 @@ impl ScopedRuntime {
         self.image_prefix.as_deref().is_some_and(|p| {
             !image.repo_tags.is_empty() && image.repo_tags.iter().all(|t| t.starts_with(p))
         })
+    }
+
+    /// Ends every open container event stream and makes later subscriptions answer
+    /// `Unimplemented` (a runtime that lost its events, as after a downgrade to 1.6).
+    pub fn cut_events(&self) {
+        self.events_cut.cancel();
     }
 }
 
@@ -231,6 +240,11 @@ impl ContainerRuntime for ScopedRuntime {
         self.inner.reopen_container_log(container_id).await
     }
     async fn container_events(&self) -> RuntimeResult<ContainerEventStream> {
+        if self.events_cut.is_cancelled() {
+            return Err(RuntimeError::Unimplemented {
+                operation: "GetContainerEvents",
+            });
+        }
         let namespace = self.namespace.clone();
         let events = self.inner.container_events().await?;
         Ok(events
@@ -238,6 +252,7 @@ impl ContainerRuntime for ScopedRuntime {
                 let keep = e.as_ref().map_or(true, |e| e.pod.namespace == namespace);
                 std::future::ready(keep)
             })
+            .take_until(self.events_cut.clone().cancelled_owned())
             .boxed())
     }
 }

@@ -18,6 +18,7 @@ mod bench_cri;
 mod control_plane;
 mod cri_events;
 mod hollow;
+mod pleg_latency;
 mod pods;
 mod proc_stats;
 
@@ -84,6 +85,8 @@ enum Cmd {
     HollowNodes(hollow::HollowArgs),
     /// Check that the runtime streams container events (GetContainerEvents, containerd 1.7).
     CriEvents(cri_events::CriEventsArgs),
+    /// Benchmark: container exit -> pod status latency (p50/p99), relisting vs evented PLEG.
+    PlegLatency(pleg_latency::PlegLatencyArgs),
 }
 
 fn script() -> PathBuf {
@@ -181,5 +184,6 @@ async fn main() -> Result<()> {
         Cmd::BenchCri(args) => bench_cri::run(args).await,
         Cmd::HollowNodes(args) => hollow::run(args).await,
         Cmd::CriEvents(args) => cri_events::run(args).await,
+        Cmd::PlegLatency(args) => pleg_latency::run(args).await,
     }
 }

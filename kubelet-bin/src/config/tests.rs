@@ -603,3 +603,19 @@ fn node_self_protection_settings_reach_the_engine() {
         assert!(err.contains(want), "{flags:?}: {err}");
     }
 }
+
+#[test]
+fn the_evented_pleg_gate_turns_the_evented_pleg_on() {
+    let head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+    let dir = tempfile::tempdir().unwrap();
+    for (gates, want) in [
+        ("", false),
+        ("featureGates:\n  EventedPLEG: false\n", false),
+        ("featureGates:\n  EventedPLEG: true\n", true),
+    ] {
+        let path = dir.path().join("gates.yaml");
+        std::fs::write(&path, format!("{head}{gates}")).unwrap();
+        let l = load_args(&["--config", path.to_str().unwrap()]).unwrap();
+        assert_eq!(l.engine_config().evented_pleg, want, "{gates:?}");
+    }
+}

@@ -6,9 +6,10 @@
 //! `run` starts, under one cancellation token: every pod source, the status publisher, the
 //! runtime-state poller (every 5s), the container garbage collector (every
 //! `container_gc_period`, see the `gc` module), the node-level managers (the eviction
-//! manager, image garbage collection and container log rotation, see `managers`), the PLEG,
-//! and the sync loop itself. The sync loop is one
-//! task that selects over merged source updates, PLEG events, eviction requests and the housekeeping tick; it
+//! manager, image garbage collection and container log rotation, see `managers`), the PLEG
+//! (relisting, or evented with `evented_pleg`: see `pleg::evented`), and the sync loop itself.
+//! The sync loop is one task that selects over merged source updates, PLEG events, eviction
+//! requests and the housekeeping tick; it
 //! never waits on the runtime, it hands work to pod workers ([`crate::pod_workers`]). While
 //! the runtime reports not ready, the loop pauses with a backoff from 100ms to 5s.
 //!
@@ -119,7 +120,12 @@ impl Kubelet {
             tasks.spawn(rotator.run(child.clone()));
         }
         let (pleg_tx, pleg_rx) = mpsc::channel(PLEG_CHANNEL_CAPACITY);
-        tasks.spawn(Pleg::new(engine.clone()).run(pleg_tx, child.clone()));
+        let pleg = Pleg::new(engine.clone());
+        if engine.config.evented_pleg {
+            tasks.spawn(crate::pleg::evented::run(pleg, pleg_tx, child.clone()));
+        } else {
+            tasks.spawn(pleg.run(pleg_tx, child.clone()));
+        }
 
         let mut sync_loop = SyncLoop::new(
             engine.clone(),

@@ -111,6 +111,8 @@ struct State {
     behaviors: HashMap<String, ContainerBehavior>,
     next_id: u64,
     unavailable: bool,
+    /// `container_events` answers `Unimplemented`.
+    events_unimplemented: bool,
     calls: HashMap<&'static str, usize>,
     execs: Vec<ExecRecord>,
 }
@@ -243,6 +245,16 @@ impl SimRuntime {
     /// Makes every call fail with `Unavailable` (or work again).
     pub fn set_unavailable(&self, down: bool) {
         self.lock().unavailable = down;
+    }
+
+    /// Ends every open container event stream (as a runtime restart does).
+    pub fn break_event_streams(&self) {
+        self.events.break_subscribers();
+    }
+
+    /// Makes `container_events` answer `Unimplemented` (as containerd 1.6 does), or work again.
+    pub fn set_events_unimplemented(&self, unimplemented: bool) {
+        self.lock().events_unimplemented = unimplemented;
     }
 
     /// How many times `op` ("CreateContainer", "StartContainer", "PullImage", …) was called.
@@ -757,7 +769,12 @@ impl ContainerRuntime for SimRuntime {
     }
 
     async fn container_events(&self) -> RuntimeResult<ContainerEventStream> {
-        let _st = self.enter("GetContainerEvents")?;
+        let st = self.enter("GetContainerEvents")?;
+        if st.events_unimplemented {
+            return Err(RuntimeError::Unimplemented {
+                operation: "GetContainerEvents",
+            });
+        }
         Ok(self.events.subscribe())
     }
 }
