@@ -9,11 +9,9 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kubelet-rs/target}
 export KUBELET_RS_CRI_ENDPOINT=${KUBELET_RS_CRI_ENDPOINT:-unix:///run/kubelet-rs/containerd/containerd.sock}
-# --- conformance branch (issue #16), block 1 of 2: keep or drop -------------------------------
 # The kubelet-tests library finds the scripts at run time (kubelet_tests::scripts): this clone's,
 # even when its artifacts were built by another checkout sharing CARGO_TARGET_DIR.
 export KUBELET_RS_SCRIPTS_DIR="$REPO/scripts"
-# --- end of block 1 ---------------------------------------------------------------------------
 
 started_node=0
 if ! bash scripts/node-env.sh status >/dev/null 2>&1 || ! [ -S /run/kubelet-rs/containerd/containerd.sock ]; then
@@ -77,16 +75,16 @@ echo "== tests that restart containerd (one at a time)"
 cargo test -p kubelet-tests -- --ignored --test-threads=1 containerd_restart 2>&1 | tee -a "$results"
 echo "== the API server outage test (stops the shared apiserver, so alone)"
 cargo test -p kubelet-tests --test cluster_apiserver_outage -- --ignored 2>&1 | tee -a "$results"
-# --- conformance branch (issue #16), block 2 of 2: keep or drop -------------------------------
+# --- conformance (issue #16) ---------------------------------------------------------------
 # The upstream [NodeConformance] specs against kubelet-rs (debug build, already built above) on a
 # cluster of its own (second control plane, containerd instance "conf"); see README "Conformance".
-# Cold cost measured on this machine: see the branch's report. Set KUBELET_RS_SKIP_CONFORMANCE=1
-# to leave it out.
-if [ -z "${KUBELET_RS_SKIP_CONFORMANCE:-}" ]; then
+# Opt-in (KUBELET_RS_CONFORMANCE=1) until its cold cost (e2e build ~10 min + run ~20 min on two
+# cores) is measured to fit the CI budget beside everything above.
+if [ -n "${KUBELET_RS_CONFORMANCE:-}" ]; then
   echo "== conformance: [NodeConformance] specs on kubelet-rs"
   KUBELET_RS_CONFORMANCE_PROFILE=debug bash scripts/conformance.sh ci
 fi
-# --- end of block 2 ---------------------------------------------------------------------------
+# -------------------------------------------------------------------------------------------
 # One closing line over every test binary (pipefail above has already stopped on a failure).
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, i }' "$results"
 rm -f "$results"
