@@ -19,6 +19,9 @@ pub enum Support {
     Ignored,
 }
 
+/// The `featureGates` kubelet-rs implements (the others are reported when set).
+pub const HONOURED_FEATURE_GATES: &[&str] = &["EventedPLEG"];
+
 /// Every `KubeletConfiguration` field kubelet-rs parses, by its name in the file, and whether
 /// it is honoured.
 pub const FIELDS: &[(&str, Support)] = {
@@ -49,7 +52,7 @@ pub const FIELDS: &[(&str, Support)] = {
         ("enableDebuggingHandlers", H),
         ("healthzPort", H),
         ("healthzBindAddress", H),
-        ("oomScoreAdj", I),
+        ("oomScoreAdj", H),
         ("clusterDomain", H),
         ("clusterDNS", H),
         ("streamingConnectionIdleTimeout", H),
@@ -98,6 +101,13 @@ pub const FIELDS: &[(&str, Support)] = {
         ("imageServiceEndpoint", H),
         ("shutdownGracePeriod", I),
         ("featureGates", I),
+        ("allowedUnsafeSysctls", H),
+        ("enableSystemLogHandler", H),
+        ("enableProfilingHandler", H),
+        ("enableDebugFlagsHandler", H),
+        ("seccompDefault", H),
+        ("rotateCertificates", H),
+        ("serverTLSBootstrap", H),
     ]
 };
 
@@ -109,6 +119,11 @@ pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {
     ) else {
         return Vec::new();
     };
+    let mut set = set;
+    // Feature gates kubelet-rs implements are honoured; only the others are reported.
+    if let Some(Value::Object(gates)) = set.get_mut("featureGates") {
+        gates.retain(|name, _| !HONOURED_FEATURE_GATES.contains(&name.as_str()));
+    }
     FIELDS
         .iter()
         .filter(|(_, s)| *s == Support::Ignored)
@@ -149,15 +164,18 @@ mod tests {
     fn set_unsupported_fields_are_reported_once_each() {
         assert!(unsupported_settings(&KubeletConfiguration::default()).is_empty());
         let c = KubeletConfiguration {
-            oom_score_adj: -500,
-            feature_gates: BTreeMap::from([("GracefulNodeShutdown".to_string(), true)]),
+            max_open_files: 4096,
+            feature_gates: BTreeMap::from([
+                ("GracefulNodeShutdown".to_string(), true),
+                ("EventedPLEG".to_string(), true),
+            ]),
             eviction_soft: BTreeMap::from([("memory.available".to_string(), "1Gi".to_string())]),
             ..KubeletConfiguration::default()
         };
         assert_eq!(
             unsupported_settings(&c),
             [
-                "KubeletConfiguration field oomScoreAdj is not supported by kubelet-rs; its value -500 is ignored",
+                "KubeletConfiguration field maxOpenFiles is not supported by kubelet-rs; its value 4096 is ignored",
                 "KubeletConfiguration field featureGates is not supported by kubelet-rs; its value {\"GracefulNodeShutdown\":true} is ignored",
             ]
         );

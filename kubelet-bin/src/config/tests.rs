@@ -518,7 +518,7 @@ fn node_self_protection_settings_reach_the_engine() {
          containerLogMaxFiles: 3\n\
          containerLogMaxWorkers: 2\n\
          containerLogMonitorInterval: 5s\n\
-         oomScoreAdj: -500\n",
+         maxOpenFiles: 4096\n",
     )
     .unwrap();
     let l = load_args(&[
@@ -569,7 +569,7 @@ fn node_self_protection_settings_reach_the_engine() {
     let named: Vec<&String> = l
         .warnings
         .iter()
-        .filter(|w| w.contains("oomScoreAdj"))
+        .filter(|w| w.contains("maxOpenFiles"))
         .collect();
     assert_eq!(named.len(), 1, "{:?}", l.warnings);
     assert!(named[0].contains("not supported by kubelet-rs"));
