@@ -156,6 +156,17 @@ const GO_FAMILIES: &[(&str, &str, &[&str])] = &[
         "histogram",
         &["host", "verb"],
     ),
+    ("kubelet_evictions", "counter", &["eviction_signal"]),
+    (
+        "kubelet_eviction_stats_age_seconds",
+        "histogram",
+        &["eviction_signal"],
+    ),
+    (
+        "kubelet_image_garbage_collected_total",
+        "counter",
+        &["reason"],
+    ),
     ("process_cpu_seconds_total", "counter", &[]),
     ("process_max_fds", "gauge", &[]),
     ("process_open_fds", "gauge", &[]),
@@ -238,6 +249,11 @@ fn families_and_labels_match_go() {
     m.rest_client_rate_limiter_duration
         .with_labels(&["127.0.0.1:6443", "GET"])
         .observe(Duration::ZERO);
+    m.evictions.inc("memory.available");
+    m.eviction_stats_age
+        .with("memory.available")
+        .observe(Duration::from_secs(1));
+    m.image_garbage_collected.inc("space");
     let got = families_of(&m.render());
     let want: Vec<(String, String, Vec<String>)> = GO_FAMILIES
         .iter()
