@@ -201,14 +201,23 @@ async fn tail_start(files: &[PathBuf], n: usize) -> std::io::Result<(usize, u64)
     if n == 0 {
         let last = files.len().saturating_sub(1);
         let len = match files.get(last) {
-            Some(f) => tokio::fs::metadata(f).await?.len(),
+            Some(f) => match tokio::fs::metadata(f).await {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+                Err(e) => return Err(e),
+            },
             None => 0,
         };
         return Ok((last, len));
     }
     let mut buf = vec![0u8; CHUNK];
     for (idx, path) in files.iter().enumerate().rev() {
-        let mut f = tokio::fs::File::open(path).await?;
+        let mut f = match tokio::fs::File::open(path).await {
+            Ok(f) => f,
+            // Rotated away (renamed, compressed) since the files were listed: nothing of it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
         let mut end = f.metadata().await?.len();
         // The line that continues into what was already scanned: its first bytes as known
         // so far, and its length so far.
@@ -294,9 +303,17 @@ impl Reader {
             };
             let is_last = self.idx + 1 == self.files.len();
             if self.chunks.is_none() {
-                let c = LineChunks::open(&path, self.next_offset)
-                    .await
-                    .map_err(|e| self.read_err(e))?;
+                let c = match LineChunks::open(&path, self.next_offset).await {
+                    Ok(c) => c,
+                    // Rotated away (renamed, compressed) since the files were listed: what it
+                    // held is in a file this read does not cover; go on with the next one.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        self.idx += 1;
+                        self.next_offset = 0;
+                        continue;
+                    }
+                    Err(e) => return Err(self.read_err(e)),
+                };
                 self.chunks = Some(c);
             }
             let Some(chunks) = self.chunks.as_mut() else {

@@ -237,3 +237,22 @@ async fn tail_on_a_1gib_log() {
             rss()
         );
 }
+
+/// A file listed but rotated away (renamed, compressed) before it is read is skipped: the
+/// answer holds what the other files have, it is not cut off with an error.
+#[tokio::test]
+async fn a_file_rotated_away_after_listing_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("0.log.20240501-100000");
+    let cur = dir.path().join("0.log");
+    std::fs::write(&cur, rec(1, "stdout", "F", "now")).unwrap();
+    for tail in [None, Some(5)] {
+        let files = vec![gone.clone(), cur.clone()];
+        let o = LogOptions {
+            tail_lines: tail,
+            ..Default::default()
+        };
+        let got = read_logs(&files, &o).await.unwrap();
+        assert_eq!(String::from_utf8(got).unwrap(), "now\n", "tail {tail:?}");
+    }
+}
