@@ -375,18 +375,8 @@ pub struct TracingConfiguration {
     pub sampling_rate_per_million: Option<i32>,
 }
 
-/// The Go kubelet's default hard eviction thresholds.
-pub fn default_eviction_hard() -> BTreeMap<String, String> {
-    [
-        ("memory.available", "100Mi"),
-        ("nodefs.available", "10%"),
-        ("nodefs.inodesFree", "5%"),
-        ("imagefs.available", "15%"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
-}
+/// The Go kubelet's default hard eviction thresholds (the eviction manager's own defaults).
+pub use kubelet_core::eviction::default_eviction_hard;
 
 impl Default for KubeletConfiguration {
     fn default() -> Self {
