@@ -32,3 +32,62 @@ impl From<RuntimeError> for Error {
 
 /// Result alias for engine operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error and its causes on one line, `outer: cause: root`, each text once (a cause whose
+/// text the line already holds is left out; at most 16 causes). For the third-party errors
+/// (kube, reqwest, hyper) whose `Display` leaves their cause out, so that a message printing
+/// one names the root cause ("Connection refused", "UnknownIssuer") without a source chain.
+pub fn display_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut cause = error.source();
+    for _ in 0..16 {
+        let Some(c) = cause else { break };
+        let text = c.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::display_chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct Leaf(&'static str);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{text}")]
+    struct Wrap {
+        text: &'static str,
+        #[source]
+        inner: Box<dyn std::error::Error + Send + Sync>,
+    }
+
+    #[test]
+    fn every_cause_once() {
+        let root = Leaf("Connection refused");
+        let mid = Wrap {
+            text: "client error (Connect)",
+            inner: Box::new(root),
+        };
+        let top = Wrap {
+            text: "error sending request",
+            inner: Box::new(mid),
+        };
+        assert_eq!(
+            display_chain(&top),
+            "error sending request: client error (Connect): Connection refused"
+        );
+        // A cause the outer text already shows is not repeated.
+        let shown = Wrap {
+            text: "reading x: Connection refused",
+            inner: Box::new(Leaf("Connection refused")),
+        };
+        assert_eq!(display_chain(&shown), "reading x: Connection refused");
+    }
+}

@@ -94,7 +94,7 @@ mod runtime_bounds_tests;
 pub use admission::{AdmitAttributes, AdmitHandler, AdmitResult, NodeLister};
 pub use cm::{CmError, ContainerManager, PodResources, ResourceList};
 pub use config::Config;
-pub use error::{Error, Result};
+pub use error::{display_chain, Error, Result};
 pub use kubelet::{Kubelet, KubeletBuilder, KubeletHandle};
 pub use pod_workers::WorkerState;
 pub use prober::ProbeCountKey;

@@ -246,11 +246,12 @@ impl Pleg {
         metrics
             .pleg_relist_duration
             .observe(crate::clock::elapsed(relist_started));
-        metrics
-            .pleg_last_seen
-            .set(&[], now_unix_nanos() as f64 / 1e9);
         match relisted {
             Ok(evs) => {
+                // As Go: the last-seen time moves only when a relist succeeded.
+                metrics
+                    .pleg_last_seen
+                    .set(&[], now_unix_nanos() as f64 / 1e9);
                 health
                     .pleg_relist_finished
                     .store(now_unix_nanos(), Ordering::Relaxed);

@@ -62,7 +62,7 @@ impl Config {
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     /// The request failed (connection refused, timeout, ...).
-    #[error("GET {url}: {error}")]
+    #[error("GET {url}: {}", kubelet_core::display_chain(.error))]
     Request {
         /// The URL.
         url: String,

@@ -63,7 +63,7 @@ pub enum ClusterError {
         name: String,
     },
     /// A kubeconfig could not be read or used.
-    #[error("kubeconfig {path}: {error}")]
+    #[error("kubeconfig {path}: {}", kubelet_core::display_chain(.error))]
     Kubeconfig {
         /// The kubeconfig file.
         path: PathBuf,
@@ -71,7 +71,7 @@ pub enum ClusterError {
         error: kube::config::KubeconfigError,
     },
     /// A client could not be built from a kubeconfig.
-    #[error("client from {path}: {error}")]
+    #[error("client from {path}: {}", kubelet_core::display_chain(.error))]
     Client {
         /// The kubeconfig file.
         path: PathBuf,

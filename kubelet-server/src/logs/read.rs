@@ -584,12 +584,16 @@ pub async fn follow_with<F, Fut>(
             .chunks
             .as_ref()
             .map_or(0, LineChunks::complete_offset);
+        // Between the rename and the runtime's reopen the path is missing (`now_ino` 0):
+        // the old file, still open, is read on; only a file that is still the same one and
+        // shrank was truncated.
         let rotated = now_ino != 0 && now_ino != ino;
+        let truncated = now_ino == ino && len < offset;
         if rotated && !draining {
             draining = true;
             continue;
         }
-        if rotated || len < offset {
+        if rotated || truncated {
             draining = false;
             ino = now_ino;
             reader.restart(path.clone());

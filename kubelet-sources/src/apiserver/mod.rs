@@ -42,7 +42,7 @@ pub enum ApiError {
         message: String,
     },
     /// Building the HTTP client failed.
-    #[error("building the API client for {server}: {error}")]
+    #[error("building the API client for {server}: {}", kubelet_core::display_chain(.error))]
     ClientBuild {
         /// The API server URL.
         server: String,
@@ -50,7 +50,7 @@ pub enum ApiError {
         error: kube::Error,
     },
     /// A request to the API server failed.
-    #[error("{what}: {error}")]
+    #[error("{what}: {}", kubelet_core::display_chain(.error))]
     Request {
         /// What was requested (e.g. "create node node-1").
         what: String,

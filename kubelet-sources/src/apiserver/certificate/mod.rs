@@ -64,7 +64,7 @@ pub enum CertError {
     #[error("making a certificate signing request: {0}")]
     Csr(String),
     /// An API request failed.
-    #[error("{what}: {error}")]
+    #[error("{what}: {}", kubelet_core::display_chain(.error))]
     Request {
         /// What was requested.
         what: String,
