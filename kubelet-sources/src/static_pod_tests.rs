@@ -97,24 +97,6 @@ fn uid_is_stable_and_changes_with_content_node_and_origin() {
 }
 
 #[test]
-fn dns_names() {
-    let cases = [
-        ("a", true, true),
-        ("a-b", true, true),
-        ("a.b", false, true),
-        ("-a", false, false),
-        ("A", false, false),
-        ("a_b", false, false),
-        ("", false, false),
-    ];
-    for (s, label, sub) in cases {
-        assert_eq!(is_dns1123_label(s), label, "label {s}");
-        assert_eq!(is_dns1123_subdomain(s), sub, "subdomain {s}");
-    }
-    assert!(!is_dns1123_label(&"a".repeat(64)));
-}
-
-#[test]
 fn duplicates_are_rejected_after_the_first() {
     let m = parse_manifest(format!("{WEB}---\n{WEB}").as_bytes(), &ctx("/m/web.yaml"));
     assert_eq!(m.pods.len(), 2);
