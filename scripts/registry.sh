@@ -8,7 +8,8 @@
 #                               containerd hosts.toml that trusts it, push the local images
 #                               (as <registry>/kubelet-rs/{busybox,pause}:1.0); print the env lines
 #   scripts/registry.sh down    stop the registry, remove its state and the hosts.toml
-#   scripts/registry.sh status  print whether it runs (exit 1 when it does not answer)
+#   scripts/registry.sh status  print whether it runs (exit 1 when it does not answer, or when
+#                               the node's containerd lacks its hosts.toml)
 #   scripts/registry.sh env     print the shell exports (address, user, password, CA)
 #   scripts/registry.sh push LOCAL REMOTE_PATH
 #                               push a local image of the node's containerd (k8s.io namespace)
@@ -240,6 +241,12 @@ cmd_down() {
 cmd_status() {
   local pid
   if pid=$(registry_pid) && answers; then
+    # Without its hosts.toml (a node environment set up again since `up`), containerd falls
+    # back to plain HTTP for 127.0.0.1 and the registry answers 400: `up` must run again.
+    if [ ! -f "$(hosts_dir)/$ADDR/hosts.toml" ]; then
+      echo "registry: running (pid $pid) at https://$ADDR, but the node's containerd has no hosts.toml for it (run up)"
+      return 1
+    fi
     echo "registry: running (pid $pid) at https://$ADDR"
     return 0
   fi

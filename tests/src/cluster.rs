@@ -148,6 +148,13 @@ pub fn script_command(script: &std::path::Path) -> Command {
     command
 }
 
+/// [`script_command`] for synchronous callers (tests that restart a daemon in place).
+pub fn blocking_script_command(script: &std::path::Path) -> std::process::Command {
+    let mut command = std::process::Command::new("bash");
+    command.arg("-c").arg(CLOSE_INHERITED_FDS).arg(script);
+    command
+}
+
 /// Runs the control-plane script with `args`; its standard output on success.
 async fn run_script(args: &[&str]) -> Result<String, ClusterError> {
     run_script_env(args, &[]).await

@@ -786,8 +786,8 @@ pub async fn restart_node_containerd() {
     })
     .await;
     let script = crate::scripts::script("node-env.sh");
-    let up = tokio::process::Command::new("bash")
-        .arg(script)
+    // Descriptors closed: the restarted containerd must not hold the test lock.
+    let up = crate::cluster::script_command(&script)
         .arg("up")
         .status()
         .await

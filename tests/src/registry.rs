@@ -51,7 +51,7 @@ pub struct Registry {
 static ENSURED: OnceCell<Registry> = OnceCell::const_new();
 
 fn scripts() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts")
+    crate::scripts::scripts_dir()
 }
 
 async fn run(script: &str, args: &[&str]) -> Result<String, RegistryError> {

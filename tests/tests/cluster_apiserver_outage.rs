@@ -62,11 +62,12 @@ fn bump_etcd_revision(cp: &kubelet_tests::cluster::ControlPlane) {
 }
 
 fn control_plane(cmd: &str) {
-    let out = std::process::Command::new("bash")
-        .arg(kubelet_tests::cluster::script_path())
-        .arg(cmd)
-        .output()
-        .expect("control-plane script");
+    // Descriptors closed: the restarted apiserver must not hold the test lock.
+    let out =
+        kubelet_tests::cluster::blocking_script_command(&kubelet_tests::cluster::script_path())
+            .arg(cmd)
+            .output()
+            .expect("control-plane script");
     assert!(
         out.status.success(),
         "{cmd}: {}",

@@ -595,8 +595,8 @@ async fn real_containerd_restart() {
         other => panic!("expected Unavailable while containerd is down, got {other:?}"),
     }
     let script = kubelet_tests::scripts::script("node-env.sh");
-    let up = std::process::Command::new("bash")
-        .arg(script)
+    // Descriptors closed: the restarted containerd must not hold the test lock.
+    let up = kubelet_tests::cluster::blocking_script_command(&script)
         .arg("up")
         .status()
         .unwrap();
