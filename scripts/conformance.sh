@@ -30,6 +30,8 @@ die() {
   log "error: $*"
   exit 1
 }
+# shellcheck source=debian.sh
+. "$SCRIPT_DIR/debian.sh"
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 
 # ---------------------------------------------------------------------------------------------
@@ -114,18 +116,7 @@ IMAGES=(
   "docker.io/library/nginx:1.15-alpine|fill_nginx||nginx,-g,daemon off;|"
 )
 
-install_image_packages() {
-  local missing=() p
-  for p in "${IMAGE_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
-}
+install_image_packages() { install_missing "${IMAGE_PACKAGES[@]}"; }
 
 # copy_with_libs ROOTFS BINARY [AS]: the binary and every shared library it loads (as ldd
 # resolves them on this machine), at the same paths, plus the dynamic loader.

@@ -90,50 +90,23 @@ die() {
   exit 1
 }
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
+# shellcheck source=debian.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/debian.sh"
 
 # ---------------------------------------------------------------------------------------------
 # build
 
 install_packages() {
-  local missing=() p
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
+  local extra=()
   # Any kubectl will do (the machine may have one from elsewhere); Debian's is kubernetes-client.
-  command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  command -v kubectl >/dev/null 2>&1 || extra+=(kubernetes-client)
+  install_missing "${PACKAGES[@]}" "${extra[@]}"
 }
 
-# The Debian mirror the system uses (bullseye and bookworm are fetched from the same one).
-debian_mirror() {
-  local m=${KUBELET_RS_DEBIAN_MIRROR:-}
-  if [ -n "$m" ]; then
-    echo "$m"
-    return 0
-  fi
-  m=$(grep -h -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-    /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -o -E 'https?://[^ ]+/debian/?' |
-    grep -v -- '-security' | head -n 1 || true)
-  echo "${m:-http://deb.debian.org/debian}"
-}
+# debian_mirror (debian.sh): bullseye and bookworm are fetched from the system's mirror.
 
 # apt-get with a private source list, list dir and cache: nothing of /etc/apt or /var/lib/apt changes.
-apt_private() {
-  apt-get -q \
-    -o Dir::Etc::sourcelist="$APT_DIR/sources.list" \
-    -o Dir::Etc::sourceparts=- \
-    -o Dir::State::Lists="$APT_DIR/lists" \
-    -o Dir::Cache="$APT_DIR/cache" \
-    -o Dir::Cache::Archives="$APT_DIR/cache/archives" \
-    -o APT::Get::List-Cleanup=0 \
-    -o APT::Sandbox::User=root \
-    "$@"
-}
+apt_private() { apt_private_in "$APT_DIR" "$@"; }
 
 apt_private_update() {
   local mirror

@@ -14,31 +14,19 @@ CACHE_DIR=${KUBELET_RS_GO_KUBELET_CACHE:-/var/cache/kubelet-rs/go-kubelet}
 WORK_DIR=${KUBELET_RS_GO_KUBELET_WORK:-$CACHE_DIR/work}
 BIN="$CACHE_DIR/kubelet"
 K8S_VERSION=v1.20.2
-# The Debian mirror: reuse the one this machine's apt sources name, else deb.debian.org.
-MIRROR=${KUBELET_RS_DEBIAN_MIRROR:-}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 log() { echo "[go-kubelet] $*" >&2; }
+# shellcheck source=debian.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/debian.sh"
 
-detect_mirror() {
-    if [[ -n "$MIRROR" ]]; then return; fi
-    local m
-    m=$(grep -hoE '(URIs:|deb(-src)?( \[[^]]*\])?) +https?://[^ ]+/debian/?( |$)' \
-        /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null |
-        grep -oE 'https?://[^ ]+/debian/?' | head -n1 || true)
-    MIRROR=${m:-http://deb.debian.org/debian}
-    MIRROR=${MIRROR%/}
-}
-
-apt_private() {
-    # apt-get with a private sources list, list dir and cache; no system state changes.
-    apt-get -q -o Dir::Etc::sourcelist="$WORK_DIR/apt/sources.list" -o Dir::Etc::sourceparts=- \
-        -o Dir::State::Lists="$WORK_DIR/apt/lists" -o Dir::Cache="$WORK_DIR/apt/cache" \
-        -o APT::Sandbox::User=root "$@"
-}
+# apt-get with a private sources list, list dir and cache; no system state changes.
+apt_private() { apt_private_in "$WORK_DIR/apt" "$@"; }
 
 fetch() {
-    detect_mirror
+    local MIRROR
+    # The Debian mirror this machine's apt sources name (KUBELET_RS_DEBIAN_MIRROR overrides).
+    MIRROR=$(debian_mirror)
     mkdir -p "$WORK_DIR/apt/lists/partial" "$WORK_DIR/apt/cache/archives/partial" "$WORK_DIR/dl"
     local signed=""
     [[ -f "$KEYRING" ]] && signed="[signed-by=$KEYRING] "
@@ -77,15 +65,7 @@ build() {
     fi
     mkdir -p "$CACHE_DIR" "$WORK_DIR"
     # The Kubernetes build copies binaries with rsync (a Build-Depends of the Debian package).
-    local tools=()
-    command -v rsync >/dev/null || tools+=(rsync)
-    command -v make >/dev/null || tools+=(make)
-    command -v dpkg-source >/dev/null || tools+=(dpkg-dev)
-    if ((${#tools[@]})); then
-        log "installing ${tools[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${tools[@]}" >&2 ||
-            { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${tools[@]}" >&2; }
-    fi
+    install_missing rsync make dpkg-dev
     fetch
     local goroot="$WORK_DIR/go/usr/lib/go-1.15"
     # The Go distribution's src comes from golang-1.15-src (/usr/share/go-1.15/src), linked

@@ -64,6 +64,8 @@ CTD17_PREFIX="$CTD17_CACHE/root"
 CONTAINERD_BIN=containerd
 CTR_BIN=ctr
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=debian.sh
+. "$SCRIPT_DIR/debian.sh"
 PACKAGES=(containerd runc containernetworking-plugins busybox-static umoci protobuf-compiler
   iproute2 iptables gcc libc6-dev)
 # What containerd 1.7 from trixie needs besides (patchelf: its runc runs on trixie's glibc).
@@ -124,45 +126,12 @@ containerd_pid() {
   echo "$pid"
 }
 
-install_packages() {
-  local missing=() p
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
-}
+install_packages() { install_missing "${PACKAGES[@]}"; }
 
-# The Debian mirror the system uses (trixie is fetched from the same one).
-debian_mirror() {
-  local m=${KUBELET_RS_DEBIAN_MIRROR:-}
-  if [ -n "$m" ]; then
-    echo "$m"
-    return 0
-  fi
-  m=$(grep -h -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-    /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -o -E 'https?://[^ ]+/debian/?' |
-    grep -v -- '-security' | head -n 1 || true)
-  echo "${m:-http://deb.debian.org/debian}"
-}
+# debian_mirror (debian.sh): trixie is fetched from the system's mirror.
 
 # apt-get with a private source list, list dir and cache: nothing of /etc/apt or /var/lib/apt changes.
-apt_private() {
-  local apt="$CTD17_CACHE/apt"
-  apt-get -q \
-    -o Dir::Etc::sourcelist="$apt/sources.list" \
-    -o Dir::Etc::sourceparts=- \
-    -o Dir::State::Lists="$apt/lists" \
-    -o Dir::Cache="$apt/cache" \
-    -o Dir::Cache::Archives="$apt/cache/archives" \
-    -o APT::Get::List-Cleanup=0 \
-    -o APT::Sandbox::User=root \
-    "$@"
-}
+apt_private() { apt_private_in "$CTD17_CACHE/apt" "$@"; }
 
 # Debian trixie's containerd 1.7 and runc, unpacked (dpkg -x) into $CTD17_PREFIX once.
 install_containerd_17() {

@@ -42,19 +42,10 @@ die() {
   exit 1
 }
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
+# shellcheck source=debian.sh
+. "$SCRIPT_DIR/debian.sh"
 
-install_packages() {
-  local missing=() p
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
-}
+install_packages() { install_missing "${PACKAGES[@]}"; }
 
 # The node environment this registry serves (its hosts directory, socket and ctr).
 node_env() {

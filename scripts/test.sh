@@ -52,17 +52,11 @@ cargo run -q -p xtask -- cri-ready --endpoint "$KUBELET_RS_CRI_ENDPOINT" --timeo
 echo "== control plane (etcd, kube-apiserver, controller-manager, scheduler v1.20.2)"
 bash scripts/control-plane.sh up >/dev/null
 
-echo "== Prometheus (the scrape test runs a real one on 127.0.0.1)"
-if ! command -v prometheus >/dev/null 2>&1; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-fi
+echo "== Prometheus (the scrape test runs a real one on 127.0.0.1), test registry packages (docker-registry, htpasswd)"
+log() { echo "[test] $*"; }
+. scripts/debian.sh
+install_missing prometheus docker-registry apache2-utils
 prometheus --version 2>&1 | head -1
-echo "== test registry packages (docker-registry, htpasswd)"
-if ! dpkg-query -W -f='${Status}\n' docker-registry apache2-utils 2>/dev/null | grep -c "install ok installed" | grep -qx 2; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry apache2-utils >/dev/null
-fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
