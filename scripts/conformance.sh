@@ -183,6 +183,10 @@ fill_agnhost() {
   local rootfs=$1 tag=$2
   fill_busybox "$rootfs" "$tag"
   cp /bin/bash-static "$rootfs/bin/bash"
+  # /bin/sh is bash: Debian's static busybox is a "standalone shell" that runs its own applets
+  # before PATH, so under `sh -c` the specs got busybox's nc (no -u: "node-pod communication:
+  # udp" failed for both kubelets) instead of the OpenBSD nc upstream's alpine image has.
+  ln -sf bash "$rootfs/bin/sh"
   rm -f "$rootfs/bin/ip" "$rootfs/bin/nc"
   copy_with_libs "$rootfs" /usr/bin/curl
   copy_with_libs "$rootfs" /bin/nc.openbsd /usr/bin/nc
