@@ -31,7 +31,11 @@ started_join_cp=0
 if ! join_cp status >/dev/null 2>&1; then started_join_cp=1; fi
 started_registry=0
 if ! bash scripts/registry.sh status >/dev/null 2>&1; then started_registry=1; fi
+started_ctd17=0
 cleanup() {
+  if [ "$started_ctd17" = 1 ]; then
+    KUBELET_RS_NODE_INSTANCE=ctd17 bash scripts/node-env.sh down >/dev/null 2>&1 || true
+  fi
   if [ "$started_join_cp" = 1 ] && [ -z "${KUBELET_RS_KEEP_CONTROL_PLANE:-}" ]; then
     join_cp down >/dev/null 2>&1 || true
   fi
@@ -65,6 +69,22 @@ cargo clippy -q --workspace --all-targets --all-features -- -D warnings
 results=$(mktemp)
 echo "== cargo test (unit, doc and integration tests)"
 cargo test --workspace --all-features 2>&1 | tee -a "$results"
+echo "== containerd 1.7 (Debian trixie's, in a private prefix; node instance ctd17): CRI backend, evented PLEG, engine tests"
+# The default runtime above is bookworm's containerd 1.6; these run again on 1.7, which has
+# GetContainerEvents (the evented PLEG test is skipped on 1.6). Its own containerd, bridge,
+# pod subnet and cgroups: it runs beside the shared instance.
+ctd17() { KUBELET_RS_NODE_INSTANCE=ctd17 bash scripts/node-env.sh "$@"; }
+ctd17 up --containerd 1.7 >/dev/null
+started_ctd17=1
+(
+  eval "$(ctd17 env | sed 's/^/export /')"
+  cargo test -p kubelet-tests --test cri_backend --test engine_evented_pleg --test engine_lifecycle \
+    --test engine_pods --test engine_probes --test engine_restart --test engine_images \
+    --test engine_volumes --test engine_delete --test engine_cgroups --test engine_pod_api \
+    --test engine_static_pods --test node_log_rotation --test node_image_gc
+) 2>&1 | tee -a "$results"
+ctd17 down >/dev/null
+started_ctd17=0
 echo "== tests that restart containerd (one at a time)"
 cargo test -p kubelet-tests -- --ignored --test-threads=1 containerd_restart 2>&1 | tee -a "$results"
 echo "== the API server outage test (stops the shared apiserver, so alone)"

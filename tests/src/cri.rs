@@ -30,6 +30,46 @@ pub fn endpoint() -> String {
     std::env::var("KUBELET_RS_CRI_ENDPOINT").unwrap_or_else(|_| DEFAULT_ENDPOINT.to_string())
 }
 
+/// The socket path of [`endpoint`] (for `ctr -a`).
+pub fn socket_path() -> String {
+    let e = endpoint();
+    e.strip_prefix("unix://").unwrap_or(&e).to_string()
+}
+
+/// The state directory of the node environment under test: `KUBELET_RS_NODE_DIR` (what
+/// `scripts/node-env.sh env` prints for an instance), else the default instance's.
+pub fn node_dir() -> PathBuf {
+    std::env::var_os("KUBELET_RS_NODE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet-rs/node"))
+}
+
+/// The default node environment's pod subnet (its CNI bridge's range).
+pub const DEFAULT_POD_SUBNET: &str = "10.88.0.0/16";
+
+/// The pod subnet of the node environment under test: `KUBELET_RS_POD_SUBNET` (what
+/// `scripts/node-env.sh env` prints for an instance), else [`DEFAULT_POD_SUBNET`].
+pub fn pod_subnet() -> String {
+    std::env::var("KUBELET_RS_POD_SUBNET").unwrap_or_else(|_| DEFAULT_POD_SUBNET.to_string())
+}
+
+/// Whether `ip` (IPv4) lies in [`pod_subnet`]; false for anything unparsable.
+pub fn in_pod_subnet(ip: &str) -> bool {
+    let subnet = pod_subnet();
+    let Some((net, bits)) = subnet.split_once('/') else {
+        return false;
+    };
+    let (Ok(net), Ok(bits), Ok(ip)) = (
+        net.parse::<std::net::Ipv4Addr>(),
+        bits.parse::<u32>(),
+        ip.parse::<std::net::Ipv4Addr>(),
+    ) else {
+        return false;
+    };
+    let mask = u32::MAX.checked_shl(32 - bits.min(32)).unwrap_or(0);
+    u32::from(net) & mask == u32::from(ip) & mask
+}
+
 /// A test's runtime, with temporary log directories that live as long as it does.
 pub struct TestRuntime {
     /// The runtime under test.

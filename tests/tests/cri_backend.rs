@@ -15,8 +15,8 @@ use kubelet_core::runtime::{
 };
 use kubelet_core::testing::poll_until;
 use kubelet_tests::cri::{
-    busybox, cleanup_pod, container_config, pod, pod_cgroup_dirs, read_or_empty,
-    remove_pod_cgroups, runtime_or_skip, sandbox_config, unique_uid, BUSYBOX_IMAGE,
+    busybox, cleanup_pod, container_config, in_pod_subnet, pod, pod_cgroup_dirs, pod_subnet,
+    read_or_empty, remove_pod_cgroups, runtime_or_skip, sandbox_config, unique_uid, BUSYBOX_IMAGE,
     TEST_CGROUP_ROOT,
 };
 
@@ -34,11 +34,6 @@ async fn busybox_ref(rt: &impl ContainerRuntime) -> String {
         "{info:?}"
     );
     info.id
-}
-
-fn in_pod_subnet(ip: &str) -> bool {
-    let octets: Vec<u8> = ip.split('.').filter_map(|o| o.parse().ok()).collect();
-    octets.len() == 4 && octets[0] == 10 && octets[1] == 88
 }
 
 /// Inodes of the network namespaces CNI pinned under /var/run/netns.
@@ -97,7 +92,7 @@ async fn pod_with_two_containers_runs_logs_execs_and_cleans_up() {
         assert_eq!(s.pod.namespace, "kubelet-rs-test");
         assert!(!s.host_network);
         let ip = s.ip.clone().expect("pod IP");
-        assert!(in_pod_subnet(&ip), "pod IP {ip} not in 10.88.0.0/16");
+        assert!(in_pod_subnet(&ip), "pod IP {ip} not in {}", pod_subnet());
         let listed = rt.list_pod_sandboxes(&ListFilter::pod(&uid)).await.unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].id, sandbox_id);

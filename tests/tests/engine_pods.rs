@@ -34,10 +34,10 @@ async fn two_container_pod_runs_logs_and_execs() {
         assert_eq!(c.restart_count, 0);
     }
     let ip = status.pod_ip.clone().expect("pod IP");
-    let octets: Vec<u8> = ip.split('.').filter_map(|o| o.parse().ok()).collect();
     assert!(
-        octets.len() == 4 && octets[0] == 10 && octets[1] == 88,
-        "pod IP {ip} not in 10.88.0.0/16"
+        kubelet_tests::cri::in_pod_subnet(&ip),
+        "pod IP {ip} not in {}",
+        kubelet_tests::cri::pod_subnet()
     );
     assert_eq!(condition(&status, "Ready").as_deref(), Some("True"));
     assert_eq!(

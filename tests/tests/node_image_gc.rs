@@ -9,7 +9,7 @@
 //! removes an image the test did not create.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +20,10 @@ use kubelet_core::{ContainerRuntime, PodSource};
 use kubelet_tests::cri::BUSYBOX_IMAGE;
 use kubelet_tests::engine::{busybox, eventually, wait_running, EngineTest, ScopedRuntime};
 
-const SOCK: &str = "/run/kubelet-rs/containerd/containerd.sock";
-const BUSYBOX_LAYOUT: &str = "/var/lib/kubelet-rs/node/images/busybox/oci";
+/// The busybox OCI layout `scripts/node-env.sh up` built for the node environment under test.
+fn busybox_layout() -> PathBuf {
+    kubelet_tests::cri::node_dir().join("images/busybox/oci")
+}
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap();
@@ -35,7 +37,7 @@ fn run(cmd: &mut Command) {
 /// Imports `<repo>:gc`, busybox with a label of its own (a distinct image id).
 fn import_own_image(dir: &Path, repo: &str, label: &str) {
     let oci = dir.join("oci");
-    run(Command::new("cp").arg("-r").arg(BUSYBOX_LAYOUT).arg(&oci));
+    run(Command::new("cp").arg("-r").arg(busybox_layout()).arg(&oci));
     let image = |tag: &str| format!("{}:{tag}", oci.display());
     run(Command::new("umoci")
         .args(["config", "--image", &image("1.0"), "--tag", "gc"])
@@ -51,7 +53,7 @@ fn import_own_image(dir: &Path, repo: &str, label: &str) {
     run(Command::new("ctr")
         .args([
             "-a",
-            SOCK,
+            &kubelet_tests::cri::socket_path(),
             "-n",
             "k8s.io",
             "images",
@@ -68,7 +70,8 @@ struct Cleanup(String);
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = Command::new("ctr")
-            .args(["-a", SOCK, "-n", "k8s.io", "images", "rm", &self.0])
+            .args(["-a", &kubelet_tests::cri::socket_path()])
+            .args(["-n", "k8s.io", "images", "rm", &self.0])
             .output();
     }
 }
@@ -78,10 +81,11 @@ async fn an_unused_image_goes_and_used_and_pinned_images_stay() {
     let Some(t) = EngineTest::new("imagegc").await else {
         return;
     };
-    if Command::new("umoci").arg("--version").output().is_err()
-        || !Path::new(BUSYBOX_LAYOUT).exists()
-    {
-        panic!("umoci and the node environment's busybox layout ({BUSYBOX_LAYOUT}) are needed");
+    if Command::new("umoci").arg("--version").output().is_err() || !busybox_layout().exists() {
+        panic!(
+            "umoci and the node environment's busybox layout ({}) are needed",
+            busybox_layout().display()
+        );
     }
     let unique = t.uid("gc");
     let repo = format!("kubelet-rs.local/gc-test-{unique}");
