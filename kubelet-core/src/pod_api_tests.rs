@@ -1,12 +1,13 @@
 //! The rest of the pod API on the simulated runtime (paused clock): readiness gates,
-//! ephemeral containers, RuntimeClass handlers, sysctl and AppArmor admission, hostUsers.
+//! ephemeral containers, RuntimeClass handlers, sysctl and AppArmor admission, hostUsers, and
+//! the waiting reason of containers whose volumes cannot be set up.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     AppArmorProfile, EphemeralContainer, Pod, PodCondition, PodReadinessGate, PodSecurityContext,
-    PodStatus, SecurityContext, Sysctl,
+    PodStatus, SecretVolumeSource, SecurityContext, Sysctl, Volume,
 };
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -400,4 +401,60 @@ async fn host_users_false_is_refused_on_a_runtime_without_user_namespaces() {
     );
     assert!(c.rt.sandbox_handlers("u-userns").is_empty());
     c.shutdown.cancel();
+}
+
+/// A pod whose secret volume cannot be set up (standalone: no API server to read it from).
+fn with_unavailable_secret(b: PodBuilder) -> Pod {
+    b.container(
+        ContainerBuilder::new("app", "img:1")
+            .mount("s", "/s")
+            .build(),
+    )
+    .volume(Volume {
+        name: "s".into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some("missing".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .build()
+}
+
+#[tokio::test(start_paused = true)]
+async fn containers_whose_volumes_fail_wait_with_gos_default_reason() {
+    // Go leaves them in the default waiting state: ContainerCreating, or PodInitializing in a
+    // pod with init containers (the InitContainer conformance specs watch every status update
+    // of such a pod for PodInitializing on its app containers).
+    let plain = with_unavailable_secret(PodBuilder::new("plain", "u-vol-plain"));
+    let inits = with_unavailable_secret(
+        PodBuilder::new("inits", "u-vol-inits")
+            .init_container(ContainerBuilder::new("init", "img:1").build()),
+    );
+    let h = start(vec![plain, inits]).await;
+    h.until(Duration::from_secs(10), "the FailedMount event", |h| {
+        h.sink
+            .events()
+            .iter()
+            .filter(|e| e.reason == "FailedMount")
+            .count()
+            >= 2
+    })
+    .await;
+    h.until(Duration::from_secs(10), "the waiting reasons", |h| {
+        h.waiting_reason("u-vol-plain", "app").as_deref() == Some("ContainerCreating")
+            && h.waiting_reason("u-vol-inits", "app").as_deref() == Some("PodInitializing")
+    })
+    .await;
+    let init = h
+        .status("u-vol-inits")
+        .and_then(|s| s.init_container_statuses)
+        .and_then(|cs| cs.into_iter().find(|c| c.name == "init"))
+        .and_then(|c| c.state)
+        .and_then(|s| s.waiting)
+        .and_then(|w| w.reason);
+    assert_eq!(init.as_deref(), Some("PodInitializing"));
+    assert!(h.rt.container_ids("u-vol-inits", "init").is_empty());
+    assert!(h.rt.container_ids("u-vol-plain", "app").is_empty());
+    h.stop().await;
 }

@@ -37,7 +37,7 @@ use crate::pod_status::{self, PodRuntimeStatus};
 use crate::runtime::RuntimeError;
 use crate::sink::{Event, EventType};
 use crate::status::{generate, is_terminal, StatusInputs, WaitingReason};
-use crate::volume::{VolumeError, VOLUME_WAITING_REASON};
+use crate::volume::{volume_waiting_reason, VolumeError};
 
 use actions::{compute_pod_actions_with_probes, PodActions};
 
@@ -177,9 +177,8 @@ async fn prepare_volumes(
     let fields = field_values(e, pod_ip.unwrap_or_default());
     match e.volumes.setup_pod(p, &fields, &e.cm.allocatable()).await {
         Ok(()) => {
-            memory
-                .reasons
-                .retain(|_, r| r.reason != VOLUME_WAITING_REASON);
+            let volume_reason = volume_waiting_reason(p);
+            memory.reasons.retain(|_, r| r.reason != volume_reason);
             true
         }
         Err(err) => {
@@ -196,7 +195,7 @@ async fn prepare_volumes(
                 memory.reasons.insert(
                     name,
                     WaitingReason {
-                        reason: VOLUME_WAITING_REASON.into(),
+                        reason: volume_waiting_reason(p).into(),
                         message: message.clone(),
                     },
                 );

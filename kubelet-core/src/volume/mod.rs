@@ -54,8 +54,21 @@ use crate::objects::ObjectStore;
 
 pub use error::VolumeError;
 
-/// The waiting reason of containers whose volumes are not set up (as Go leaves them).
-pub const VOLUME_WAITING_REASON: &str = "ContainerCreating";
+/// The waiting reason of containers whose volumes are not set up: the default Go leaves them
+/// in, `ContainerCreating`, or `PodInitializing` in a pod with init containers (Go's
+/// `convertToAPIContainerStatuses`; the InitContainer conformance specs watch for exactly that).
+pub fn volume_waiting_reason(pod: &k8s_openapi::api::core::v1::Pod) -> &'static str {
+    let has_inits = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_ref())
+        .is_some_and(|i| !i.is_empty());
+    if has_inits {
+        "PodInitializing"
+    } else {
+        "ContainerCreating"
+    }
+}
 /// Path of the kubelet-managed hosts file inside containers.
 const ETC_HOSTS: &str = "/etc/hosts";
 
