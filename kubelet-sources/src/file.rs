@@ -534,7 +534,7 @@ impl PodSource for FileSource {
                 last.len() == pods.len() && last.iter().zip(&pods).all(|(a, b)| **a == *b)
             });
             if !unchanged {
-                let pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
+                let pods: Vec<Arc<Pod>> = kubelet_core::source::shared_pods(pods);
                 tracing::info!(path = %self.config.path.display(), pods = pods.len(), "static pods changed");
                 let update = PodUpdate {
                     op: PodOperation::Set,

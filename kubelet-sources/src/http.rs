@@ -309,7 +309,7 @@ impl PodSource for HttpSource {
             if unchanged {
                 continue;
             }
-            let pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
+            let pods: Vec<Arc<Pod>> = kubelet_core::source::shared_pods(pods);
             tracing::info!(url, pods = pods.len(), "static pods from URL changed");
             let update = PodUpdate {
                 op: PodOperation::Set,

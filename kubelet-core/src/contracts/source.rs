@@ -31,6 +31,15 @@ pub enum PodOperation {
     Set,
 }
 
+/// `pods` as shared pointers, in a vector of their own size. (`pods.into_iter().map(Arc::new)
+/// .collect()` reuses the `Vec<Pod>` buffer in place: a source that keeps the result would keep
+/// `size_of::<Pod>()` — over 2 KB — per pod for an 8-byte pointer.)
+pub fn shared_pods(pods: Vec<Pod>) -> Vec<Arc<Pod>> {
+    let mut out = Vec::with_capacity(pods.len());
+    out.extend(pods.into_iter().map(Arc::new));
+    out
+}
+
 /// A change to the desired pods of one source.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodUpdate {

@@ -20,17 +20,15 @@ pub struct StaticSource {
     pods: watch::Sender<Option<Vec<Arc<Pod>>>>,
 }
 
-fn annotate(name: &str, pods: Vec<Pod>) -> Vec<Arc<Pod>> {
-    pods.into_iter()
-        .map(|mut p| {
-            p.metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .entry(CONFIG_SOURCE_ANNOTATION.to_string())
-                .or_insert_with(|| name.to_string());
-            Arc::new(p)
-        })
-        .collect()
+fn annotate(name: &str, mut pods: Vec<Pod>) -> Vec<Arc<Pod>> {
+    for p in &mut pods {
+        p.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .entry(CONFIG_SOURCE_ANNOTATION.to_string())
+            .or_insert_with(|| name.to_string());
+    }
+    crate::source::shared_pods(pods)
 }
 
 impl StaticSource {
