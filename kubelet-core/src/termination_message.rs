@@ -119,8 +119,10 @@ async fn read_head(path: &Path, limit: usize) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// The content of CRI log lines, partial lines joined (per stream, as they were written);
-/// lines that are not CRI records are skipped.
+/// The content of CRI log lines, partial lines joined (per stream, as they were written), each
+/// complete line with its newline and an unfinished one (a last `P` record) without, so that
+/// the lines put together are exactly what the container wrote (Go's `ReadLogs`); lines that
+/// are not CRI records are skipped.
 pub fn decode_cri_log(raw: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut partial: std::collections::HashMap<Stream, Vec<u8>> = Default::default();
@@ -128,6 +130,7 @@ pub fn decode_cri_log(raw: &str) -> Vec<String> {
         let buf = partial.entry(record.stream).or_default();
         buf.extend_from_slice(&record.content);
         if !record.partial {
+            buf.push(b'\n');
             out.push(String::from_utf8_lossy(&std::mem::take(buf)).into_owned());
         }
     }
@@ -163,10 +166,7 @@ pub async fn log_tail(path: &Path) -> String {
     }
     let lines = decode_cri_log(&raw);
     let start = lines.len().saturating_sub(MAX_LOG_LINES);
-    let mut text = lines[start..].join("\n");
-    if !text.is_empty() {
-        text.push('\n');
-    }
+    let mut text = lines[start..].concat();
     if text.len() > MAX_LOG_BYTES {
         let mut cut = text.len() - MAX_LOG_BYTES;
         while !text.is_char_boundary(cut) {
@@ -213,10 +213,13 @@ mod tests {
                    2024-01-01T00:00:00.000000003Z stderr F tial\n\
                    garbage\n\
                    2024-01-01T00:00:00.000000004Z stdout F \n";
-        assert_eq!(decode_cri_log(raw), vec!["hello", "partial", ""]);
+        assert_eq!(decode_cri_log(raw), vec!["hello\n", "partial\n", "\n"]);
+        // A last partial record (`echo -n DONE`) stays without a newline.
+        let unfinished = "2024-01-01T00:00:00Z stdout P DONE\n";
+        assert_eq!(decode_cri_log(unfinished), vec!["DONE"]);
         // Tags after `P`/`F` (`P:x`) keep the partial marker.
         let tagged = "2024-01-01T00:00:00Z stdout P:x ab\n2024-01-01T00:00:01Z stdout F:x cd\n";
-        assert_eq!(decode_cri_log(tagged), vec!["abcd"]);
+        assert_eq!(decode_cri_log(tagged), vec!["abcd\n"]);
     }
 
     #[tokio::test]
@@ -249,6 +252,16 @@ mod tests {
             read(dir.path(), &p, &c, 4, 0, Some(&log)).await,
             "",
             "exit 0: no fallback"
+        );
+        // `echo -n DONE; false`: the message is exactly DONE (conformance: "should report
+        // termination message from log output if TerminationMessagePolicy FallbackToLogsOnError").
+        let unfinished = dir.path().join("1.log");
+        tokio::fs::write(&unfinished, "2024-01-01T00:00:00Z stdout P DONE\n")
+            .await
+            .unwrap();
+        assert_eq!(
+            read(dir.path(), &p, &c, 6, 1, Some(&unfinished)).await,
+            "DONE"
         );
 
         c.termination_message_path = Some(String::new());
