@@ -438,6 +438,15 @@ start_kubelet() {
     # signals would taint the node and evict the specs' pods for a cause outside the node.
     --eviction-hard="memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1%"
   )
+  if [ "$kind" = kubelet-rs ]; then
+    # Its own pod log directory (podLogsDir, a configuration field of current kubelets): every
+    # kubelet removes the log directories of pods it does not know from its podLogsDir, so
+    # kubelets sharing /var/log/pods (tests, the quickstart) would remove the specs' logs.
+    mkdir -p "$STATE/pod-logs"
+    printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\n' \
+      "$STATE/pod-logs" >"$STATE/kubelet-config.yaml"
+    args+=(--config="$STATE/kubelet-config.yaml")
+  fi
   if [ "$kind" = go-kubelet ]; then
     args+=(--container-runtime=remote --image-service-endpoint= --cgroup-driver=cgroupfs
       --make-iptables-util-chains=false --pod-infra-container-image=kubelet-rs.local/pause:1.0

@@ -367,3 +367,40 @@ async fn logs_keep_a_last_line_without_newline() {
     }
     k.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_of_a_succeeded_pod_stay_readable() {
+    // The conformance volume specs read the output of a pod that ran to completion: its
+    // containers (and their logs) stay until the pod is deleted, as Go keeps them.
+    let Some(t) = EngineTest::new("server-done").await else {
+        return;
+    };
+    let uid = t.uid("done");
+    let mut pod = t.pod(
+        "done",
+        &uid,
+        vec![busybox("once", "echo 'content of file: value-1'")],
+    );
+    pod.spec.as_mut().unwrap().restart_policy = Some("Never".into());
+    let source = Arc::new(StaticSource::new("file", vec![pod]));
+    let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
+    let addr = serve(&k.handle, &k.shutdown).await;
+    let succeeded = poll_until(Duration::from_secs(60), || async {
+        k.handle
+            .pod_status(&uid)
+            .filter(|s| s.phase.as_deref() == Some("Succeeded"))
+    })
+    .await;
+    assert!(succeeded.is_some(), "{:?}", k.handle.pod_status(&uid));
+    let path = format!("/containerLogs/{}/done/once", t.namespace);
+    for _ in 0..5 {
+        let (code, text) = get(addr, &path).await;
+        assert_eq!(
+            (code, text.as_str()),
+            (200, "content of file: value-1\n"),
+            "right after Succeeded and on"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    k.stop().await;
+}

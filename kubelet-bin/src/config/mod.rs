@@ -150,6 +150,7 @@ impl LoadedConfig {
             cluster_dns: c.cluster_dns.clone(),
             cluster_domain: c.cluster_domain.clone(),
             resolv_conf: PathBuf::from(&c.resolv_conf),
+            pod_logs_dir: PathBuf::from(&c.pod_logs_dir),
             evented_pleg: c.feature_gates.get("EventedPLEG").copied().unwrap_or(false),
             allowed_unsafe_sysctls: c.allowed_unsafe_sysctls.clone(),
             minimum_container_ttl: self.minimum_container_ttl,

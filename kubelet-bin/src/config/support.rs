@@ -31,6 +31,7 @@ pub const FIELDS: &[(&str, Support)] = {
         ("kind", H),
         ("enableServer", H),
         ("staticPodPath", H),
+        ("podLogsDir", H),
         ("staticPodURL", H),
         ("staticPodURLHeader", H),
         ("syncFrequency", H),

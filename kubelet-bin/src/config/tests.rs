@@ -258,6 +258,14 @@ fn broken_files_table() {
         ),
         ("maxPods: invalid type", format!("{head}maxPods: lots\n")),
         (
+            "podLogsDir: \"logs\" must be an absolute path",
+            format!("{head}podLogsDir: logs\n"),
+        ),
+        (
+            "podLogsDir: \"/var/log/../pods\" must be a normalized path",
+            format!("{head}podLogsDir: /var/log/../pods\n"),
+        ),
+        (
             "authentication.anonymous.enabled: invalid type",
             format!("{head}authentication: {{anonymous: {{enabled: maybe}}}}\n"),
         ),
@@ -617,5 +625,27 @@ fn the_evented_pleg_gate_turns_the_evented_pleg_on() {
         std::fs::write(&path, format!("{head}{gates}")).unwrap();
         let l = load_args(&["--config", path.to_str().unwrap()]).unwrap();
         assert_eq!(l.engine_config().evented_pleg, want, "{gates:?}");
+    }
+}
+
+#[test]
+fn pod_logs_dir_reaches_the_engine() {
+    let head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+    let dir = tempfile::tempdir().unwrap();
+    for (line, want) in [
+        ("", "/var/log/pods"),
+        (
+            "podLogsDir: /var/lib/kubelet-two/pod-logs\n",
+            "/var/lib/kubelet-two/pod-logs",
+        ),
+    ] {
+        let path = dir.path().join("logs.yaml");
+        std::fs::write(&path, format!("{head}{line}")).unwrap();
+        let l = load_args(&["--config", path.to_str().unwrap()]).unwrap();
+        assert_eq!(
+            l.engine_config().pod_logs_dir,
+            PathBuf::from(want),
+            "{line:?}"
+        );
     }
 }

@@ -131,6 +131,11 @@ pub struct KubeletConfiguration {
     /// Static pod manifest file or directory (`--pod-manifest-path`).
     #[serde(rename = "staticPodPath")]
     pub static_pod_path: String,
+    /// Where pods' container logs go (`<podLogsDir>/<ns>_<name>_<uid>/<container>/<n>.log`;
+    /// default `/var/log/pods`). Two kubelets on one machine need two: each removes the log
+    /// directories of pods it does not know.
+    #[serde(rename = "podLogsDir")]
+    pub pod_logs_dir: String,
     /// Static pod manifest URL (`--manifest-url`).
     #[serde(rename = "staticPodURL")]
     pub static_pod_url: String,
@@ -385,6 +390,7 @@ impl Default for KubeletConfiguration {
             kind: KIND.into(),
             enable_server: true,
             static_pod_path: String::new(),
+            pod_logs_dir: "/var/log/pods".into(),
             static_pod_url: String::new(),
             static_pod_url_header: BTreeMap::new(),
             sync_frequency: GoDuration::from_secs(60),

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::net::IpAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -172,6 +173,26 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
         errs.add(
             "cpuCFSQuotaPeriod",
             format!("{} must be between 1ms and 1s", c.cpu_cfs_quota_period),
+        );
+    }
+    // Go's validation (1.29+): absolute and normalized.
+    let logs = Path::new(&c.pod_logs_dir);
+    if !logs.is_absolute() {
+        errs.add(
+            "podLogsDir",
+            format!("{:?} must be an absolute path", c.pod_logs_dir),
+        );
+    } else if logs.components().any(|p| {
+        matches!(
+            p,
+            std::path::Component::CurDir | std::path::Component::ParentDir
+        )
+    }) || (c.pod_logs_dir.len() > 1 && c.pod_logs_dir.ends_with('/'))
+        || c.pod_logs_dir.contains("//")
+    {
+        errs.add(
+            "podLogsDir",
+            format!("{:?} must be a normalized path", c.pod_logs_dir),
         );
     }
     if c.max_pods < 0 {

@@ -67,7 +67,9 @@ pub async fn create_namespace(admin: &kube::Client, name: &str) {
 }
 
 /// A KubeletConfiguration file in `dir` with these extra lines (webhook authentication and
-/// authorization against the cluster, the cluster CA for client certificates).
+/// authorization against the cluster, the cluster CA for client certificates; pod logs under
+/// `dir`: a kubelet removes the log directories in its `podLogsDir` of pods it does not know,
+/// so one sharing `/var/log/pods` would remove another kubelet's).
 pub fn write_config(dir: &Path, cp: &ControlPlane, extra: &str) -> PathBuf {
     let path = dir.join("kubelet-conf.yml");
     std::fs::write(
@@ -75,8 +77,9 @@ pub fn write_config(dir: &Path, cp: &ControlPlane, extra: &str) -> PathBuf {
         format!(
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailSwapOn: false\n\
              healthzPort: 0\nreadOnlyPort: 0\nauthentication:\n  anonymous:\n    enabled: false\n  webhook:\n    enabled: true\n  \
-             x509:\n    clientCAFile: {}\nauthorization:\n  mode: Webhook\n{extra}",
-            cp.client_ca_path().display()
+             x509:\n    clientCAFile: {}\nauthorization:\n  mode: Webhook\npodLogsDir: {}\n{extra}",
+            cp.client_ca_path().display(),
+            dir.join("pod-logs").display()
         ),
     )
     .unwrap();
