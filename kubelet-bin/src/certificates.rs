@@ -34,8 +34,18 @@ pub fn client_cert_config(loaded: &LoadedConfig) -> Option<ClientCertConfig> {
         cert_dir: loaded.cert_dir.clone(),
         node_name: loaded.node_name.clone(),
         rotate: c.rotate_certificates,
-        bootstrap_timeout: certificate::bootstrap::BOOTSTRAP_TIMEOUT,
+        bootstrap_timeout: bootstrap_timeout(c.rotate_certificates),
     })
+}
+
+/// How long TLS bootstrap waits for its CSR to be issued before the kubelet gives up and
+/// exits (see [`certificate::bootstrap::ROTATING_BOOTSTRAP_TIMEOUT`]).
+pub fn bootstrap_timeout(rotate_certificates: bool) -> std::time::Duration {
+    if rotate_certificates {
+        certificate::bootstrap::ROTATING_BOOTSTRAP_TIMEOUT
+    } else {
+        certificate::bootstrap::BOOTSTRAP_TIMEOUT
+    }
 }
 
 /// Bootstraps (when asked) and builds the API clients (see [`ClientCertificates::load`]).
@@ -210,6 +220,29 @@ mod tests {
         let by_ip = serving_template("10.0.0.9", &[]);
         assert!(by_ip.dns_names.is_empty());
         assert_eq!(by_ip.ips, vec!["10.0.0.9".parse::<IpAddr>().unwrap()]);
+    }
+
+    #[test]
+    fn bootstrap_waits_as_long_as_go_keeps_running_without_a_certificate() {
+        let plain =
+            crate::config::load_for_test(&["--kubeconfig=/k", "--bootstrap-kubeconfig=/b"], "n");
+        assert_eq!(
+            client_cert_config(&plain).unwrap().bootstrap_timeout,
+            std::time::Duration::from_secs(3600)
+        );
+        let rotating = crate::config::load_for_test(
+            &[
+                "--kubeconfig=/k",
+                "--bootstrap-kubeconfig=/b",
+                "--rotate-certificates",
+            ],
+            "n",
+        );
+        assert!(rotating.config.rotate_certificates);
+        assert_eq!(
+            client_cert_config(&rotating).unwrap().bootstrap_timeout,
+            std::time::Duration::from_secs(300)
+        );
     }
 
     #[tokio::test]

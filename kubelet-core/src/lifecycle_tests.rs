@@ -650,6 +650,88 @@ async fn image_pull_failures_back_off_and_never_policy_fails_fast() {
     h.stop().await;
 }
 
+/// Go's timing of pull retries: the pod is synced again 10–15s after each failed image
+/// step (the pod worker's `backOffPeriod` with jitter), a sync inside the image back-off
+/// answers `ImagePullBackOff` with a `BackOff` event, and the first sync past it pulls:
+/// the gaps between pulls are at least the back-off (10s, 20s, 40s, 80s) and less than it
+/// plus 15s, and every back-off of 20s or more shows `ImagePullBackOff` in between.
+#[tokio::test(start_paused = true)]
+async fn image_pulls_are_retried_at_the_first_sync_past_the_back_off() {
+    let rt = Arc::new(SimRuntime::new());
+    rt.fail_pulls("missing:1");
+    let h = start_with(
+        vec![pod("bad", "u1", vec![container("c", "missing:1")])],
+        rt,
+        FakeContainerManager::default(),
+        None,
+    )
+    .await;
+    let t0 = tokio::time::Instant::now();
+    // (seconds since start, pulls so far, waiting reason), every 100ms for 200s.
+    let mut samples = Vec::new();
+    while t0.elapsed() < Duration::from_secs(200) {
+        samples.push((
+            t0.elapsed().as_secs_f64(),
+            h.rt.calls("PullImage"),
+            h.waiting_reason("u1", "c"),
+        ));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut pulls = Vec::new();
+    for w in samples.windows(2) {
+        if w[1].1 > w[0].1 {
+            pulls.push(w[1].0);
+        }
+    }
+    if samples.first().is_some_and(|s| s.1 > 0) {
+        pulls.insert(0, 0.0);
+    }
+    assert!(pulls.len() >= 5, "{pulls:?}");
+    for (i, backoff) in [10.0, 20.0, 40.0, 80.0].into_iter().enumerate() {
+        let gap = pulls[i + 1] - pulls[i];
+        assert!(
+            gap >= backoff - 0.2 && gap < backoff + 15.2,
+            "pull {} came {gap:.1}s after the previous one (back-off {backoff}s): {pulls:?}",
+            i + 2
+        );
+        let between: Vec<_> = samples
+            .iter()
+            .filter(|s| s.0 > pulls[i] + 0.2 && s.0 < pulls[i + 1] - 0.2)
+            .filter_map(|s| s.2.clone())
+            .collect();
+        assert!(
+            between
+                .iter()
+                .all(|r| r == "ErrImagePull" || r == "ImagePullBackOff"),
+            "{between:?}"
+        );
+        if backoff >= 20.0 {
+            assert!(
+                between.iter().any(|r| r == "ImagePullBackOff"),
+                "ImagePullBackOff between pulls {} and {}",
+                i + 1,
+                i + 2
+            );
+        }
+    }
+    // One BackOff event per sync inside a back-off: a sync every 10-15s between the pulls.
+    let backoffs = h
+        .sink
+        .events()
+        .iter()
+        .filter(|e| e.reason == "BackOff" && e.message.contains("Back-off pulling image"))
+        .count();
+    let failed = h
+        .sink
+        .events()
+        .iter()
+        .filter(|e| e.reason == "Failed")
+        .count();
+    assert_eq!(failed, pulls.len(), "a Failed event per pull");
+    assert!((6..=20).contains(&backoffs), "{backoffs} BackOff events");
+    h.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn edited_static_pod_is_replaced_after_the_old_one_terminates() {
     let h = start(vec![pod("web", "old", vec![container("c", "img:1")])]).await;

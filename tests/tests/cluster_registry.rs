@@ -293,9 +293,9 @@ async fn pulls_with_secrets_service_accounts_and_a_plugin() {
         );
     }
     // The failed pulls are backed off: a sync inside the backoff window answers
-    // ImagePullBackOff without asking the registry. (kubelet-rs retries a failed pull when its
-    // backoff ends, where Go's pod worker retries every 10s, so the window is seen by the syncs
-    // other updates cause; either failing pod shows it.)
+    // ImagePullBackOff without asking the registry. (As Go's pod worker, kubelet-rs syncs a
+    // pod again a back-off period plus jitter after a failed image step, 1-1.5s in the
+    // harness, so the syncs inside the window show it; either failing pod does.)
     eventually(Duration::from_secs(90), "ImagePullBackOff", || {
         let pods = pods.clone();
         async move {

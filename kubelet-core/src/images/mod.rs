@@ -11,6 +11,15 @@
 //! secrets and plugins are consulted before a pull slot is taken, so a slow plugin or a
 //! wrong secret delays only its own pod.
 //!
+//! Retry timing (Go's): a failed image step is a failed pod sync, and the pod worker syncs
+//! the pod again after the back-off period (`backOffPeriod`, 10s, the image back-off's
+//! initial period too) plus up to 50% jitter, not at the end of the image back-off. A sync
+//! inside the back-off answers `ImagePullBackOff` (a `BackOff` event "Back-off pulling
+//! image"); the first sync after it pulls. With the 10s → 300s back-off a user sees
+//! `ErrImagePull`, then `ImagePullBackOff` for a sync or more, then `ErrImagePull` again,
+//! with pulls 10–15s, 20–30s, 40–55s ... apart (each gap at least the back-off, less than
+//! it plus 15s).
+//!
 //! Image garbage collection is in [`gc`].
 
 pub mod gc;
@@ -50,13 +59,15 @@ pub fn default_pull_policy(image: &str) -> &'static str {
 pub struct ImageError {
     /// Waiting reason and message for the status.
     pub reason: WaitingReason,
-    /// Time until the next pull may be tried.
+    /// When to sync the pod again (Go's pod worker requeue after a failed sync).
     pub retry_after: Option<Duration>,
 }
 
 /// Pull policy enforcement, credentials, backoff and pull concurrency.
 pub struct ImageManager {
     backoff: Mutex<Backoff>,
+    /// Go's `backOffPeriod`: the requeue after a failed image step (before jitter).
+    retry_period: Duration,
     pulls: Semaphore,
     providers: Vec<Arc<dyn CredentialProvider>>,
 }
@@ -99,9 +110,20 @@ impl ImageManager {
                 config.image_backoff_initial,
                 config.image_backoff_max,
             )),
+            retry_period: config.image_backoff_initial,
             pulls: Semaphore::new(permits),
             providers,
         }
+    }
+
+    /// When to sync again after a failed image step for `key` at `now` (Unix ns): Go's
+    /// `wait.Jitter(backOffPeriod, 0.5)`, the jitter taken from a hash of both.
+    fn retry_after(&self, key: &str, now: i64) -> Duration {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (key, now).hash(&mut h);
+        let permille = u32::try_from(h.finish() % 500).unwrap_or(0);
+        self.retry_period + self.retry_period * permille / 1000
     }
 
     fn backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
@@ -237,10 +259,15 @@ impl ImageManager {
         }
         let key = format!("{}_{}", pod::uid(p), image);
         let now = now_unix_nanos();
-        if let Some(left) = self.backoff().is_in_backoff_since_update(&key, now) {
+        if self
+            .backoff()
+            .is_in_backoff_since_update(&key, now)
+            .is_some()
+        {
             let message = format!("Back-off pulling image {image:?}");
             event(EventType::Normal, "BackOff", message.clone());
-            return Err(err("ImagePullBackOff", message, Some(left)));
+            let retry = self.retry_after(&key, now);
+            return Err(err("ImagePullBackOff", message, Some(retry)));
         }
         event(
             EventType::Normal,
@@ -267,10 +294,14 @@ impl ImageManager {
             }
             Err(e) => {
                 let now = now_unix_nanos();
-                let delay = self.backoff().next(&key, now, now);
+                self.backoff().next(&key, now, now);
                 let message = format!("Failed to pull image {image:?}: {e}");
                 event(EventType::Warning, "Failed", message.clone());
-                Err(err("ErrImagePull", message, Some(delay)))
+                Err(err(
+                    "ErrImagePull",
+                    message,
+                    Some(self.retry_after(&key, now)),
+                ))
             }
         }
     }

@@ -277,3 +277,125 @@ pub fn audit_of(cp: &ControlPlane, user: &str) -> Vec<(String, String, u16)> {
         })
         .collect()
 }
+
+/// The bootstrap group of [`manual_bootstrap_kubeconfig`]'s tokens: it may create node CSRs
+/// (`system:node-bootstrapper`) but, unlike kubeadm's default node token group, has no
+/// auto-approval binding, so its CSRs wait for `kubectl certificate approve`.
+pub const MANUAL_APPROVAL_GROUP: &str = "system:bootstrappers:kubelet-rs:manual-approval";
+
+/// A bootstrap kubeconfig (in `dir`) with a new token of [`MANUAL_APPROVAL_GROUP`], and the
+/// token's id (its CSRs are requested by `system:bootstrap:<id>`).
+pub async fn manual_bootstrap_kubeconfig(cp: &ControlPlane, dir: &Path) -> (PathBuf, String) {
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+    let admin = cp.admin_client().await.unwrap();
+    // A script-made kubeconfig for the cluster part (and kubeadm's RBAC applied).
+    let template = std::fs::read_to_string(cp.bootstrap_kubeconfig("1h").await.unwrap()).unwrap();
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some("kubelet-rs:manual-approval-bootstrap".into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: "system:node-bootstrapper".into(),
+        },
+        subjects: Some(vec![Subject {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Group".into(),
+            name: MANUAL_APPROVAL_GROUP.into(),
+            ..Default::default()
+        }]),
+    };
+    match Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("binding the manual-approval group: {e}"),
+    }
+    let nanos = kubelet_core::clock::now_unix_nanos();
+    let id = format!("{:06x}", (nanos / 1000) & 0xff_ffff);
+    let secret = format!("{:016x}", nanos.unsigned_abs() ^ 0x5a5a_5a5a_5a5a_5a5a);
+    let expiration = kubelet_core::clock::wall_now() + Duration::from_secs(3600);
+    let expiration = k8s_openapi::jiff::Timestamp::try_from(expiration)
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let data = [
+        ("description", "kubelet-rs test token without auto-approval"),
+        ("token-id", id.as_str()),
+        ("token-secret", secret.as_str()),
+        ("expiration", expiration.as_str()),
+        ("usage-bootstrap-authentication", "true"),
+        ("usage-bootstrap-signing", "true"),
+        ("auth-extra-groups", MANUAL_APPROVAL_GROUP),
+    ];
+    let token = Secret {
+        metadata: ObjectMeta {
+            name: Some(format!("bootstrap-token-{id}")),
+            namespace: Some("kube-system".into()),
+            ..Default::default()
+        },
+        type_: Some("bootstrap.kubernetes.io/token".into()),
+        string_data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(admin, "kube-system")
+        .create(&PostParams::default(), &token)
+        .await
+        .expect("create the bootstrap token");
+    let text: String = template
+        .lines()
+        .map(|l| match l.split_once("token: ") {
+            Some((indent, _)) => format!("{indent}token: {id}.{secret}\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    let path = dir.join("bootstrap-kubelet.kubeconfig");
+    std::fs::write(&path, text).unwrap();
+    (path, id)
+}
+
+/// Log lines captured from `tracing` (the process-wide subscriber, installed once).
+pub fn captured_logs() -> &'static std::sync::Mutex<Vec<u8>> {
+    static LOGS: std::sync::OnceLock<&'static std::sync::Mutex<Vec<u8>>> =
+        std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs: &'static std::sync::Mutex<Vec<u8>> =
+            Box::leak(Box::new(std::sync::Mutex::new(Vec::new())));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_ansi(false)
+            .with_writer(move || LogWriter(logs))
+            .try_init();
+        logs
+    })
+}
+
+struct LogWriter(&'static std::sync::Mutex<Vec<u8>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The captured log lines containing `needle`.
+pub fn log_lines_with(needle: &str) -> Vec<String> {
+    String::from_utf8_lossy(&captured_logs().lock().unwrap())
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_string)
+        .collect()
+}

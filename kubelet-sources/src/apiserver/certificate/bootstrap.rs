@@ -25,8 +25,16 @@ use super::pair::{certs_of, CertPair};
 use super::store::{stamp_now, FileStore};
 use super::CertError;
 
-/// How long bootstrap waits for its certificate (Go: 3600s).
+/// How long bootstrap waits for its certificate (Go: 3600s), after which the kubelet exits
+/// with the error (Go: `failed to run Kubelet: timed out waiting for the condition`, status 1).
 pub const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(3600);
+/// How long bootstrap waits with `rotateCertificates` on. Go bootstraps in the background
+/// then, and its rotating transport exits the process once it has had no client certificate
+/// for five minutes (`exitAfter` of `UpdateTransport`: "It has been 5m0s since a valid
+/// client cert was found and the server is responsive, exiting"); kubelet-rs bootstraps
+/// before it starts in both modes, so the wait ends, and the kubelet exits, at the same
+/// point.
+pub const ROTATING_BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// Where the bootstrap key waits for its certificate.
 pub const TMP_KEY_FILE: &str = "kubelet-client.key.tmp";
 /// How often an unreachable API server is tried again while bootstrapping.

@@ -307,9 +307,10 @@ async fn wait_for_certificate(
 ) -> Result<String, CertError> {
     let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = watcher::watcher(api.clone(), cfg).boxed();
-    let deadline = tokio::time::Instant::now() + timeout;
+    let started = tokio::time::Instant::now();
+    let deadline = started + timeout;
     let mut last = CsrState::Pending;
-    let mut next_log = tokio::time::Instant::now() + WAIT_LOG_INTERVAL;
+    let mut next_log = started + WAIT_LOG_INTERVAL;
     loop {
         let wake = deadline.min(next_log);
         let event = tokio::select! {
@@ -322,7 +323,9 @@ async fn wait_for_certificate(
                     CsrState::ApprovedNotIssued => "approved, waiting to be issued",
                     _ => "not approved yet",
                 };
-                tracing::info!(csr = %name, "certificate signing request is {state}");
+                let waited = started.elapsed().as_secs();
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now()).as_secs();
+                tracing::info!(csr = %name, waited_seconds = waited, gives_up_in_seconds = left, "certificate signing request is {state} (kubectl certificate approve {name})");
                 next_log = tokio::time::Instant::now() + WAIT_LOG_INTERVAL;
                 continue;
             }

@@ -1,0 +1,279 @@
+//! Serving certificate rotation (`serverTLSBootstrap: true`) with the join control plane's
+//! short-lived certificates (signed for 8 minutes, backdated 5: rotated 0.6–2.2 minutes after
+//! issuance): the first `kubernetes.io/kubelet-serving` CSR is approved, then at least one
+//! rotation follows (a new CSR, approved); the secure port then serves the new certificate
+//! (its serial, read by a TLS client, is the new one's), `kubectl logs`/`exec` through the
+//! apiserver keep working, and `kubelet_certificate_manager_server_ttl_seconds` moves up.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod join_common;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use join_common::{
+    cleanup, create_namespace, eventually, free_port, join_control_plane, pod, ready, start,
+    write_config,
+};
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::PostParams;
+use kube::Api;
+use kubelet_tests::cri::{endpoint, BUSYBOX_IMAGE};
+use kubelet_tests::engine::EngineTest;
+
+const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
+
+/// The serial of the certificate `127.0.0.1:port` serves (a TLS client: `openssl s_client`),
+/// `None` when the handshake fails.
+fn served_serial(port: u16) -> Option<String> {
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect 127.0.0.1:{port} </dev/null 2>/dev/null | openssl x509 -noout -serial"
+        ))
+        .output()
+        .ok()?;
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.trim()
+        .strip_prefix("serial=")
+        .map(|v| v.to_ascii_uppercase())
+}
+
+/// The serial of the first certificate of a PEM file.
+fn file_serial(path: &std::path::Path) -> String {
+    let out = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-serial", "-in"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .trim_start_matches("serial=")
+        .to_ascii_uppercase()
+}
+
+/// `kubelet_certificate_manager_server_ttl_seconds` from the node's /metrics through the
+/// apiserver's proxy.
+async fn server_ttl(cp: &kubelet_tests::cluster::ControlPlane, node: &str) -> Option<f64> {
+    let out = cp
+        .kubectl(&[
+            "get",
+            "--raw",
+            &format!("/api/v1/nodes/{node}/proxy/metrics"),
+        ])
+        .await
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("kubelet_certificate_manager_server_ttl_seconds "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+async fn logs_and_exec_work(cp: &kubelet_tests::cluster::ControlPlane, ns: &str) {
+    let logs = cp.kubectl(&["-n", ns, "logs", "talker"]).await.unwrap();
+    assert!(logs.status.success(), "{logs:?}");
+    assert!(
+        String::from_utf8_lossy(&logs.stdout).contains("hello-from-talker"),
+        "{logs:?}"
+    );
+    let exec = cp
+        .kubectl(&["-n", ns, "exec", "talker", "--", "sh", "-c", "echo exec-ok"])
+        .await
+        .unwrap();
+    assert!(exec.status.success(), "{exec:?}");
+    assert_eq!(String::from_utf8_lossy(&exec.stdout).trim(), "exec-ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serving_certificate_rotates_and_the_port_serves_the_new_one() {
+    let Some(et) = EngineTest::new("join-serving-rot").await else {
+        return;
+    };
+    let Some(cp) = join_control_plane("join-serving-rot").await else {
+        return;
+    };
+    let admin = cp.admin_client().await.unwrap();
+    let node = format!("n-{}", et.namespace);
+    create_namespace(&admin, &et.namespace).await;
+    let etc = et.dir.path().join("etc-kubernetes");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::copy(
+        cp.bootstrap_kubeconfig("1h").await.unwrap(),
+        etc.join("bootstrap-kubelet.kubeconfig"),
+    )
+    .unwrap();
+    write_config(&etc, &cp, "serverTLSBootstrap: true\n");
+    let port = free_port();
+    let root = et.dir.path().join("kubelet");
+    let args = vec![
+        format!(
+            "--bootstrap-kubeconfig={}",
+            etc.join("bootstrap-kubelet.kubeconfig").display()
+        ),
+        format!("--kubeconfig={}", etc.join("kubelet.kubeconfig").display()),
+        format!("--config={}", etc.join("kubelet-conf.yml").display()),
+        format!("--container-runtime-endpoint={}", endpoint()),
+        format!("--hostname-override={node}"),
+        "--node-ip=127.0.0.1".into(),
+        format!("--root-dir={}", root.display()),
+        format!("--port={port}"),
+        "--address=127.0.0.1".into(),
+    ];
+    let k = start(&et, &args, true).await;
+
+    // An operator approving every serving CSR of the node as it comes.
+    let user = format!("system:node:{node}");
+    let stop = Arc::new(AtomicBool::new(false));
+    let approved = Arc::new(Mutex::new(Vec::<String>::new()));
+    let approver = {
+        let (stop, approved, admin, cp, user) = (
+            stop.clone(),
+            approved.clone(),
+            admin.clone(),
+            cp.clone(),
+            user.clone(),
+        );
+        tokio::spawn(async move {
+            let csrs: Api<CertificateSigningRequest> = Api::all(admin);
+            while !stop.load(Ordering::SeqCst) {
+                let pending: Vec<String> = csrs
+                    .list(&Default::default())
+                    .await
+                    .map(|l| l.items)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|c| {
+                        c.spec.signer_name == SERVING_SIGNER
+                            && c.spec.username.as_deref() == Some(user.as_str())
+                            && c.status
+                                .as_ref()
+                                .and_then(|s| s.conditions.as_ref())
+                                .is_none_or(|cs| cs.is_empty())
+                    })
+                    .filter_map(|c| c.metadata.name)
+                    .collect();
+                for name in pending {
+                    let out = cp.kubectl(&["certificate", "approve", &name]).await;
+                    if out.is_ok_and(|o| o.status.success()) {
+                        eprintln!("approved serving CSR {name}");
+                        approved.lock().unwrap().push(name);
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    };
+
+    let nodes: Api<Node> = Api::all(admin.clone());
+    eventually(Duration::from_secs(60), "node Ready", || {
+        let nodes = nodes.clone();
+        let node = node.clone();
+        async move {
+            (ready(&nodes.get_opt(&node).await.ok()??).as_deref() == Some("True")).then_some(())
+        }
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &et.namespace);
+    pods.create(
+        &PostParams::default(),
+        &pod(
+            &et.namespace,
+            &node,
+            "talker",
+            BUSYBOX_IMAGE,
+            "echo hello-from-talker; exec sleep 3600",
+        ),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(90), "pod Running", || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("talker").await.ok()?;
+            (p.status?.phase.as_deref() == Some("Running")).then_some(())
+        }
+    })
+    .await;
+
+    // The first serving certificate: issued on approval and served.
+    let current = root.join("pki/kubelet-server-current.pem");
+    let first = eventually(
+        Duration::from_secs(60),
+        "the first serving certificate",
+        || {
+            let current = current.clone();
+            async move {
+                let served = tokio::task::spawn_blocking(move || served_serial(port))
+                    .await
+                    .ok()??;
+                (current.exists() && file_serial(&current) == served).then_some(served)
+            }
+        },
+    )
+    .await;
+    let t_first = kubelet_core::clock::monotonic_now();
+    eprintln!("first serving certificate served: serial {first}");
+    logs_and_exec_work(&cp, &et.namespace).await;
+    let ttl_first = server_ttl(&cp, &node).await.expect("server ttl gauge");
+    assert!(ttl_first > 0.0 && ttl_first <= 180.0, "{ttl_first}");
+
+    // A rotation: a second CSR approved, the port serving a new certificate.
+    let ttl_before = Arc::new(Mutex::new(ttl_first));
+    let second = eventually(
+        Duration::from_secs(300),
+        "a rotated serving certificate",
+        || {
+            let current = current.clone();
+            let first = first.clone();
+            let cp = cp.clone();
+            let node = node.clone();
+            let ttl_before = ttl_before.clone();
+            async move {
+                let served = tokio::task::spawn_blocking(move || served_serial(port))
+                    .await
+                    .ok()??;
+                if served == first {
+                    if let Some(t) = server_ttl(&cp, &node).await {
+                        *ttl_before.lock().unwrap() = t;
+                    }
+                    return None;
+                }
+                (file_serial(&current) == served).then_some(served)
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "rotated {:.0}s after the first was served: serial {second}",
+        kubelet_core::clock::elapsed(t_first).as_secs_f64()
+    );
+    let names: BTreeSet<String> = approved.lock().unwrap().iter().cloned().collect();
+    assert!(names.len() >= 2, "two serving CSRs approved: {names:?}");
+    // Through the apiserver (verifying the kubelet with --kubelet-certificate-authority).
+    logs_and_exec_work(&cp, &et.namespace).await;
+    let ttl_after = server_ttl(&cp, &node).await.expect("server ttl gauge");
+    let ttl_before = *ttl_before.lock().unwrap();
+    eprintln!(
+        "server ttl: {ttl_first}s at first, {ttl_before}s before the rotation, {ttl_after}s after"
+    );
+    assert!(
+        ttl_after > ttl_before && ttl_after <= 180.0,
+        "the gauge moves to the new certificate: before {ttl_before}, after {ttl_after}"
+    );
+    // New connections keep getting the new one.
+    let again = tokio::task::spawn_blocking(move || served_serial(port))
+        .await
+        .unwrap();
+    assert!(again.is_some_and(|s| s != first));
+    stop.store(true, Ordering::SeqCst);
+    approver.await.unwrap();
+    k.stop().await;
+    cleanup(&cp, &node, &et.namespace);
+}
