@@ -3,5 +3,7 @@
 pub mod cluster;
 pub mod cri;
 pub mod engine;
+pub mod images;
 pub mod registry;
 pub mod scripts;
+pub mod small_fs;

@@ -9,8 +9,6 @@
 //! removes an image the test did not create.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,79 +17,17 @@ use kubelet_core::testing::{RecordingSink, StaticSource};
 use kubelet_core::{ContainerRuntime, PodSource};
 use kubelet_tests::cri::BUSYBOX_IMAGE;
 use kubelet_tests::engine::{busybox, eventually, wait_running, EngineTest, ScopedRuntime};
-
-/// The busybox OCI layout `scripts/node-env.sh up` built for the node environment under test.
-fn busybox_layout() -> PathBuf {
-    kubelet_tests::cri::node_dir().join("images/busybox/oci")
-}
-
-fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Imports `<repo>:gc`, busybox with a label of its own (a distinct image id).
-fn import_own_image(dir: &Path, repo: &str, label: &str) {
-    let oci = dir.join("oci");
-    run(Command::new("cp").arg("-r").arg(busybox_layout()).arg(&oci));
-    let image = |tag: &str| format!("{}:{tag}", oci.display());
-    run(Command::new("umoci")
-        .args(["config", "--image", &image("1.0"), "--tag", "gc"])
-        .arg(format!("--config.label=kubelet-rs.test={label}")));
-    run(Command::new("umoci").args(["rm", "--image", &image("1.0")]));
-    let tar = dir.join("image.tar");
-    run(Command::new("tar")
-        .arg("-C")
-        .arg(&oci)
-        .arg("-cf")
-        .arg(&tar)
-        .arg("."));
-    run(Command::new("ctr")
-        .args([
-            "-a",
-            &kubelet_tests::cri::socket_path(),
-            "-n",
-            "k8s.io",
-            "images",
-            "import",
-            "--base-name",
-            repo,
-        ])
-        .arg(&tar));
-}
-
-/// Removes the test's image if it is still there (a failed test).
-struct Cleanup(String);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = Command::new("ctr")
-            .args(["-a", &kubelet_tests::cri::socket_path()])
-            .args(["-n", "k8s.io", "images", "rm", &self.0])
-            .output();
-    }
-}
+use kubelet_tests::images::OwnImage;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unused_image_goes_and_used_and_pinned_images_stay() {
     let Some(t) = EngineTest::new("imagegc").await else {
         return;
     };
-    if Command::new("umoci").arg("--version").output().is_err() || !busybox_layout().exists() {
-        panic!(
-            "umoci and the node environment's busybox layout ({}) are needed",
-            busybox_layout().display()
-        );
-    }
     let unique = t.uid("gc");
     let repo = format!("kubelet-rs.local/gc-test-{unique}");
-    let reference = format!("{repo}:gc");
-    let _cleanup = Cleanup(reference.clone());
-    import_own_image(t.dir.path(), &repo, &unique);
+    let own_image = OwnImage::import(t.dir.path(), &repo, &unique);
+    let reference = own_image.reference.clone();
     let own = t
         .cri
         .image_status(&reference)

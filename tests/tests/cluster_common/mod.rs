@@ -63,6 +63,34 @@ pub async fn start_engine_configured(
     edit_engine: impl FnOnce(&mut Config),
 ) -> Option<ClusterNode> {
     let et = EngineTest::new(test).await?;
+    start_on(et, test, sources, edit, edit_engine).await
+}
+
+/// [`start_engine_configured`], with `prepare` run on the test's environment before the
+/// kubelet starts (mounting a small filesystem over its root dir, say); the container
+/// manager is made again afterwards, so it sees what `prepare` did. Returns what `prepare`
+/// returned too.
+pub async fn start_prepared<G>(
+    test: &str,
+    prepare: impl FnOnce(&EngineTest) -> G,
+    sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
+    edit: impl FnOnce(&mut ClusterMemberConfig),
+    edit_engine: impl FnOnce(&mut Config),
+) -> Option<(ClusterNode, G)> {
+    let mut et = EngineTest::new(test).await?;
+    let prepared = prepare(&et);
+    et.new_container_manager().await;
+    let node = start_on(et, test, sources, edit, edit_engine).await?;
+    Some((node, prepared))
+}
+
+async fn start_on(
+    et: EngineTest,
+    test: &str,
+    sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
+    edit: impl FnOnce(&mut ClusterMemberConfig),
+    edit_engine: impl FnOnce(&mut Config),
+) -> Option<ClusterNode> {
     let cp = match ControlPlane::ensure().await {
         Ok(cp) => cp,
         Err(e) if std::env::var_os("CI").is_none() => {
