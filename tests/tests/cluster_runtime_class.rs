@@ -4,7 +4,8 @@
 //! class through the API and passes the handler to `RunPodSandbox` (the sandbox's CRI
 //! `PodSandboxStatus.runtime_handler` says `runc`), the pod runs and its cgroup holds the
 //! overhead. A pod whose class is gone when it reaches the node gets Go's
-//! `FailedCreatePodSandBox` event (`runtimeclass.node.k8s.io "x" not found`) and never starts.
+//! `FailedCreatePodSandBox` event (`runtimeclass.node.k8s.io "x" not found`) and never starts;
+//! one naming a class that does not exist is refused by the API server's admission.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -108,6 +109,20 @@ async fn runtime_class_handler_and_overhead_through_the_api_server() {
         "the API server's RuntimeClass admission sets the overhead"
     );
     let uid = created.metadata.uid.clone().unwrap();
+
+    // A pod naming a class that does not exist: the API server's admission refuses it.
+    let mut nameless = node.pod("nameless", "exec sleep 3600", "Never");
+    nameless.spec.as_mut().unwrap().runtime_class_name = Some(format!("rc-none-{ns}"));
+    let refused = pods
+        .create(&PostParams::default(), &nameless)
+        .await
+        .expect_err("admission refuses an unknown RuntimeClass");
+    assert!(
+        refused.to_string().contains(&format!(
+            "pod rejected: RuntimeClass \"rc-none-{ns}\" not found"
+        )),
+        "{refused}"
+    );
 
     // A pod of a class deleted before the pod reaches the node: created unscheduled (no
     // scheduler takes it), the class deleted, then bound to the node.

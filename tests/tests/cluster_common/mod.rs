@@ -71,6 +71,18 @@ pub async fn start_engine_configured(
         }
         Err(e) => panic!("{test}: control plane unavailable under CI: {e}"),
     };
+    Some(start_on(et, cp, sources, edit, edit_engine).await)
+}
+
+/// A cluster member for the test of `et` on the control plane `cp` (the shared one or an
+/// instance of the test's own).
+pub async fn start_on(
+    et: EngineTest,
+    cp: ControlPlane,
+    sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
+    edit: impl FnOnce(&mut ClusterMemberConfig),
+    edit_engine: impl FnOnce(&mut Config),
+) -> ClusterNode {
     let admin = cp.admin_client().await.expect("admin client");
     let node_name = format!("n-{}", et.namespace);
     let ns = Namespace {
@@ -86,7 +98,7 @@ pub async fn start_engine_configured(
         .expect("create namespace");
     let node =
         launch_configured(&et, &cp, &node_name, sources(&node_name), edit, edit_engine).await;
-    Some(ClusterNode {
+    ClusterNode {
         et,
         cp,
         admin,
@@ -95,7 +107,7 @@ pub async fn start_engine_configured(
         shutdown: node.1,
         join: Some(node.2),
         tasks: Some(node.3),
-    })
+    }
 }
 
 type Launched = (
