@@ -38,6 +38,9 @@ fn init_logging(
         None => (None, None),
     };
     tracing_subscriber::registry().with(fmt).with(otel).init();
+    if let Some(t) = &telemetry {
+        t.log_started();
+    }
     Ok(telemetry)
 }
 

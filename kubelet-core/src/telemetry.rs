@@ -120,6 +120,24 @@ pub fn record_grpc_status(span: &Span, code: i32, message: Option<&str>) {
     }
 }
 
+/// How to tell a span's W3C `traceparent`; registered by whoever installs the exporter.
+static TRACEPARENT: std::sync::OnceLock<fn(&Span) -> Option<String>> = std::sync::OnceLock::new();
+
+/// Registers how to tell a span's W3C `traceparent` header value (kubelet-bin's OpenTelemetry
+/// layer knows the span's trace and span ids); the first registration wins.
+pub fn set_traceparent_source(source: fn(&Span) -> Option<String>) {
+    let _ = TRACEPARENT.set(source);
+}
+
+/// The W3C `traceparent` of `span`, to propagate the trace to a server (otelgrpc sends it with
+/// every call); `None` when the span is disabled or nothing is registered.
+pub fn traceparent(span: &Span) -> Option<String> {
+    if span.is_disabled() {
+        return None;
+    }
+    TRACEPARENT.get().and_then(|source| source(span))
+}
+
 /// True when some subscriber takes the exported spans (tracing is configured).
 pub fn enabled() -> bool {
     tracing::enabled!(target: SPAN_TARGET, Level::TRACE)
@@ -146,6 +164,7 @@ mod tests {
         let s = grpc_client_span("/runtime.v1.RuntimeService/RunPodSandbox");
         assert!(s.is_disabled());
         record_grpc_status(&s, 2, Some("boom"));
+        assert_eq!(traceparent(&s), None);
         assert!(pod_span(PodStep::Sync, "ns", "p", "u", Some(UpdateType::Create)).is_disabled());
     }
 }

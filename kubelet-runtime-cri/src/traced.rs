@@ -1,8 +1,9 @@
 //! The CRI channel with one OpenTelemetry client span per call (Go's otelgrpc client
 //! interceptor on the kubelet's CRI connection): [`TracedChannel`] wraps the gRPC channel,
 //! names the span by the call's full method and records its `grpc-status`, from the response
-//! headers (a trailers-only answer) or the trailers. The span ends when the response body is
-//! done, so a streaming call's span covers the stream.
+//! headers (a trailers-only answer) or the trailers, and sends the span's W3C `traceparent`
+//! with the call. The span ends when the response body is done, so a streaming call's span
+//! covers the stream.
 //!
 //! When no subscriber takes [`kubelet_core::telemetry::SPAN_TARGET`] (tracing not
 //! configured), the span is disabled and the call goes straight to the channel: one branch.
@@ -50,6 +51,13 @@ impl Service<Request<Body>> for TracedChannel {
         let span = telemetry::grpc_client_span(request.uri().path());
         if span.is_disabled() {
             return Either::Left(self.inner.call(request));
+        }
+        let mut request = request;
+        // The trace goes on in the runtime (otelgrpc's W3C propagation).
+        if let Some(value) = telemetry::traceparent(&span)
+            .and_then(|v| tonic::codegen::http::HeaderValue::from_str(&v).ok())
+        {
+            request.headers_mut().insert("traceparent", value);
         }
         let call = {
             let _entered = span.enter();

@@ -4,7 +4,8 @@
 //! the engine on the real containerd running a pod; the collector receives the pod's
 //! `syncPod` span with Go's `k8s.pod*` attributes and one client span per CRI call
 //! (`runtime.v1.RuntimeService/RunPodSandbox`, `CreateContainer`, `StartContainer`) with
-//! otelgrpc's `rpc.*` attributes, as children of the pod's sync.
+//! otelgrpc's `rpc.*` attributes, as children of the pod's sync; removing the pod gives
+//! `syncTerminatingPod` (with `StopPodSandbox` under it) and `syncTerminatedPod`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::collections::BTreeMap;
@@ -168,9 +169,8 @@ async fn pod_sync_and_cri_calls_are_exported_over_otlp() {
     };
     let uid = t.uid("traced");
     let pod = t.pod("traced", &uid, vec![busybox("app", "exec sleep 3600")]);
-    let k = t.start(vec![
-        Arc::new(StaticSource::new("file", vec![pod])) as Arc<dyn PodSource>
-    ]);
+    let source = Arc::new(StaticSource::new("file", vec![pod]));
+    let k = t.start(vec![source.clone() as Arc<dyn PodSource>]);
     wait_running(&k.handle, &uid, Duration::from_secs(60)).await;
 
     // Everything ended so far reaches the collector.
@@ -249,6 +249,40 @@ async fn pod_sync_and_cri_calls_are_exported_over_otlp() {
             "{w} is a child of syncPod"
         );
     }
+
+    // Removing the pod: syncTerminatingPod (with StopContainer/StopPodSandbox under it) and
+    // syncTerminatedPod, with the pod's attributes and no update type (as Go).
+    source.set(vec![]);
+    let spans = kubelet_core::testing::poll_until(Duration::from_secs(60), || {
+        let collector = collector.clone();
+        let telemetry = telemetry.clone();
+        let pod_full = pod_full.clone();
+        async move {
+            telemetry.flush(Duration::from_secs(5)).await;
+            let spans = collector.spans.lock().unwrap().clone();
+            let has = |n: &str| {
+                spans
+                    .iter()
+                    .any(|s| s.name == n && s.attributes.get("k8s.pod") == Some(&pod_full))
+            };
+            (has("syncTerminatingPod") && has("syncTerminatedPod")).then_some(spans)
+        }
+    })
+    .await
+    .expect("termination spans");
+    let terminating = spans
+        .iter()
+        .find(|s| s.name == "syncTerminatingPod" && s.attributes.get("k8s.pod") == Some(&pod_full))
+        .unwrap();
+    assert_eq!(attr(terminating, "k8s.pod.uid"), uid);
+    assert!(!terminating.attributes.contains_key("k8s.pod.update_type"));
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.name == "runtime.v1.RuntimeService/StopPodSandbox"
+                && s.parent_span_id == terminating.span_id),
+        "StopPodSandbox under syncTerminatingPod"
+    );
     assert_eq!(telemetry.dropped_spans(), 0);
     assert!(*collector.requests.lock().unwrap() >= 1);
 

@@ -47,9 +47,20 @@ pub type OtelLayer<S> = Filtered<
 pub struct Telemetry {
     provider: SdkTracerProvider,
     queue: queue::Handle,
+    endpoint: String,
+    sampling_rate_per_million: i32,
 }
 
 impl Telemetry {
+    /// Logs where spans go (once the subscriber is installed).
+    pub fn log_started(&self) {
+        tracing::info!(
+            endpoint = %self.endpoint,
+            sampling_rate_per_million = self.sampling_rate_per_million,
+            "exporting OpenTelemetry spans"
+        );
+    }
+
     /// Exports every span ended so far (waits for the export, at most `timeout`).
     pub async fn flush(&self, timeout: Duration) {
         self.queue.flush(timeout).await;
@@ -115,6 +126,7 @@ where
         .with_span_processor(processor)
         .build();
     let tracer = provider.tracer(kubelet_core::telemetry::INSTRUMENTATION_SCOPE);
+    kubelet_core::telemetry::set_traceparent_source(traceparent);
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_location(false)
@@ -124,6 +136,70 @@ where
         .with_filter(
             Targets::new().with_target(kubelet_core::telemetry::SPAN_TARGET, tracing::Level::TRACE),
         );
-    tracing::info!(endpoint = %endpoint, sampling_rate_per_million = config.sampling_rate_per_million.unwrap_or(0), "exporting OpenTelemetry spans");
-    Ok((layer, Telemetry { provider, queue }))
+    Ok((
+        layer,
+        Telemetry {
+            provider,
+            queue,
+            endpoint: endpoint.to_string(),
+            sampling_rate_per_million: config.sampling_rate_per_million.unwrap_or(0),
+        },
+    ))
+}
+
+/// The W3C `traceparent` of a span the OpenTelemetry layer tracks (`None` for one it does not).
+fn traceparent(span: &tracing::Span) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let cx = span.context();
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[tokio::test]
+    async fn cri_spans_carry_their_trace_to_the_runtime() {
+        let config = TracingConfiguration {
+            endpoint: Some("127.0.0.1:1".into()),
+            sampling_rate_per_million: Some(1_000_000),
+        };
+        let (layer, telemetry) = install(&config, "node", QueueSettings::default()).unwrap();
+        let subscriber = tracing_subscriber::registry().with(layer);
+        let _default = tracing::subscriber::set_default(subscriber);
+        let parent = kubelet_core::telemetry::pod_span(
+            kubelet_core::telemetry::PodStep::Sync,
+            "ns",
+            "p",
+            "uid",
+            None,
+        );
+        let call = parent.in_scope(|| {
+            kubelet_core::telemetry::grpc_client_span("/runtime.v1.RuntimeService/Version")
+        });
+        let parent_tp = kubelet_core::telemetry::traceparent(&parent).expect("parent traceparent");
+        let call_tp = kubelet_core::telemetry::traceparent(&call).expect("call traceparent");
+        let fields = |tp: &str| tp.split('-').map(str::to_string).collect::<Vec<_>>();
+        let (p, c) = (fields(&parent_tp), fields(&call_tp));
+        assert_eq!((p.len(), c.len()), (4, 4), "{parent_tp} {call_tp}");
+        assert_eq!(c[0], "00");
+        assert_eq!(c[1], p[1], "one trace");
+        assert_ne!(c[2], p[2], "the call's own span id");
+        assert_eq!(c[3], "01", "sampled");
+        assert_eq!(c[1].len(), 32);
+        assert_eq!(c[2].len(), 16);
+        drop((call, parent));
+        telemetry.shutdown(Duration::from_millis(100)).await;
+    }
 }
