@@ -105,9 +105,6 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
         tracing::info!(node = %loaded.node_name, "standalone mode: no --kubeconfig, pods come from static sources only");
     }
 
-    if let Some(t) = &loaded.config.tracing {
-        tracing::warn!(endpoint = ?t.endpoint, "tracing: OpenTelemetry span export (Go's KubeletTracing) is not implemented by kubelet-rs; no spans are exported");
-    }
     let boot = tokio::fs::read_to_string("/proc/stat")
         .await
         .ok()

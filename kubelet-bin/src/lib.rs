@@ -23,3 +23,4 @@ pub mod certificates;
 pub mod config;
 pub mod flags;
 pub mod server;
+pub mod telemetry;

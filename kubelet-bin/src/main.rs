@@ -7,18 +7,41 @@ use kubelet_bin::config::{self, ConfigError};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-fn init_logging(verbosity: u8) {
-    let level = match verbosity {
+/// Logs to stderr (filtered by `-v` or `RUST_LOG`) and, with a `tracing` configuration, the
+/// OpenTelemetry exporter (its own filter: only the exported spans). Runs inside the tokio
+/// runtime: the exporter's task and channel live on it.
+fn init_logging(
+    loaded: &config::LoadedConfig,
+) -> anyhow::Result<Option<kubelet_bin::telemetry::Telemetry>> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let level = match loaded.verbosity {
         0..=1 => "info",
         2..=4 => "info,kubelet_core=debug,kubelet_runtime_cri=debug,kubelet_sources=debug,kubelet_cm=debug,kubelet_bin=debug",
         _ => "debug,kubelet_core=trace,kubelet_runtime_cri=trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_filter(filter);
+    let (otel, telemetry) = match &loaded.config.tracing {
+        Some(t) => {
+            let (layer, telemetry) = kubelet_bin::telemetry::install(
+                t,
+                &loaded.node_name,
+                kubelet_bin::telemetry::QueueSettings::default(),
+            )?;
+            (Some(layer), Some(telemetry))
+        }
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(fmt).with(otel).init();
+    if let Some(t) = &telemetry {
+        t.log_started();
+    }
+    Ok(telemetry)
 }
 
 async fn wait_for_signal(shutdown: CancellationToken) {
@@ -50,7 +73,6 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    init_logging(loaded.verbosity);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -61,11 +83,22 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let telemetry = match runtime.block_on(async { init_logging(&loaded) }) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("kubelet: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
     let result = runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         tokio::spawn(wait_for_signal(shutdown.clone()));
         kubelet_bin::app::run(loaded, shutdown).await
     });
+    if let Some(t) = telemetry {
+        // Send what is queued before exiting (bounded).
+        runtime.block_on(t.shutdown(std::time::Duration::from_secs(5)));
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -54,6 +54,7 @@ pub mod pod;
 pub mod qos;
 pub mod resources;
 pub mod summary;
+pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

@@ -43,6 +43,7 @@ mod runtime_info;
 mod sandbox;
 mod stats;
 mod streaming;
+mod traced;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -56,7 +57,6 @@ use kubelet_core::runtime::{
     PullImageRequest, RuntimeError, RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig,
     SandboxStatus, SandboxSummary,
 };
-use tonic::transport::Channel;
 use tracing::{info, warn};
 
 pub use client::map_status;
@@ -177,8 +177,8 @@ async fn memory_capacity() -> Option<i64> {
 #[derive(Debug, Clone)]
 pub struct CriRuntime {
     config: CriConfig,
-    runtime: RuntimeServiceClient<Channel>,
-    images: ImageServiceClient<Channel>,
+    runtime: RuntimeServiceClient<traced::TracedChannel>,
+    images: ImageServiceClient<traced::TracedChannel>,
     options: mapping::Options,
     /// The runtime's sandbox image, asked for once (see [`runtime_info::sandbox_image`]).
     sandbox_image: std::sync::Arc<tokio::sync::OnceCell<Option<String>>>,
@@ -203,10 +203,10 @@ impl CriRuntime {
             }
         };
         let runtime = CriRuntime {
-            runtime: RuntimeServiceClient::new(runtime_channel)
+            runtime: RuntimeServiceClient::new(traced::TracedChannel::new(runtime_channel))
                 .max_decoding_message_size(MAX_MESSAGE_SIZE)
                 .max_encoding_message_size(MAX_MESSAGE_SIZE),
-            images: ImageServiceClient::new(image_channel)
+            images: ImageServiceClient::new(traced::TracedChannel::new(image_channel))
                 .max_decoding_message_size(MAX_MESSAGE_SIZE)
                 .max_encoding_message_size(MAX_MESSAGE_SIZE),
             options: mapping::Options {

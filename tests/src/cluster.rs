@@ -135,6 +135,31 @@ pub const JOIN_INSTANCE_ENV: &[(&str, &str)] = &[
     ("KUBELET_RS_CM_EXTRA_FLAGS", "--cluster-signing-duration=8m"),
 ];
 
+/// The control plane of the ephemeral containers test: an instance of its own (state dir,
+/// ports, lock) whose v1.20 apiserver has the alpha `EphemeralContainers` gate, which the
+/// `pods/ephemeralcontainers` subresource needs (the shared instance runs without it). The
+/// test starts it ([`ControlPlane::start_instance`]) and stops it when done.
+pub const EPHEMERAL_INSTANCE_ENV: &[(&str, &str)] = &[
+    (
+        "KUBELET_RS_CP_DIR",
+        "/var/lib/kubelet-rs/ephemeral/control-plane",
+    ),
+    (
+        "KUBELET_RS_CP_LOCK",
+        "/var/lib/kubelet-rs/ephemeral/control-plane.lock",
+    ),
+    ("KUBELET_RS_ETCD_PORT", "42379"),
+    ("KUBELET_RS_ETCD_PEER_PORT", "42380"),
+    ("KUBELET_RS_APISERVER_PORT", "46443"),
+    ("KUBELET_RS_CM_PORT", "40257"),
+    ("KUBELET_RS_SCHED_PORT", "40259"),
+    ("KUBELET_RS_NODE_NAME", "kubelet-rs-ephemeral"),
+    (
+        "KUBELET_RS_APISERVER_EXTRA_FLAGS",
+        "--feature-gates=EphemeralContainers=true",
+    ),
+];
+
 /// Closes every descriptor above 2 the shell inherited, then runs the script (`$0`).
 const CLOSE_INHERITED_FDS: &str = r#"for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ "$fd" -gt 2 ] && [ -e "/proc/$$/fd/$fd" ]; then eval "exec $fd>&-"; fi; done; exec bash "$0" "$@""#;
 
@@ -249,6 +274,33 @@ impl ControlPlane {
         })
         .await
         .cloned()
+    }
+
+    /// The control plane instance of `env` (the script's variables: its own state dir, ports
+    /// and lock), started through the script when it is not running. The caller stops it with
+    /// [`ControlPlane::stop_instance`].
+    pub async fn start_instance(env: &[(&str, &str)]) -> Result<ControlPlane, ClusterError> {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        if run_script_env(&["status"], &env).await.is_err() {
+            run_script_env(&["up"], &env).await?;
+        }
+        let mut cp = ControlPlane::from_env(parse_env(&run_script_env(&["env"], &env).await?))?;
+        cp.script_env = env;
+        Ok(cp)
+    }
+
+    /// Stops an instance started by [`ControlPlane::start_instance`] and removes its state
+    /// (the script's `down`); never the shared one.
+    pub async fn stop_instance(&self) -> Result<(), ClusterError> {
+        if self.script_env.is_empty() {
+            return Ok(());
+        }
+        run_script_env(&["down"], &self.script_env)
+            .await
+            .map(|_| ())
     }
 
     /// A new bootstrap token (kubeadm's format, valid `ttl`, e.g. "1h") and the path of a

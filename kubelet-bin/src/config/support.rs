@@ -20,7 +20,7 @@ pub enum Support {
 }
 
 /// The `featureGates` kubelet-rs implements (the others are reported when set).
-pub const HONOURED_FEATURE_GATES: &[&str] = &["EventedPLEG"];
+pub const HONOURED_FEATURE_GATES: &[&str] = &["EventedPLEG", "KubeletTracing"];
 
 /// Every `KubeletConfiguration` field kubelet-rs parses, by its name in the file, and whether
 /// it is honoured.
@@ -109,6 +109,7 @@ pub const FIELDS: &[(&str, Support)] = {
         ("seccompDefault", H),
         ("rotateCertificates", H),
         ("serverTLSBootstrap", H),
+        ("tracing", H),
     ]
 };
 
@@ -143,8 +144,12 @@ mod tests {
 
     #[test]
     fn every_field_is_listed_once() {
-        let Value::Object(fields) = serde_json::to_value(KubeletConfiguration::default()).unwrap()
-        else {
+        // `tracing` is left out of the file when unset: list it set.
+        let every = KubeletConfiguration {
+            tracing: Some(Default::default()),
+            ..KubeletConfiguration::default()
+        };
+        let Value::Object(fields) = serde_json::to_value(every).unwrap() else {
             panic!("an object");
         };
         let listed: Vec<&str> = FIELDS.iter().map(|(n, _)| *n).collect();

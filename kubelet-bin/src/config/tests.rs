@@ -649,3 +649,73 @@ fn pod_logs_dir_reaches_the_engine() {
         );
     }
 }
+
+#[test]
+fn tracing_configuration_is_validated_as_component_base_does() {
+    let head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+    let dir = tempfile::tempdir().unwrap();
+    let load = |body: &str| {
+        let path = dir.path().join("tracing.yaml");
+        std::fs::write(&path, format!("{head}{body}")).unwrap();
+        load_args(&["--config", path.to_str().unwrap()])
+    };
+    // Valid: defaults, a host:port, dns and unix targets, the whole sampling range.
+    for body in [
+        "tracing: {}\n",
+        "tracing:\n  endpoint: otel.monitoring:4317\n  samplingRatePerMillion: 1000000\n",
+        "tracing:\n  endpoint: dns:///otel:4317\n  samplingRatePerMillion: 0\n",
+        "tracing:\n  endpoint: unix:///run/otel.sock\n",
+        "featureGates:\n  KubeletTracing: true\ntracing: {}\n",
+    ] {
+        let l = load(body).unwrap_or_else(|e| panic!("{body:?}: {e}"));
+        assert!(l.config.tracing.is_some(), "{body:?}");
+        assert!(
+            !l.warnings
+                .iter()
+                .any(|w| w.contains("tracing") || w.contains("KubeletTracing")),
+            "{body:?}: {:?}",
+            l.warnings
+        );
+    }
+    let l = load("tracing:\n  samplingRatePerMillion: 250000\n").unwrap();
+    assert_eq!(
+        crate::telemetry::sampling_ratio(l.config.tracing.as_ref().unwrap()),
+        0.25
+    );
+    assert_eq!(
+        crate::telemetry::sampling_ratio(&types::TracingConfiguration::default()),
+        0.0
+    );
+    // Invalid: the error names the field and says why.
+    for (body, want) in [
+        (
+            "tracing:\n  samplingRatePerMillion: -1\n",
+            "tracing.samplingRatePerMillion: -1: sampling rate must be positive",
+        ),
+        (
+            "tracing:\n  samplingRatePerMillion: 1000001\n",
+            "tracing.samplingRatePerMillion: 1000001: sampling rate per million must be less than or equal to one million",
+        ),
+        (
+            "tracing:\n  endpoint: http://otel:4317\n",
+            "tracing.endpoint: \"http://otel:4317\": unsupported scheme: http",
+        ),
+        (
+            "tracing:\n  endpoint: otel\n",
+            "tracing.endpoint: \"otel\": missing port",
+        ),
+        (
+            "tracing:\n  endpoint: otel:99999\n",
+            "tracing.endpoint: \"otel:99999\": invalid port",
+        ),
+        (
+            "featureGates:\n  KubeletTracing: false\ntracing: {}\n",
+            "tracing: tracing should not be configured if KubeletTracing feature flag is disabled",
+        ),
+    ] {
+        let err = load(body).unwrap_err().to_string();
+        assert!(err.contains(want), "{body:?}: {err}");
+    }
+    // The gate off without a tracing configuration is fine (nothing to export).
+    assert!(load("featureGates:\n  KubeletTracing: false\n").is_ok());
+}

@@ -153,6 +153,47 @@ pub fn log_max_size(text: &str) -> Result<i64, String> {
     resources::value(&Quantity(text.to_string())).map_err(|e| format!("{text:?}: {e}"))
 }
 
+/// Go's `KubeletTracing` gate: beta and on by default since 1.27.
+pub fn kubelet_tracing_enabled(c: &KubeletConfiguration) -> bool {
+    c.feature_gates
+        .get("KubeletTracing")
+        .copied()
+        .unwrap_or(true)
+}
+
+/// component-base's `ValidateTracingConfiguration` under `tracing`, and the kubelet's check
+/// that the gate allows it.
+fn tracing_configuration(errs: &mut Errors, c: &KubeletConfiguration) {
+    let Some(t) = &c.tracing else {
+        return;
+    };
+    if !kubelet_tracing_enabled(c) {
+        errs.add(
+            "tracing",
+            "tracing should not be configured if KubeletTracing feature flag is disabled",
+        );
+    }
+    if let Some(rate) = t.sampling_rate_per_million {
+        if rate < 0 {
+            errs.add(
+                "tracing.samplingRatePerMillion",
+                format!("{rate}: sampling rate must be positive"),
+            );
+        }
+        if rate > 1_000_000 {
+            errs.add(
+                "tracing.samplingRatePerMillion",
+                format!(
+                    "{rate}: sampling rate per million must be less than or equal to one million"
+                ),
+            );
+        }
+    }
+    if let Err(e) = crate::telemetry::parse_endpoint(t.endpoint.as_deref()) {
+        errs.add("tracing.endpoint", e);
+    }
+}
+
 /// Validates the configuration, returning every problem found (empty: valid).
 pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
     let mut errs = Errors(Vec::new());
@@ -407,6 +448,7 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
             );
         }
     }
+    tracing_configuration(&mut errs, c);
     if c.container_runtime_endpoint.is_empty() {
         errs.add("containerRuntimeEndpoint", "required value");
     }

@@ -29,6 +29,7 @@ use crate::engine::Engine;
 use crate::pod;
 use crate::status::WaitingReason;
 use crate::sync::{self, SyncOutcome, WorkerMemory};
+use crate::telemetry::{PodStep, UpdateType};
 
 use lifecycle::{transition, Action, Ctx, Event, State, SyncResult};
 
@@ -329,6 +330,8 @@ impl PodWorkers {
     /// result, repeat; ends when the machine says so or at shutdown.
     async fn run_worker(self: Arc<Self>, engine: Arc<Engine>, worker: Arc<Worker>) {
         let mut memory = WorkerMemory::default();
+        // `create` for the worker's first sync, `sync` after (Go's update type, on the span).
+        let mut update = UpdateType::Create;
         loop {
             if self.shutdown.is_cancelled() {
                 return;
@@ -345,7 +348,11 @@ impl PodWorkers {
                     }
                     continue;
                 }
-                Step::Sync(p) => Event::SyncDone(self.sync(&engine, &p, &mut memory).await),
+                Step::Sync(p) => {
+                    let done = self.sync(&engine, &p, &mut memory, update).await;
+                    update = UpdateType::Sync;
+                    Event::SyncDone(done)
+                }
                 Step::Stop(p, grace, token, failure) => {
                     let uid = pod::uid(&p);
                     if let Some(f) = failure {
@@ -355,7 +362,10 @@ impl PodWorkers {
                     let result = tokio::select! {
                         _ = self.shutdown.cancelled() => return,
                         _ = token.cancelled() => None,
-                        r = Box::pin(sync::terminate_pod(&engine, &p, grace, &mut memory)) => Some(r),
+                        r = Box::pin(tracing::Instrument::instrument(
+                            sync::terminate_pod(&engine, &p, grace, &mut memory),
+                            otel_span(PodStep::Terminating, &p, None),
+                        )) => Some(r),
                     };
                     match result {
                         None => Event::StopCancelled,
@@ -371,7 +381,13 @@ impl PodWorkers {
                 }
                 Step::Cleanup(p) => {
                     let uid = pod::uid(&p);
-                    match Box::pin(sync::cleanup_pod(&engine, &p)).await {
+                    let span = otel_span(PodStep::Terminated, &p, None);
+                    match Box::pin(tracing::Instrument::instrument(
+                        sync::cleanup_pod(&engine, &p),
+                        span,
+                    ))
+                    .await
+                    {
                         Ok(()) => {
                             tracing::info!(pod = %pod::full_name(&p), uid, "pod cleaned up");
                             Event::CleanupDone { ok: true }
@@ -394,15 +410,22 @@ impl PodWorkers {
     }
 
     /// One sync of the pod, timed and counted; the result the machine needs.
-    async fn sync(&self, engine: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory) -> SyncResult {
+    async fn sync(
+        &self,
+        engine: &Engine,
+        p: &Arc<Pod>,
+        memory: &mut WorkerMemory,
+        update: UpdateType,
+    ) -> SyncResult {
         let uid = pod::uid(p);
+        let otel = otel_span(PodStep::Sync, p, Some(update));
         let span = tracing::debug_span!("sync", pod = %pod::full_name(p), uid = %uid);
         // Boxed: the sync's state lives on the heap only while it runs, keeping thousands of
         // idle workers small.
         let started = tokio::time::Instant::now();
         let outcome = Box::pin(tracing::Instrument::instrument(
-            sync::sync_pod(engine, p, memory),
-            span,
+            tracing::Instrument::instrument(sync::sync_pod(engine, p, memory), span),
+            otel,
         ))
         .await;
         let metrics = crate::metrics::global();
@@ -425,4 +448,9 @@ impl PodWorkers {
             }
         }
     }
+}
+
+/// The exported span of one worker step for `p` (see [`crate::telemetry`]).
+fn otel_span(step: PodStep, p: &Pod, update: Option<UpdateType>) -> tracing::Span {
+    crate::telemetry::pod_span(step, pod::namespace(p), pod::name(p), pod::uid(p), update)
 }

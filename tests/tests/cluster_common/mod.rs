@@ -99,6 +99,18 @@ async fn start_on(
         }
         Err(e) => panic!("{test}: control plane unavailable under CI: {e}"),
     };
+    Some(start_on(et, cp, sources, edit, edit_engine).await)
+}
+
+/// A cluster member for the test of `et` on the control plane `cp` (the shared one or an
+/// instance of the test's own).
+pub async fn start_on(
+    et: EngineTest,
+    cp: ControlPlane,
+    sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
+    edit: impl FnOnce(&mut ClusterMemberConfig),
+    edit_engine: impl FnOnce(&mut Config),
+) -> ClusterNode {
     let admin = cp.admin_client().await.expect("admin client");
     let node_name = format!("n-{}", et.namespace);
     let ns = Namespace {
@@ -114,7 +126,7 @@ async fn start_on(
         .expect("create namespace");
     let node =
         launch_configured(&et, &cp, &node_name, sources(&node_name), edit, edit_engine).await;
-    Some(ClusterNode {
+    ClusterNode {
         et,
         cp,
         admin,
@@ -123,7 +135,7 @@ async fn start_on(
         shutdown: node.1,
         join: Some(node.2),
         tasks: Some(node.3),
-    })
+    }
 }
 
 type Launched = (
