@@ -63,7 +63,7 @@ pub async fn start_engine_configured(
     edit_engine: impl FnOnce(&mut Config),
 ) -> Option<ClusterNode> {
     let et = EngineTest::new(test).await?;
-    start_on(et, test, sources, edit, edit_engine).await
+    start_on_shared(et, test, sources, edit, edit_engine).await
 }
 
 /// [`start_engine_configured`], with `prepare` run on the test's environment before the
@@ -80,11 +80,12 @@ pub async fn start_prepared<G>(
     let mut et = EngineTest::new(test).await?;
     let prepared = prepare(&et);
     et.new_container_manager().await;
-    let node = start_on(et, test, sources, edit, edit_engine).await?;
+    let node = start_on_shared(et, test, sources, edit, edit_engine).await?;
     Some((node, prepared))
 }
 
-async fn start_on(
+/// [`start_on`] the shared control plane (skipped outside CI when it is unavailable).
+async fn start_on_shared(
     et: EngineTest,
     test: &str,
     sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
