@@ -18,7 +18,6 @@ use crate::pod;
 use crate::pod_workers::{PodWorkers, WorkerState};
 use crate::sink::{Event, EventObject, EventType};
 use crate::stats::StatsError;
-use crate::status::is_terminal;
 use crate::summary::{Detail, PodEntry, Summary};
 
 /// Capacity of the eviction manager → sync loop channel.
@@ -49,11 +48,7 @@ impl EngineEvictionHost {
             .pods()
             .into_iter()
             .map(|pod| {
-                let start_time = self
-                    .engine
-                    .status
-                    .get(pod::uid(&pod))
-                    .and_then(|s| s.start_time);
+                let start_time = self.engine.status.start_time(pod::uid(&pod));
                 PodEntry { pod, start_time }
             })
             .collect()
@@ -74,7 +69,7 @@ impl EvictionHost for EngineEvictionHost {
             .filter(|p| {
                 let uid = pod::uid(p);
                 self.workers.state(uid) == Some(WorkerState::Syncing)
-                    && !self.engine.status.get(uid).is_some_and(|s| is_terminal(&s))
+                    && !self.engine.status.is_terminal(uid)
             })
             .collect()
     }

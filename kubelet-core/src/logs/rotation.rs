@@ -1,7 +1,10 @@
 //! Container log rotation (Go's `container_log_manager.go`).
 //!
 //! Every `monitor_interval` the running containers are listed and handled by at most
-//! `max_workers` at a time. For each: its log path from `ContainerStatus`; a missing log is
+//! `max_workers` at a time. For each: its log path from `ContainerStatus` (asked once per
+//! container: a container's log path never changes, so it is kept while the container runs —
+//! Go asks every period, which with 110 containers was most of the kubelet's idle gRPC
+//! traffic); the sizes of all the logs are read in one blocking task; a missing log is
 //! reopened first; a log smaller than `max_size` is left alone. Otherwise, as Go does (so
 //! `kubectl logs`, log shippers and the kubelet's own log reader see the same files):
 //!
@@ -19,10 +22,11 @@
 //! can finish it. A runtime that answers `ReopenContainerLog` with `Unimplemented` is warned
 //! about once; rotation then stops.
 
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -166,6 +170,8 @@ pub(crate) struct LogRotator {
     config: ContainerLogConfig,
     runtime: Arc<dyn ContainerRuntime>,
     unsupported: AtomicBool,
+    /// The log path of each running container seen (`None`: it has none), by container id.
+    paths: Mutex<HashMap<String, Option<PathBuf>>>,
 }
 
 impl LogRotator {
@@ -175,7 +181,56 @@ impl LogRotator {
             config,
             runtime,
             unsupported: AtomicBool::new(false),
+            paths: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn paths(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<PathBuf>>> {
+        self.paths.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The log paths of `ids`: kept ones, the others from `ContainerStatus` (at most
+    /// `max_workers` at a time); containers gone meanwhile or without a log are left out.
+    async fn log_paths(&self, ids: Vec<String>) -> Vec<(String, PathBuf)> {
+        let running: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let known: HashMap<String, Option<PathBuf>> = {
+            let mut paths = self.paths();
+            paths.retain(|id, _| running.contains(id.as_str()));
+            paths.clone()
+        };
+        let (mut out, new): (Vec<(String, PathBuf)>, Vec<String>) =
+            ids.iter()
+                .fold((Vec::new(), Vec::new()), |(mut out, mut new), id| {
+                    match known.get(id) {
+                        Some(Some(p)) => out.push((id.clone(), p.clone())),
+                        Some(None) => {}
+                        None => new.push(id.clone()),
+                    }
+                    (out, new)
+                });
+        let asked: Vec<(String, Option<PathBuf>)> = futures::stream::iter(new)
+            .map(|id| async move {
+                match self.runtime.container_status(&id).await {
+                    Ok(s) => Some((id, s.log_path.filter(|p| !p.as_os_str().is_empty()))),
+                    Err(RuntimeError::NotFound { .. }) => None,
+                    Err(e) => {
+                        tracing::warn!(container = %id, error = %e, "failed to rotate the container's log");
+                        None
+                    }
+                }
+            })
+            .buffer_unordered(self.config.max_workers.max(1))
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        let mut paths = self.paths();
+        for (id, path) in asked {
+            if let Some(p) = &path {
+                out.push((id.clone(), p.clone()));
+            }
+            paths.insert(id, path);
+        }
+        out
     }
 
     /// Rotates every `monitor_interval` until `shutdown` (or until the runtime turns out not
@@ -211,15 +266,48 @@ impl LogRotator {
             .filter(|c| c.state == ContainerState::Running)
             .map(|c| c.id)
             .collect();
-        futures::stream::iter(ids)
-            .for_each_concurrent(self.config.max_workers.max(1), |id| async move {
-                if self.unsupported.load(Ordering::Relaxed) {
-                    return;
-                }
-                if let Err(e) = self.process(&id).await {
-                    tracing::warn!(container = %id, error = %e, "failed to rotate the container's log");
-                }
-            })
+        let logs = self.log_paths(ids).await;
+        // One blocking task for every size: logs under `max_size` (nearly all) end here.
+        let sized = match tokio::task::spawn_blocking(move || {
+            logs.into_iter()
+                .map(|(id, path)| {
+                    let size = std::fs::metadata(&path).map(|m| m.len());
+                    (id, path, size)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, "log rotation: reading the log sizes failed");
+                return Ok(());
+            }
+        };
+        let max_size = self.config.max_size;
+        let due = sized.into_iter().filter(|(_, _, size)| match size {
+            Ok(n) => i64::try_from(*n).unwrap_or(i64::MAX) >= max_size,
+            Err(_) => true,
+        });
+        futures::stream::iter(due)
+            .for_each_concurrent(
+                self.config.max_workers.max(1),
+                |(id, path, size)| async move {
+                    if self.unsupported.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    match self.process(&id, path, size).await {
+                        Ok(()) => {}
+                        // Gone since it was listed.
+                        Err(RotationError::Runtime(RuntimeError::NotFound { .. })) => {
+                            self.paths().remove(&id);
+                        }
+                        Err(e) => {
+                            tracing::warn!(container = %id, error = %e, "failed to rotate the container's log")
+                        }
+                    }
+                },
+            )
             .await;
         Ok(())
     }
@@ -236,18 +324,15 @@ impl LogRotator {
         }
     }
 
-    /// One container. See the module docs.
-    async fn process(&self, id: &str) -> Result<(), RotationError> {
-        let status = match self.runtime.container_status(id).await {
-            Ok(s) => s,
-            Err(RuntimeError::NotFound { .. }) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        let Some(path) = status.log_path.filter(|p| !p.as_os_str().is_empty()) else {
-            return Ok(());
-        };
-        let size = match tokio::fs::metadata(&path).await {
-            Ok(m) => m.len(),
+    /// One container whose log at `path` measured `size`. See the module docs.
+    async fn process(
+        &self,
+        id: &str,
+        path: PathBuf,
+        size: io::Result<u64>,
+    ) -> Result<(), RotationError> {
+        let size = match size {
+            Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.reopen(id).await?;
                 tokio::fs::metadata(&path)
@@ -320,5 +405,88 @@ mod tests {
         std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(gz), &mut text).unwrap();
         assert_eq!(text, "one\n");
         assert_eq!(timestamp().len(), "20060102-150405".len());
+    }
+
+    /// A running container on the simulator logging to `<dir>/<name>/0.log`; its id.
+    async fn running(sim: &crate::testing::SimRuntime, dir: &Path, name: &str) -> String {
+        use crate::runtime::{ContainerConfig, ContainerKind, SandboxConfig};
+        use crate::testing::{container, pod};
+        let p = Arc::new(pod(
+            name,
+            &format!("uid-{name}"),
+            vec![container(name, "img")],
+        ));
+        let sandbox = SandboxConfig {
+            pod: p.clone(),
+            attempt: 0,
+            hostname: name.into(),
+            log_directory: dir.to_path_buf(),
+            cgroup_parent: None,
+            dns: None,
+            runtime_handler: String::new(),
+        };
+        let sb = sim.run_pod_sandbox(&sandbox).await.unwrap();
+        let config = ContainerConfig {
+            pod: p.clone(),
+            container: container(name, "img"),
+            kind: ContainerKind::Regular,
+            restart_count: 0,
+            hash: 0,
+            image_ref: "sha256:img".into(),
+            command: vec![],
+            args: vec![],
+            env: vec![],
+            mounts: vec![],
+            log_path: PathBuf::from(format!("{name}/0.log")),
+        };
+        let id = sim.create_container(&sb, &config, &sandbox).await.unwrap();
+        sim.start_container(&id).await.unwrap();
+        std::fs::create_dir_all(dir.join(name)).unwrap();
+        id
+    }
+
+    #[tokio::test]
+    async fn a_container_log_path_is_asked_once_and_only_big_logs_are_rotated() {
+        let dir = tempfile::tempdir().unwrap();
+        let sim = Arc::new(crate::testing::SimRuntime::new());
+        let small = running(&sim, dir.path(), "small").await;
+        let big = running(&sim, dir.path(), "big").await;
+        std::fs::write(dir.path().join("small/0.log"), "x\n").unwrap();
+        std::fs::write(dir.path().join("big/0.log"), vec![b'y'; 2048]).unwrap();
+        let rotator = LogRotator::new(
+            ContainerLogConfig {
+                max_size: 1024,
+                ..ContainerLogConfig::default()
+            },
+            sim.clone(),
+        );
+        rotator.rotate_logs().await.unwrap();
+        assert_eq!(sim.calls("ContainerStatus"), 2);
+        assert_eq!(sim.calls("ReopenContainerLog"), 1);
+        let rotated: Vec<String> = names(&dir.path().join("big"));
+        assert_eq!(rotated.len(), 1, "{rotated:?}");
+        assert!(rotated[0].starts_with("0.log."), "{rotated:?}");
+        assert_eq!(names(&dir.path().join("small")), ["0.log"]);
+
+        // Next period: the paths are known; the reopened log (re-created by the runtime,
+        // here by the test) is small again, and a missing one is reopened.
+        std::fs::write(dir.path().join("big/0.log"), "z\n").unwrap();
+        std::fs::remove_file(dir.path().join("small/0.log")).unwrap();
+        let reopened = sim.calls("ReopenContainerLog");
+        let _ = rotator.rotate_logs().await;
+        assert_eq!(sim.calls("ContainerStatus"), 2, "asked once per container");
+        assert_eq!(
+            sim.calls("ReopenContainerLog"),
+            reopened + 1,
+            "the missing log reopened"
+        );
+
+        // A container that stops is forgotten.
+        sim.stop_container(&small, std::time::Duration::ZERO)
+            .await
+            .unwrap();
+        rotator.rotate_logs().await.unwrap();
+        assert_eq!(rotator.paths().len(), 1);
+        assert!(rotator.paths().contains_key(&big));
     }
 }

@@ -135,6 +135,17 @@ impl StatusManager {
         self.lock().entries.get(uid).map(|e| e.status.clone())
     }
 
+    /// The pod's `status.startTime` (without copying the whole status).
+    pub fn start_time(
+        &self,
+        uid: &str,
+    ) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+        self.lock()
+            .entries
+            .get(uid)
+            .and_then(|e| e.status.start_time.clone())
+    }
+
     /// Whether the pod's latest status has a terminal phase.
     pub fn is_terminal(&self, uid: &str) -> bool {
         self.lock()

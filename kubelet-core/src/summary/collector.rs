@@ -13,7 +13,7 @@
 //! rates against the kept samples (see [`rates`](super::rates)) and dropping the kept
 //! samples of cgroups that are gone.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -364,14 +364,24 @@ impl SummaryCollector {
                     })
             },
         )?;
+        // By pod uid: one pass over each list, not one per pod.
+        let ready: HashSet<&str> = sandboxes
+            .iter()
+            .filter(|s| s.state == SandboxState::Ready)
+            .map(|s| s.pod.uid.as_str())
+            .collect();
+        let mut running: HashMap<&str, Vec<&crate::runtime::ContainerSummary>> = HashMap::new();
+        for c in containers
+            .iter()
+            .filter(|c| c.state == ContainerState::Running)
+        {
+            running.entry(c.pod.uid.as_str()).or_default().push(c);
+        }
         let mut targets = Vec::new();
         for entry in pods {
             let pod = &entry.pod;
             let uid = crate::pod::uid(pod).to_string();
-            let ready = sandboxes
-                .iter()
-                .any(|s| s.pod.uid == uid && s.state == SandboxState::Ready);
-            if !ready {
+            if !ready.contains(uid.as_str()) {
                 continue;
             }
             let pod_log_dir = self.config.pod_logs_dir.join(format!(
@@ -380,9 +390,10 @@ impl SummaryCollector {
                 crate::pod::name(pod),
                 uid
             ));
-            let mut cs: Vec<ContainerTarget> = containers
-                .iter()
-                .filter(|c| c.pod.uid == uid && c.state == ContainerState::Running)
+            let mut cs: Vec<ContainerTarget> = running
+                .get(uid.as_str())
+                .into_iter()
+                .flatten()
                 .map(|c| ContainerTarget {
                     id: c.id.clone(),
                     name: c.name.clone(),
