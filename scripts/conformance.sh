@@ -611,10 +611,32 @@ PY
 
 # rerun KIND FOCUS: the specs FOCUS selects, again (one ginkgo node), on a fresh cluster; the
 # results go to $RESULTS/KIND/rerun-<time> and replace the earlier results of those specs.
+# one_run_at_a_time: runs share the cluster of $STATE (its control plane, node instance and
+# ports): a second one waits for the first. The lock is a directory naming the running
+# script's pid, free again once that process is gone (no descriptor that the daemons a run
+# starts could inherit and keep).
+one_run_at_a_time() {
+  local lock="$STATE/run.lock" pid waited=0
+  mkdir -p "$STATE"
+  until mkdir "$lock" 2>/dev/null; do
+    pid=$(cat "$lock/pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ "$pid" != "$$" ] && ! [ -d "/proc/$pid" ]; then
+      rm -rf "$lock"
+      continue
+    fi
+    [ "$pid" = "$$" ] && return 0
+    [ "$waited" = 1 ] || log "another conformance run (pid ${pid:-?}) is using $STATE: waiting for it"
+    waited=1
+    sleep 5
+  done
+  echo "$$" >"$lock/pid"
+}
+
 cmd_rerun() {
   need_root
   local kind=${1:-kubelet-rs} focus=${2:-}
   [ -n "$focus" ] || die "usage: $0 rerun KIND FOCUS"
+  one_run_at_a_time
   cmd_build
   local src out
   src=$(bash "$SCRIPT_DIR/control-plane.sh" source | tail -n 1)
@@ -637,6 +659,7 @@ cmd_rerun() {
 cmd_run() {
   need_root
   local kind=${1:-kubelet-rs} focus=${2:-$FOCUS_ALL}
+  one_run_at_a_time
   cmd_build
   local src
   src=$(bash "$SCRIPT_DIR/control-plane.sh" source | tail -n 1)
