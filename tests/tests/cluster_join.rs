@@ -15,8 +15,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use join_common::{
-    audit_of, cleanup, create_namespace, eventually, free_port, join_control_plane, pod, ready,
-    start, write_config,
+    audit_of, cleanup, create_namespace, eventually, free_port, join_control_plane, join_setup,
+    pod, ready, start, write_config, JoinSetup,
 };
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -233,23 +233,16 @@ async fn bootstrap_from_a_token_then_restart_reuses_the_certificate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_serving_certificate_is_issued_on_approval_and_serves_logs_and_exec() {
-    let Some(et) = EngineTest::new("join-serving").await else {
+    let Some(JoinSetup {
+        et,
+        cp,
+        admin,
+        node,
+        etc,
+    }) = join_setup("join-serving", true, "serverTLSBootstrap: true\n").await
+    else {
         return;
     };
-    let Some(cp) = join_control_plane("join-serving").await else {
-        return;
-    };
-    let admin = cp.admin_client().await.unwrap();
-    let node = format!("n-{}", et.namespace);
-    create_namespace(&admin, &et.namespace).await;
-    let etc = et.dir.path().join("etc-kubernetes");
-    std::fs::create_dir_all(&etc).unwrap();
-    std::fs::copy(
-        cp.bootstrap_kubeconfig("1h").await.unwrap(),
-        etc.join("bootstrap-kubelet.kubeconfig"),
-    )
-    .unwrap();
-    write_config(&etc, &cp, "serverTLSBootstrap: true\n");
     let port = free_port();
     let mut args = command_line(&etc, &et.dir.path().join("kubelet"), &node);
     args.push(format!("--port={port}"));

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use join_common::{
-    cleanup, create_namespace, eventually, join_control_plane, log_lines_with,
-    manual_bootstrap_kubeconfig, ready, start, write_config,
+    cleanup, eventually, join_control_plane, join_setup, log_lines_with,
+    manual_bootstrap_kubeconfig, ready, start, write_config, JoinSetup,
 };
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
@@ -160,19 +160,17 @@ async fn an_unapproved_csr_times_out_with_clear_logs_and_an_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_csr_approved_late_completes_the_join() {
     join_common::captured_logs();
-    let Some(et) = EngineTest::new("join-csr-late").await else {
+    let Some(JoinSetup {
+        et,
+        cp,
+        admin,
+        node,
+        etc,
+    }) = join_setup("join-csr-late", false, "").await
+    else {
         return;
     };
-    let Some(cp) = join_control_plane("join-csr-late").await else {
-        return;
-    };
-    let admin = cp.admin_client().await.unwrap();
-    let node = format!("n-{}", et.namespace);
-    create_namespace(&admin, &et.namespace).await;
-    let etc = et.dir.path().join("etc-kubernetes");
-    std::fs::create_dir_all(&etc).unwrap();
     let (_, id) = manual_bootstrap_kubeconfig(&cp, &etc).await;
-    write_config(&etc, &cp, "");
     let root = et.dir.path().join("kubelet");
     let args = command_line(&etc, &root, &node);
 

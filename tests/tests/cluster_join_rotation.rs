@@ -12,36 +12,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use join_common::{
-    audit_of, cleanup, create_namespace, eventually, join_control_plane, pod, ready, start,
-    write_config,
-};
+use join_common::{audit_of, cleanup, eventually, join_setup, pod, ready, start, JoinSetup};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::PostParams;
 use kube::Api;
 use kubelet_tests::cri::{endpoint, BUSYBOX_IMAGE};
-use kubelet_tests::engine::EngineTest;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_rotations_while_pods_run_without_a_gap() {
-    let Some(et) = EngineTest::new("join-rotation").await else {
+    let Some(JoinSetup {
+        et,
+        cp,
+        admin,
+        node,
+        etc,
+    }) = join_setup("join-rotation", true, "rotateCertificates: true\n").await
+    else {
         return;
     };
-    let Some(cp) = join_control_plane("join-rotation").await else {
-        return;
-    };
-    let admin = cp.admin_client().await.unwrap();
-    let node = format!("n-{}", et.namespace);
-    create_namespace(&admin, &et.namespace).await;
-    let etc = et.dir.path().join("etc-kubernetes");
-    std::fs::create_dir_all(&etc).unwrap();
-    std::fs::copy(
-        cp.bootstrap_kubeconfig("1h").await.unwrap(),
-        etc.join("bootstrap-kubelet.kubeconfig"),
-    )
-    .unwrap();
-    write_config(&etc, &cp, "rotateCertificates: true\n");
     let args = vec![
         format!(
             "--bootstrap-kubeconfig={}",

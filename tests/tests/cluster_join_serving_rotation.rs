@@ -14,16 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use join_common::{
-    cleanup, create_namespace, eventually, free_port, join_control_plane, pod, ready, start,
-    write_config,
-};
+use join_common::{cleanup, eventually, free_port, join_setup, pod, ready, start, JoinSetup};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::PostParams;
 use kube::Api;
 use kubelet_tests::cri::{endpoint, BUSYBOX_IMAGE};
-use kubelet_tests::engine::EngineTest;
 
 const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 
@@ -93,23 +89,16 @@ async fn logs_and_exec_work(cp: &kubelet_tests::cluster::ControlPlane, ns: &str)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_serving_certificate_rotates_and_the_port_serves_the_new_one() {
-    let Some(et) = EngineTest::new("join-serving-rot").await else {
+    let Some(JoinSetup {
+        et,
+        cp,
+        admin,
+        node,
+        etc,
+    }) = join_setup("join-serving-rot", true, "serverTLSBootstrap: true\n").await
+    else {
         return;
     };
-    let Some(cp) = join_control_plane("join-serving-rot").await else {
-        return;
-    };
-    let admin = cp.admin_client().await.unwrap();
-    let node = format!("n-{}", et.namespace);
-    create_namespace(&admin, &et.namespace).await;
-    let etc = et.dir.path().join("etc-kubernetes");
-    std::fs::create_dir_all(&etc).unwrap();
-    std::fs::copy(
-        cp.bootstrap_kubeconfig("1h").await.unwrap(),
-        etc.join("bootstrap-kubelet.kubeconfig"),
-    )
-    .unwrap();
-    write_config(&etc, &cp, "serverTLSBootstrap: true\n");
     let port = free_port();
     let root = et.dir.path().join("kubelet");
     let args = vec![

@@ -66,6 +66,49 @@ pub async fn create_namespace(admin: &kube::Client, name: &str) {
         .expect("create namespace");
 }
 
+/// What every join test starts from: its environment, the join control plane, an admin client,
+/// the node's name, the test's namespace, and `<test dir>/etc-kubernetes` (the `/etc/kubernetes`
+/// of the README's command line) holding a KubeletConfiguration with `extra_config`.
+pub struct JoinSetup {
+    /// The test's environment.
+    pub et: EngineTest,
+    /// The join control plane.
+    pub cp: ControlPlane,
+    /// Its admin client.
+    pub admin: kube::Client,
+    /// `n-<namespace>`.
+    pub node: String,
+    /// The configuration directory.
+    pub etc: PathBuf,
+}
+
+/// [`JoinSetup`] for `test`, with a bootstrap kubeconfig of a fresh one-hour token
+/// (`etc/bootstrap-kubelet.kubeconfig`) when `token` is set; `None` when the test is skipped.
+pub async fn join_setup(test: &str, token: bool, extra_config: &str) -> Option<JoinSetup> {
+    let et = EngineTest::new(test).await?;
+    let cp = join_control_plane(test).await?;
+    let admin = cp.admin_client().await.unwrap();
+    let node = format!("n-{}", et.namespace);
+    create_namespace(&admin, &et.namespace).await;
+    let etc = et.dir.path().join("etc-kubernetes");
+    std::fs::create_dir_all(&etc).unwrap();
+    if token {
+        std::fs::copy(
+            cp.bootstrap_kubeconfig("1h").await.unwrap(),
+            etc.join("bootstrap-kubelet.kubeconfig"),
+        )
+        .unwrap();
+    }
+    write_config(&etc, &cp, extra_config);
+    Some(JoinSetup {
+        et,
+        cp,
+        admin,
+        node,
+        etc,
+    })
+}
+
 /// A KubeletConfiguration file in `dir` with these extra lines (webhook authentication and
 /// authorization against the cluster, the cluster CA for client certificates; pod logs under
 /// `dir`: a kubelet removes the log directories in its `podLogsDir` of pods it does not know,
