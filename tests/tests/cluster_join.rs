@@ -15,8 +15,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use join_common::{
-    audit_of, cleanup, create_namespace, eventually, free_port, join_control_plane, join_setup,
-    pod, ready, start, write_config, JoinSetup,
+    audit_of, cleanup, command_line, create_namespace, eventually, free_port, join_control_plane,
+    join_setup, pod, ready, start, write_config, JoinSetup,
 };
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -24,29 +24,11 @@ use kube::api::PostParams;
 use kube::Api;
 use kubelet_sources::apiserver::certificate::bootstrap::Outcome;
 use kubelet_sources::apiserver::certificate::CertPair;
-use kubelet_tests::cri::{endpoint, BUSYBOX_IMAGE};
+use kubelet_tests::cri::BUSYBOX_IMAGE;
 use kubelet_tests::engine::EngineTest;
 
 const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
-
-/// The Go kubelet's command line from the issue, with this test's paths.
-fn command_line(etc: &Path, root: &Path, node: &str) -> Vec<String> {
-    vec![
-        format!(
-            "--bootstrap-kubeconfig={}",
-            etc.join("bootstrap-kubelet.kubeconfig").display()
-        ),
-        format!("--kubeconfig={}", etc.join("kubelet.kubeconfig").display()),
-        format!("--config={}", etc.join("kubelet-conf.yml").display()),
-        format!("--container-runtime-endpoint={}", endpoint()),
-        "--node-labels=node.kubernetes.io/node=".into(),
-        // Beside the issue's flags: the test's node name, address and state dir.
-        format!("--hostname-override={node}"),
-        "--node-ip=127.0.0.1".into(),
-        format!("--root-dir={}", root.display()),
-    ]
-}
 
 /// CSRs of `signer` requested by `user`.
 async fn csrs_of(admin: &kube::Client, signer: &str, user: &str) -> Vec<CertificateSigningRequest> {

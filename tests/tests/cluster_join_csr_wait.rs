@@ -9,11 +9,10 @@
 
 mod join_common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use join_common::{
-    cleanup, eventually, join_control_plane, join_setup, log_lines_with,
+    cleanup, command_line, eventually, join_control_plane, join_setup, log_lines_with,
     manual_bootstrap_kubeconfig, ready, start, write_config, JoinSetup,
 };
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -21,25 +20,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kubelet_sources::apiserver::certificate::bootstrap::Outcome;
 use kubelet_sources::apiserver::certificate::{CertError, ClientCertificates};
-use kubelet_tests::cri::endpoint;
 use kubelet_tests::engine::EngineTest;
 
 const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-
-fn command_line(etc: &Path, root: &Path, node: &str) -> Vec<String> {
-    vec![
-        format!(
-            "--bootstrap-kubeconfig={}",
-            etc.join("bootstrap-kubelet.kubeconfig").display()
-        ),
-        format!("--kubeconfig={}", etc.join("kubelet.kubeconfig").display()),
-        format!("--config={}", etc.join("kubelet-conf.yml").display()),
-        format!("--container-runtime-endpoint={}", endpoint()),
-        format!("--hostname-override={node}"),
-        "--node-ip=127.0.0.1".into(),
-        format!("--root-dir={}", root.display()),
-    ]
-}
 
 /// The CSR of the token `id`, once it exists.
 async fn csr_of_token(admin: &kube::Client, id: &str) -> CertificateSigningRequest {

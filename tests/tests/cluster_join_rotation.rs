@@ -12,12 +12,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use join_common::{audit_of, cleanup, eventually, join_setup, pod, ready, start, JoinSetup};
+use join_common::{
+    audit_of, cleanup, command_line, eventually, join_setup, pod, ready, start, JoinSetup,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::PostParams;
 use kube::Api;
-use kubelet_tests::cri::{endpoint, BUSYBOX_IMAGE};
+use kubelet_tests::cri::BUSYBOX_IMAGE;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_rotations_while_pods_run_without_a_gap() {
@@ -31,18 +33,7 @@ async fn two_rotations_while_pods_run_without_a_gap() {
     else {
         return;
     };
-    let args = vec![
-        format!(
-            "--bootstrap-kubeconfig={}",
-            etc.join("bootstrap-kubelet.kubeconfig").display()
-        ),
-        format!("--kubeconfig={}", etc.join("kubelet.kubeconfig").display()),
-        format!("--config={}", etc.join("kubelet-conf.yml").display()),
-        format!("--container-runtime-endpoint={}", endpoint()),
-        format!("--hostname-override={node}"),
-        "--node-ip=127.0.0.1".into(),
-        format!("--root-dir={}", et.dir.path().join("kubelet").display()),
-    ];
+    let args = command_line(&etc, &et.dir.path().join("kubelet"), &node);
     let k = start(&et, &args, false).await;
     let manager = k.client_manager.clone().expect("rotation is on");
     let first = manager.current().expect("a certificate");

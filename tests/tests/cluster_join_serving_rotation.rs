@@ -14,12 +14,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use join_common::{cleanup, eventually, free_port, join_setup, pod, ready, start, JoinSetup};
+use join_common::{
+    cleanup, command_line, eventually, free_port, join_setup, pod, ready, start, JoinSetup,
+};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::PostParams;
 use kube::Api;
-use kubelet_tests::cri::{endpoint, BUSYBOX_IMAGE};
+use kubelet_tests::cri::BUSYBOX_IMAGE;
 
 const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 
@@ -101,20 +103,8 @@ async fn the_serving_certificate_rotates_and_the_port_serves_the_new_one() {
     };
     let port = free_port();
     let root = et.dir.path().join("kubelet");
-    let args = vec![
-        format!(
-            "--bootstrap-kubeconfig={}",
-            etc.join("bootstrap-kubelet.kubeconfig").display()
-        ),
-        format!("--kubeconfig={}", etc.join("kubelet.kubeconfig").display()),
-        format!("--config={}", etc.join("kubelet-conf.yml").display()),
-        format!("--container-runtime-endpoint={}", endpoint()),
-        format!("--hostname-override={node}"),
-        "--node-ip=127.0.0.1".into(),
-        format!("--root-dir={}", root.display()),
-        format!("--port={port}"),
-        "--address=127.0.0.1".into(),
-    ];
+    let mut args = command_line(&etc, &root, &node);
+    args.extend([format!("--port={port}"), "--address=127.0.0.1".into()]);
     let k = start(&et, &args, true).await;
 
     // An operator approving every serving CSR of the node as it comes.

@@ -109,6 +109,28 @@ pub async fn join_setup(test: &str, token: bool, extra_config: &str) -> Option<J
     })
 }
 
+/// The Go kubelet's command line from the issue, with a test's paths
+/// (`etc` of [`JoinSetup`], the kubelet's root dir, the node name).
+pub fn command_line(etc: &Path, root: &Path, node: &str) -> Vec<String> {
+    vec![
+        format!(
+            "--bootstrap-kubeconfig={}",
+            etc.join("bootstrap-kubelet.kubeconfig").display()
+        ),
+        format!("--kubeconfig={}", etc.join("kubelet.kubeconfig").display()),
+        format!("--config={}", etc.join("kubelet-conf.yml").display()),
+        format!(
+            "--container-runtime-endpoint={}",
+            kubelet_tests::cri::endpoint()
+        ),
+        "--node-labels=node.kubernetes.io/node=".into(),
+        // Beside the issue's flags: the test's node name, address and state dir.
+        format!("--hostname-override={node}"),
+        "--node-ip=127.0.0.1".into(),
+        format!("--root-dir={}", root.display()),
+    ]
+}
+
 /// A KubeletConfiguration file in `dir` with these extra lines (webhook authentication and
 /// authorization against the cluster, the cluster CA for client certificates; pod logs under
 /// `dir`: a kubelet removes the log directories in its `podLogsDir` of pods it does not know,
