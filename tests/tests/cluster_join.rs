@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use join_common::{
     audit_of, cleanup, command_line, create_namespace, eventually, free_port, join_control_plane,
-    join_setup, pod, ready, start, write_config, JoinSetup,
+    join_setup, pod, start, wait_ready, write_config, JoinSetup,
 };
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -55,18 +55,6 @@ fn token_id(path: &Path) -> String {
     name.trim_start_matches("bootstrap-kubelet-")
         .trim_end_matches(".kubeconfig")
         .to_string()
-}
-
-async fn wait_ready(nodes: &Api<Node>, name: &str) -> Node {
-    eventually(Duration::from_secs(60), "node Ready", || {
-        let nodes = nodes.clone();
-        let name = name.to_string();
-        async move {
-            let n = nodes.get_opt(&name).await.ok()??;
-            (ready(&n).as_deref() == Some("True")).then_some(n)
-        }
-    })
-    .await
 }
 
 async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use join_common::{
     cleanup, command_line, eventually, join_control_plane, join_setup, log_lines_with,
-    manual_bootstrap_kubeconfig, ready, start, write_config, JoinSetup,
+    manual_bootstrap_kubeconfig, start, wait_ready, write_config, JoinSetup,
 };
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
@@ -208,14 +208,7 @@ async fn a_csr_approved_late_completes_the_join() {
         "{lines:?}"
     );
     let nodes: Api<Node> = Api::all(admin.clone());
-    eventually(Duration::from_secs(60), "node Ready", || {
-        let nodes = nodes.clone();
-        let node = node.clone();
-        async move {
-            (ready(&nodes.get_opt(&node).await.ok()??).as_deref() == Some("True")).then_some(())
-        }
-    })
-    .await;
+    wait_ready(&nodes, &node).await;
     assert!(root.join("pki/kubelet-client-current.pem").exists());
     assert!(!root.join("pki/kubelet-client.key.tmp").exists());
     k.stop().await;

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use join_common::{
-    audit_of, cleanup, command_line, eventually, join_setup, pod, ready, start, JoinSetup,
+    audit_of, cleanup, command_line, eventually, join_setup, pod, ready, start, wait_ready,
+    JoinSetup,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -39,14 +40,7 @@ async fn two_rotations_while_pods_run_without_a_gap() {
     let first = manager.current().expect("a certificate");
     let nodes: Api<Node> = Api::all(admin.clone());
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &et.namespace);
-    eventually(Duration::from_secs(60), "node Ready", || {
-        let nodes = nodes.clone();
-        let node = node.clone();
-        async move {
-            (ready(&nodes.get_opt(&node).await.ok()??).as_deref() == Some("True")).then_some(())
-        }
-    })
-    .await;
+    wait_ready(&nodes, &node).await;
     pods.create(
         &PostParams::default(),
         &pod(

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use join_common::{
-    cleanup, command_line, eventually, free_port, join_setup, pod, ready, start, JoinSetup,
+    cleanup, command_line, eventually, free_port, join_setup, pod, start, wait_ready, JoinSetup,
 };
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -151,14 +151,7 @@ async fn the_serving_certificate_rotates_and_the_port_serves_the_new_one() {
     };
 
     let nodes: Api<Node> = Api::all(admin.clone());
-    eventually(Duration::from_secs(60), "node Ready", || {
-        let nodes = nodes.clone();
-        let node = node.clone();
-        async move {
-            (ready(&nodes.get_opt(&node).await.ok()??).as_deref() == Some("True")).then_some(())
-        }
-    })
-    .await;
+    wait_ready(&nodes, &node).await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &et.namespace);
     pods.create(
         &PostParams::default(),

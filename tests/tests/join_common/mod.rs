@@ -131,6 +131,19 @@ pub fn command_line(etc: &Path, root: &Path, node: &str) -> Vec<String> {
     ]
 }
 
+/// The node `name` once it is Ready (at most a minute).
+pub async fn wait_ready(nodes: &Api<Node>, name: &str) -> Node {
+    eventually(Duration::from_secs(60), "node Ready", || {
+        let nodes = nodes.clone();
+        let name = name.to_string();
+        async move {
+            let n = nodes.get_opt(&name).await.ok()??;
+            (ready(&n).as_deref() == Some("True")).then_some(n)
+        }
+    })
+    .await
+}
+
 /// A KubeletConfiguration file in `dir` with these extra lines (webhook authentication and
 /// authorization against the cluster, the cluster CA for client certificates; pod logs under
 /// `dir`: a kubelet removes the log directories in its `podLogsDir` of pods it does not know,
