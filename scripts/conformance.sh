@@ -554,12 +554,14 @@ run_suite() {
   local skip
   skip=$(skip_regex)
   log "$kind: parallel specs ($GINKGO_NODES ginkgo nodes; log: $out/parallel.log)"
-  "$BIN_DIR/ginkgo" -nodes="$GINKGO_NODES" -noColor -focus="$focus" -skip="$skip|\[Serial\]" \
+  "$BIN_DIR/ginkgo" -nodes="$GINKGO_NODES" -noColor -flakeAttempts="${FLAKE_ATTEMPTS:-1}" \
+    -focus="$focus" -skip="$skip|\[Serial\]" \
     "$BIN_DIR/e2e.test" -- "${common[@]}" --report-dir="$out/parallel" >"$out/parallel.log" 2>&1 || true
   log "$kind: parallel part done in $((SECONDS - t0))s"
   local t1=$SECONDS
   log "$kind: [Serial] specs (log: $out/serial.log)"
-  "$BIN_DIR/ginkgo" -nodes=1 -noColor -focus="\[Serial\].*($focus)|($focus).*\[Serial\]" -skip="$skip" \
+  "$BIN_DIR/ginkgo" -nodes=1 -noColor -flakeAttempts="${FLAKE_ATTEMPTS:-1}" \
+    -focus="\[Serial\].*($focus)|($focus).*\[Serial\]" -skip="$skip" \
     "$BIN_DIR/e2e.test" -- "${common[@]}" --report-dir="$out/serial" >"$out/serial.log" 2>&1 || true
   log "$kind: serial part done in $((SECONDS - t1))s; total $((SECONDS - t0))s"
   echo "$((SECONDS - t0))" >"$out/seconds"
@@ -580,7 +582,11 @@ out, skip, focus = sys.argv[1], re.compile(sys.argv[2]), re.compile(sys.argv[3])
 parts = [out + "/parallel", out + "/serial"]
 parts += sorted(glob.glob(out + "/rerun-*"), key=os.path.getmtime)
 result = {}
+flaked = set()
 for part in parts:
+    # Within a part, a spec that passed in any attempt (ginkgo -flakeAttempts) passed;
+    # a later part (a rerun) replaces what earlier ones said.
+    here = {}
     for f in sorted(glob.glob(part + "/junit_*.xml")):
         for tc in ET.parse(f).getroot().iter("testcase"):
             name = tc.get("name", "")
@@ -589,11 +595,21 @@ for part in parts:
                     print("SUITE FAILURE in %s: %s" % (part, name))
                 continue
             if tc.find("skipped") is not None:
-                result.setdefault(name, "skipped")
+                here.setdefault(name, "skipped")
             elif tc.find("failure") is not None or tc.find("error") is not None:
-                result[name] = "failed"
+                if here.get(name) == "passed":
+                    flaked.add(name)
+                else:
+                    here[name] = "failed"
             else:
-                result[name] = "passed"
+                if here.get(name) == "failed":
+                    flaked.add(name)
+                here[name] = "passed"
+    for name, v in here.items():
+        if v == "skipped":
+            result.setdefault(name, v)
+        else:
+            result[name] = v
 # Only the focused specs count (the reports list every spec of the suite, most as skipped).
 result = {n: v for n, v in result.items() if focus.search(n)}
 for name in result:
@@ -606,6 +622,8 @@ open(out + "/failed.txt", "w").write("".join(p + "\n" for p in failed))
 print("%d passed, %d failed, %d skipped" % (len(passed), len(failed), len(skipped)))
 for f in failed:
     print("FAILED: " + f)
+for f in sorted(n for n in flaked if result.get(n) == "passed"):
+    print("FLAKED (failed, then passed on another attempt): " + f)
 PY
 }
 
@@ -722,6 +740,11 @@ main() {
       # Without the [Slow] ones (MaxContainerBackOff alone waits ~20 minutes for the 5-minute
       # back-off cap): the subset must fit CI's budget; the full runs keep them.
       EXTRA_SKIP='\[Slow\]'
+      # A spec that fails and then passes does not fail CI (ginkgo's flake attempts, as
+      # upstream's CI jobs run them): "retrieving logs over websockets" reads the log the
+      # moment the pod is Running, and the container's first line can land 20-90 ms after
+      # that (README: known flakes). The full runs make one attempt, so flakes show there.
+      FLAKE_ATTEMPTS=2
       cmd_run kubelet-rs "$FOCUS_CI"
       ! grep -q . "$RESULTS/kubelet-rs/failed.txt"
       ;;
