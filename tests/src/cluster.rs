@@ -260,20 +260,9 @@ impl ControlPlane {
 
     /// The join tests' control plane ([`JOIN_INSTANCE_ENV`]), started when not running.
     pub async fn ensure_join() -> Result<ControlPlane, ClusterError> {
-        JOIN.get_or_try_init(|| async {
-            let env: Vec<(String, String)> = JOIN_INSTANCE_ENV
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            if run_script_env(&["status"], &env).await.is_err() {
-                run_script_env(&["up"], &env).await?;
-            }
-            let mut cp = ControlPlane::from_env(parse_env(&run_script_env(&["env"], &env).await?))?;
-            cp.script_env = env;
-            Ok(cp)
-        })
-        .await
-        .cloned()
+        JOIN.get_or_try_init(|| ControlPlane::start_instance(JOIN_INSTANCE_ENV))
+            .await
+            .cloned()
     }
 
     /// The control plane instance of `env` (the script's variables: its own state dir, ports
