@@ -28,17 +28,41 @@ const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 /// The serial of the certificate `127.0.0.1:port` serves (a TLS client: `openssl s_client`),
 /// `None` when the handshake fails.
 fn served_serial(port: u16) -> Option<String> {
+    served_certificate(port).map(|(serial, _)| serial)
+}
+
+/// The serial and the expiry (seconds since the epoch) of the certificate `127.0.0.1:port`
+/// serves, `None` when the handshake fails.
+fn served_certificate(port: u16) -> Option<(String, i64)> {
     let out = std::process::Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "openssl s_client -connect 127.0.0.1:{port} </dev/null 2>/dev/null | openssl x509 -noout -serial"
+            "openssl s_client -connect 127.0.0.1:{port} </dev/null 2>/dev/null \
+             | openssl x509 -noout -serial -enddate"
         ))
         .output()
         .ok()?;
     let s = String::from_utf8_lossy(&out.stdout);
-    s.trim()
-        .strip_prefix("serial=")
-        .map(|v| v.to_ascii_uppercase())
+    let serial = s
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("serial="))?
+        .to_ascii_uppercase();
+    let not_after = s.lines().find_map(|l| l.trim().strip_prefix("notAfter="))?;
+    let epoch = std::process::Command::new("date")
+        .args(["-u", "+%s", "-d", not_after])
+        .output()
+        .ok()?;
+    let epoch = String::from_utf8_lossy(&epoch.stdout).trim().parse().ok()?;
+    Some((serial, epoch))
+}
+
+/// Seconds from now (wall clock) until `not_after` (seconds since the epoch).
+fn seconds_until(not_after: i64) -> f64 {
+    let now = kubelet_core::clock::wall_now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    not_after as f64 - now
 }
 
 /// The serial of the first certificate of a PEM file.
@@ -72,6 +96,16 @@ async fn server_ttl(cp: &kubelet_tests::cluster::ControlPlane, node: &str) -> Op
         .trim()
         .parse()
         .ok()
+}
+
+/// The ttl gauge is the served certificate's remaining life (whole seconds, read a moment
+/// apart: within 5 s).
+fn assert_gauge_follows(ttl: f64, not_after: i64, what: &str) {
+    let remaining = seconds_until(not_after);
+    assert!(
+        (ttl - remaining).abs() <= 5.0,
+        "the ttl gauge ({ttl}s) is {what}'s remaining life ({remaining:.0}s)"
+    );
 }
 
 async fn logs_and_exec_work(cp: &kubelet_tests::cluster::ControlPlane, ns: &str) {
@@ -194,30 +228,24 @@ async fn the_serving_certificate_rotates_and_the_port_serves_the_new_one() {
     eprintln!("first serving certificate served: serial {first}");
     logs_and_exec_work(&cp, &et.namespace).await;
     let ttl_first = server_ttl(&cp, &node).await.expect("server ttl gauge");
-    assert!(ttl_first > 0.0 && ttl_first <= 180.0, "{ttl_first}");
+    let (_, first_not_after) = tokio::task::spawn_blocking(move || served_certificate(port))
+        .await
+        .unwrap()
+        .expect("the served certificate");
+    assert_gauge_follows(ttl_first, first_not_after, "the first certificate");
 
     // A rotation: a second CSR approved, the port serving a new certificate.
-    let ttl_before = Arc::new(Mutex::new(ttl_first));
     let second = eventually(
         Duration::from_secs(300),
         "a rotated serving certificate",
         || {
             let current = current.clone();
             let first = first.clone();
-            let cp = cp.clone();
-            let node = node.clone();
-            let ttl_before = ttl_before.clone();
             async move {
                 let served = tokio::task::spawn_blocking(move || served_serial(port))
                     .await
                     .ok()??;
-                if served == first {
-                    if let Some(t) = server_ttl(&cp, &node).await {
-                        *ttl_before.lock().unwrap() = t;
-                    }
-                    return None;
-                }
-                (file_serial(&current) == served).then_some(served)
+                (served != first && file_serial(&current) == served).then_some(served)
             }
         },
     )
@@ -231,14 +259,21 @@ async fn the_serving_certificate_rotates_and_the_port_serves_the_new_one() {
     // Through the apiserver (verifying the kubelet with --kubelet-certificate-authority).
     logs_and_exec_work(&cp, &et.namespace).await;
     let ttl_after = server_ttl(&cp, &node).await.expect("server ttl gauge");
-    let ttl_before = *ttl_before.lock().unwrap();
+    let (served, second_not_after) = tokio::task::spawn_blocking(move || served_certificate(port))
+        .await
+        .unwrap()
+        .expect("the served certificate");
+    assert_eq!(served, second);
     eprintln!(
-        "server ttl: {ttl_first}s at first, {ttl_before}s before the rotation, {ttl_after}s after"
+        "server ttl: {ttl_first}s at first, {ttl_after}s after the rotation \
+         (the second certificate expires {}s after the first)",
+        second_not_after - first_not_after
     );
     assert!(
-        ttl_after > ttl_before && ttl_after <= 180.0,
-        "the gauge moves to the new certificate: before {ttl_before}, after {ttl_after}"
+        second_not_after > first_not_after,
+        "the rotated certificate lives longer"
     );
+    assert_gauge_follows(ttl_after, second_not_after, "the rotated certificate");
     // New connections keep getting the new one.
     let again = tokio::task::spawn_blocking(move || served_serial(port))
         .await
