@@ -128,6 +128,20 @@ fn check(pod: &Arc<Pod>, s: &PodStats, dedicated_image_fs: bool) -> Option<Viola
     None
 }
 
+/// Whether the pod sets a limit these checks enforce (an emptyDir `sizeLimit` or an
+/// `ephemeral-storage` limit): the other pods cannot violate one, so only these are
+/// measured every cycle.
+pub fn has_limits(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    spec.volumes
+        .iter()
+        .flatten()
+        .any(|v| v.empty_dir.as_ref().is_some_and(|e| e.size_limit.is_some()))
+        || pod_limit(pod).is_some()
+}
+
 /// The pods of `pods` over a local storage limit, with why. See the module docs.
 pub fn violations(
     pods: &[Arc<Pod>],

@@ -42,6 +42,18 @@ pub(crate) enum Reclaim {
     Images,
 }
 
+/// Which pods a summary for the manager measures besides the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MeasuredPods {
+    /// None: the node-level signals alone.
+    None,
+    /// The pods with local-storage limits ([`local_storage::has_limits`]): what every cycle
+    /// needs while no threshold is met.
+    WithLocalStorageLimits,
+    /// Every pod: what ranking them needs.
+    All,
+}
+
 /// What the manager needs from the kubelet.
 #[async_trait]
 pub(crate) trait EvictionHost: Send + Sync {
@@ -49,8 +61,9 @@ pub(crate) trait EvictionHost: Send + Sync {
     fn node_name(&self) -> String;
     /// Pods that are running or may still run (admitted, not terminated): the candidates.
     fn active_pods(&self) -> Vec<Arc<Pod>>;
-    /// A fresh summary (without network interfaces).
-    async fn summary(&self) -> Result<Summary, StatsError>;
+    /// A fresh summary (without network interfaces) of the node and of the pods `pods`
+    /// selects.
+    async fn summary(&self, pods: MeasuredPods) -> Result<Summary, StatsError>;
     /// Whether images have a filesystem of their own.
     fn dedicated_image_fs(&self) -> bool;
     /// Reclaims node-level resources; the error says what failed.
@@ -209,7 +222,14 @@ impl EvictionManager {
     /// at all (no stats provider).
     pub(crate) async fn synchronize(&self, host: &dyn EvictionHost) -> Option<Vec<Arc<Pod>>> {
         let mut active = host.active_pods();
-        let summary = match host.summary().await {
+        // Pods are measured only where this cycle needs them: their local-storage limits
+        // now, all of them once ranking needs their usage.
+        let measured = if self.config.local_storage_capacity_isolation {
+            MeasuredPods::WithLocalStorageLimits
+        } else {
+            MeasuredPods::None
+        };
+        let summary = match host.summary(measured).await {
             Ok(s) => s,
             Err(StatsError::Unavailable) => return None,
             Err(e) => {
@@ -229,9 +249,8 @@ impl EvictionManager {
             tracing::info!(conditions = ?step.conditions, "eviction manager: node conditions changed");
         }
         self.pressure.set(step.conditions.clone());
-        let stats = signals::pod_stats(&summary);
-
         if self.config.local_storage_capacity_isolation {
+            let stats = signals::pod_stats(&summary);
             let mut evicted = Vec::new();
             for v in local_storage::violations(&active, &stats, dedicated) {
                 if evict_pod(host, &v.pod, 0, &v.message) {
@@ -276,6 +295,14 @@ impl EvictionManager {
             tracing::error!("eviction manager: eviction thresholds have been met, but no pods are active to evict");
             return Some(Vec::new());
         }
+        let all = match host.summary(MeasuredPods::All).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "eviction manager: failed to get the pods' stats to rank them");
+                return Some(Vec::new());
+            }
+        };
+        let stats = signals::pod_stats(&all);
         rank(
             &mut active,
             ranking_for(to_reclaim.signal, dedicated),
@@ -344,7 +371,7 @@ impl EvictionManager {
                 tracing::info!(?what, error = %e, "eviction manager: unexpected error when attempting to reduce resource pressure");
             }
         }
-        let summary = match host.summary().await {
+        let summary = match host.summary(MeasuredPods::None).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(error = %e, "eviction manager: failed to get summary stats after resource reclaim");

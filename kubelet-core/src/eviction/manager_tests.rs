@@ -23,6 +23,14 @@ struct Fake {
     events: Mutex<Vec<Event>>,
     /// Image-fs bytes freed by a reclaim of images.
     image_reclaim_frees: Mutex<u64>,
+    /// The pods each summary was asked to measure.
+    measured: Mutex<Vec<MeasuredPods>>,
+}
+
+impl Fake {
+    fn measured(&self) -> Vec<MeasuredPods> {
+        std::mem::take(&mut *self.measured.lock().unwrap())
+    }
 }
 
 #[async_trait]
@@ -40,8 +48,18 @@ impl EvictionHost for Fake {
             .cloned()
             .collect()
     }
-    async fn summary(&self) -> Result<Summary, StatsError> {
+    async fn summary(&self, measured: MeasuredPods) -> Result<Summary, StatsError> {
+        self.measured.lock().unwrap().push(measured);
         let mut s = self.summary.lock().unwrap().clone();
+        // Only the pods asked for are measured (as the collector does).
+        let pods = self.pods.lock().unwrap().clone();
+        s.pods.retain(|st| match measured {
+            MeasuredPods::All => true,
+            MeasuredPods::None => false,
+            MeasuredPods::WithLocalStorageLimits => pods
+                .iter()
+                .any(|p| pod::uid(p) == st.pod_ref.uid && local_storage::has_limits(p)),
+        });
         // Every collection is a new measurement.
         let t = k8s_openapi::jiff::Timestamp::from_nanosecond(i128::from(
             crate::clock::now_unix_nanos(),
@@ -390,6 +408,7 @@ async fn local_storage_limits_evict_at_once_even_without_pressure() {
     let (m, pressure) = manager(EvictionConfig::default());
     assert_eq!(m.synchronize(&host).await.unwrap().len(), 1);
     assert_eq!(pressure.conditions(), []);
+    assert_eq!(host.measured(), [MeasuredPods::WithLocalStorageLimits]);
     let e = host.evicted();
     assert_eq!(
         (e[0].1, e[0].2.as_str()),
@@ -447,5 +466,47 @@ async fn a_measurement_is_acted_on_once_and_minimum_reclaim_keeps_a_threshold_me
     assert_eq!(
         state.step(&thresholds, &obs(120, 4), now, period).act_on,
         Vec::<usize>::new()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pods_are_measured_only_where_a_cycle_needs_them() {
+    let host = Fake::default();
+    let plain = pod_with("plain", &[], &[], |b| b);
+    let limited = pod_with("limited", &[], &[("ephemeral-storage", "1Gi")], |b| b);
+    assert!(!local_storage::has_limits(&plain));
+    assert!(local_storage::has_limits(&limited));
+    *host.pods.lock().unwrap() = vec![plain, limited];
+    {
+        let mut s = host.summary.lock().unwrap();
+        s.node = disk_summary(900 * MI);
+        s.pods = vec![pod_stats("plain", MI), pod_stats("limited", MI)];
+    }
+    // No threshold met: the node and the pods with local-storage limits only.
+    let (m, _) = manager(EvictionConfig::default());
+    assert_eq!(m.synchronize(&host).await.unwrap(), []);
+    assert_eq!(host.measured(), [MeasuredPods::WithLocalStorageLimits]);
+    // Without local-storage isolation: the node alone.
+    let (m, _) = manager(EvictionConfig {
+        local_storage_capacity_isolation: false,
+        ..EvictionConfig::default()
+    });
+    assert_eq!(m.synchronize(&host).await.unwrap(), []);
+    assert_eq!(host.measured(), [MeasuredPods::None]);
+    // Under disk pressure that reclaim does not lift: the node again after reclaim, then
+    // every pod to rank them.
+    host.summary.lock().unwrap().node = disk_summary(10 * MI);
+    let (m, _) = manager(EvictionConfig {
+        hard: map(&[("nodefs.available", "100Mi")]),
+        ..EvictionConfig::default()
+    });
+    assert_eq!(m.synchronize(&host).await.unwrap().len(), 1);
+    assert_eq!(
+        host.measured(),
+        [
+            MeasuredPods::WithLocalStorageLimits,
+            MeasuredPods::None,
+            MeasuredPods::All
+        ]
     );
 }

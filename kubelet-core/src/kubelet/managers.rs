@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
-use crate::eviction::manager::{EvictionHost, Reclaim};
+use crate::eviction::manager::{EvictionHost, MeasuredPods, Reclaim};
 use crate::images::gc::ImageGcError;
 use crate::pod;
 use crate::pod_workers::{PodWorkers, WorkerState};
@@ -74,9 +74,17 @@ impl EvictionHost for EngineEvictionHost {
             .collect()
     }
 
-    async fn summary(&self) -> Result<Summary, StatsError> {
+    async fn summary(&self, pods: MeasuredPods) -> Result<Summary, StatsError> {
         let stats = self.engine.stats.as_ref().ok_or(StatsError::Unavailable)?;
-        stats.collect(&self.entries(), Detail::NoNetwork).await
+        match pods {
+            MeasuredPods::All => stats.collect(&self.entries(), Detail::NoNetwork).await,
+            MeasuredPods::WithLocalStorageLimits => {
+                let mut entries = self.entries();
+                entries.retain(|e| crate::eviction::local_storage::has_limits(&e.pod));
+                stats.collect(&entries, Detail::SelectedPods).await
+            }
+            MeasuredPods::None => stats.collect(&[], Detail::SelectedPods).await,
+        }
     }
 
     fn dedicated_image_fs(&self) -> bool {

@@ -1,6 +1,7 @@
 //! Building the [`Summary`] from one collection: the sample, the runtime's image filesystem
 //! and writable layers, and the targets the collector chose. CPU rates against the kept
-//! samples; the kept samples of cgroups not seen are dropped.
+//! samples; the kept samples of cgroups not seen are dropped (when the collection covered
+//! every pod).
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -28,6 +29,9 @@ pub(super) struct Collected<'a> {
     pub full: bool,
     /// Network interfaces were read.
     pub network: bool,
+    /// The targets are every pod the kubelet runs (not a selection): kept CPU samples of
+    /// cgroups not seen are dropped.
+    pub every_pod: bool,
 }
 
 /// The summary of one collection. See the module docs.
@@ -190,7 +194,9 @@ pub(super) fn summary(
             }
         })
         .collect();
-    rates.retain(&seen);
+    if c.every_pod {
+        rates.retain(&seen);
+    }
     Summary { node, pods }
 }
 

@@ -66,8 +66,14 @@ pub struct PodEntry {
 pub(crate) enum Detail {
     /// CPU and memory only (Go's `GetCPUAndMemoryStats`).
     CpuAndMemory,
-    /// Everything but network interfaces (what the eviction manager reads).
+    /// Everything but network interfaces (what the eviction manager ranks pods by).
     NoNetwork,
+    /// Everything but network interfaces, of the node and of the pods passed, which are a
+    /// selection rather than every pod (what the eviction manager reads every cycle: its
+    /// node-level signals and the pods with local-storage limits). Kept CPU samples of the
+    /// pods not passed stay; with no pod passed the runtime's containers are not listed
+    /// and no pod is read at all.
+    SelectedPods,
     /// Everything.
     Full,
 }
@@ -208,11 +214,16 @@ impl SummaryCollector {
     ) -> Result<Summary, StatsError> {
         let full = detail != Detail::CpuAndMemory;
         let network = detail == Detail::Full;
-        let targets = self.targets(pods, full).await?;
-        let (image_fs, layers) = if full {
-            tokio::join!(self.image_fs_info(), self.writable_layers())
+        let selected = detail == Detail::SelectedPods;
+        let targets = if selected && pods.is_empty() {
+            Vec::new()
         } else {
-            (None, HashMap::new())
+            self.targets(pods, full).await?
+        };
+        let (image_fs, layers) = match (full, selected && targets.is_empty()) {
+            (false, _) => (None, HashMap::new()),
+            (true, true) => (self.image_fs_info().await, HashMap::new()),
+            (true, false) => tokio::join!(self.image_fs_info(), self.writable_layers()),
         };
         let image_mount = image_fs
             .as_ref()
@@ -266,6 +277,7 @@ impl SummaryCollector {
             layers: &layers,
             full,
             network,
+            every_pod: !selected,
         };
         let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
         Ok(build::summary(

@@ -445,3 +445,52 @@ async fn eviction_inputs_rootfs_volumes_ephemeral_storage_pids_and_the_pods_cgro
         Some(30 * GIB)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_selection_of_pods_keeps_the_others_samples_and_none_lists_nothing() {
+    let (sim, stats, collector, web, ids) = fixture().await;
+    stats.set_node_usage(Some(CgroupUsage::new(1, GIB)));
+    stats.set_pod_usage("u1", CgroupUsage::new(1, 1));
+    for id in ids.values() {
+        stats.set_container_usage(id, CgroupUsage::new(1, 1));
+    }
+    collector.summary(&[entry(&web)], true).await.unwrap();
+    assert_eq!(
+        collector.kept_samples(),
+        4,
+        "node, web and its two containers"
+    );
+    let runtime_calls = |sim: &SimRuntime| {
+        [
+            "ListPodSandbox",
+            "ListContainers",
+            "ListContainerStats",
+            "ImageFsInfo",
+        ]
+        .map(|c| sim.calls(c))
+    };
+
+    // No pod selected: the node's figures, the image filesystem, no listing, no pod read.
+    let before = runtime_calls(&sim);
+    let s = collector.collect(&[], Detail::SelectedPods).await.unwrap();
+    assert!(s.pods.is_empty());
+    assert!(s.node.memory.is_some());
+    assert_eq!(
+        runtime_calls(&sim),
+        [before[0], before[1], before[2], before[3] + 1]
+    );
+    assert_eq!(collector.kept_samples(), 4, "web's samples stay");
+
+    // web selected: listed and measured like any collection.
+    let s = collector
+        .collect(&[entry(&web)], Detail::SelectedPods)
+        .await
+        .unwrap();
+    assert_eq!(s.pods.len(), 1);
+    assert_eq!(s.pods[0].containers.len(), 2);
+    assert!(s.pods[0].ephemeral_storage.is_some());
+    assert_eq!(
+        runtime_calls(&sim),
+        [before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 2]
+    );
+}
