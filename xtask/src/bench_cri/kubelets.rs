@@ -196,6 +196,13 @@ async fn kubelet_run_inner(
         out.notes
             .push(format!("kubelet log: {}", log_path.display()));
     }
+    if let Some(conditions) = pressure_in_log(&log_path) {
+        out.notes.push(format!(
+            "the kubelet reported {conditions} (its eviction manager reclaimed and ranked pods \
+             every cycle: the idle figure includes that work; free disk or memory to measure \
+             an idle node)"
+        ));
+    }
     // SIGTERM, then SIGKILL after 30 s.
     let _ = tokio::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
@@ -430,6 +437,18 @@ pub(super) fn rs_kubelet_binary(args: &BenchArgs) -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// The pressure conditions kubelet-rs's eviction manager last reported in its log
+/// (`node conditions changed conditions=[DiskPressure]`), when any.
+fn pressure_in_log(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| l.contains("eviction manager: node conditions changed"))?;
+    let conditions = last.split("conditions=").nth(1)?.trim();
+    (conditions != "[]").then(|| conditions.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{BUSYBOX_IMAGE, SCRIPT};
@@ -457,6 +476,29 @@ mod tests {
         for (body, prefix, want) in cases {
             assert_eq!(running_pods(body, prefix), want, "{prefix} in {body}");
         }
+    }
+
+    #[test]
+    fn pressure_is_the_last_conditions_the_log_reports() {
+        let log = std::env::temp_dir().join(format!("bench-log-{}.txt", std::process::id()));
+        let line = |c: &str| {
+            format!("2026-12-01T20:17:34Z  INFO kubelet_core::eviction::manager: eviction manager: node conditions changed conditions={c}\n")
+        };
+        let cases = [
+            (String::from("no such line\n"), None),
+            (line("[DiskPressure]"), Some("[DiskPressure]")),
+            (line("[DiskPressure]") + &line("[]"), None),
+            (
+                line("[]") + &line("[MemoryPressure, DiskPressure]"),
+                Some("[MemoryPressure, DiskPressure]"),
+            ),
+        ];
+        for (text, want) in cases {
+            std::fs::write(&log, &text).unwrap();
+            assert_eq!(pressure_in_log(&log).as_deref(), want, "{text}");
+        }
+        std::fs::remove_file(&log).unwrap();
+        assert_eq!(pressure_in_log(&log), None);
     }
 
     #[test]
