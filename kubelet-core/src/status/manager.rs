@@ -24,7 +24,9 @@ use crate::status::generate::is_terminal;
 #[derive(Debug, Clone)]
 struct Entry {
     pod: Arc<Pod>,
-    status: PodStatus,
+    /// Shared: the table stays small (a status is over 600 bytes before its lists) and the
+    /// publisher's batch copies pointers, not statuses.
+    status: Arc<PodStatus>,
 }
 
 #[derive(Debug, Default)]
@@ -72,18 +74,18 @@ impl StatusManager {
                 tracing::debug!(pod = %pod::full_name(p), uid, "ignoring non-terminal status after terminal phase");
                 return false;
             }
-            if old.status == status {
+            if *old.status == status {
                 old.pod = p.clone();
                 return false;
             }
-            old.status = status;
+            old.status = Arc::new(status);
             old.pod = p.clone();
         } else {
             st.entries.insert(
                 uid.clone(),
                 Entry {
                     pod: p.clone(),
-                    status,
+                    status: Arc::new(status),
                 },
             );
         }
@@ -132,7 +134,7 @@ impl StatusManager {
 
     /// The latest status of a pod.
     pub fn get(&self, uid: &str) -> Option<PodStatus> {
-        self.lock().entries.get(uid).map(|e| e.status.clone())
+        self.lock().entries.get(uid).map(|e| PodStatus::clone(&e.status))
     }
 
     /// The pod's `status.startTime` (without copying the whole status).
