@@ -82,6 +82,8 @@ mod termination_message;
 mod volume;
 
 #[cfg(test)]
+mod admission_lifecycle_tests;
+#[cfg(test)]
 mod eviction_tests;
 #[cfg(test)]
 mod lifecycle_tests;
