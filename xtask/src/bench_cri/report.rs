@@ -127,6 +127,119 @@ pub(super) fn print_report(
             println!("            note: {n}");
         }
     }
-    println!();
-    println!("targets: backend and kubelet-rs start/teardown ≤ 1.10x raw CRI; kubelet-rs idle ≤ 0.01 cores, RSS ≤ 25 MiB");
+    if let Some(rs) = rs {
+        println!();
+        println!("targets of issue #18 (kubelet-rs):");
+        for t in targets(rs, floor, go) {
+            println!("  {t}");
+        }
+    }
+}
+
+/// One target of issue #18 and how this run did against it.
+fn verdict(
+    name: &str,
+    value: Option<f64>,
+    limit: Option<f64>,
+    show: impl Fn(f64) -> String,
+) -> String {
+    match (value, limit) {
+        (Some(v), Some(l)) => {
+            let met = if v <= l { "met" } else { "NOT met" };
+            format!("{name}: {} (limit {}) — {met}", show(v), show(l))
+        }
+        (None, _) => format!("{name}: not measured"),
+        (Some(v), None) => format!("{name}: {} — no limit measured in this run", show(v)),
+    }
+}
+
+/// The issue's targets for the kubelet-rs row: start and teardown within 1.05x of the raw
+/// CRI floor of the same run, idle ≤ 0.005 cores and no more than the Go kubelet's, RSS
+/// ≤ 20 MiB with the pods running.
+pub(super) fn targets(
+    rs: &KubeletRun,
+    floor: Option<&WorkloadRun>,
+    go: Option<&KubeletRun>,
+) -> Vec<String> {
+    let s = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
+    let x = |v: f64| format!("{v:.2}x");
+    let per_floor = |a: Option<Duration>, f: Option<Duration>| match (s(a), s(f)) {
+        (Some(a), Some(f)) if f > 0.0 => Some(a / f),
+        _ => None,
+    };
+    let floor_ratio = floor.map(|_| 1.05);
+    let mut out = vec![
+        verdict(
+            "start ≤ 1.05x raw CRI",
+            per_floor(rs.start, floor.map(|f| f.start)),
+            floor_ratio,
+            x,
+        ),
+        verdict(
+            "teardown ≤ 1.05x raw CRI",
+            per_floor(rs.teardown, floor.map(|f| f.stop)),
+            floor_ratio,
+            x,
+        ),
+        verdict("idle ≤ 0.005 cores", rs.idle_cores, Some(0.005), |v| {
+            format!("{v:.4} cores")
+        }),
+        verdict(
+            "RSS ≤ 20 MiB",
+            rs.rss_kib.map(|k| k as f64 / 1024.0),
+            Some(20.0),
+            |v| format!("{v:.1} MiB"),
+        ),
+    ];
+    if let Some(go) = go {
+        out.push(verdict(
+            "idle ≤ the Go kubelet's",
+            rs.idle_cores,
+            go.idle_cores,
+            |v| format!("{v:.4} cores"),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_name_what_was_met_and_what_was_not_measured() {
+        let rs = KubeletRun {
+            start: Some(Duration::from_millis(10_400)),
+            idle_cores: Some(0.0083),
+            rss_kib: Some(34 * 1024),
+            teardown: None,
+            ..KubeletRun::default()
+        };
+        let floor = WorkloadRun {
+            start: Duration::from_secs(10),
+            stop: Duration::from_secs(8),
+            ..WorkloadRun::default()
+        };
+        let go = KubeletRun {
+            idle_cores: Some(0.07),
+            ..KubeletRun::default()
+        };
+        let lines = targets(&rs, Some(&floor), Some(&go));
+        assert_eq!(
+            lines,
+            [
+                "start ≤ 1.05x raw CRI: 1.04x (limit 1.05x) — met",
+                "teardown ≤ 1.05x raw CRI: not measured",
+                "idle ≤ 0.005 cores: 0.0083 cores (limit 0.0050 cores) — NOT met",
+                "RSS ≤ 20 MiB: 34.0 MiB (limit 20.0 MiB) — NOT met",
+                "idle ≤ the Go kubelet's: 0.0083 cores (limit 0.0700 cores) — met",
+            ]
+        );
+        let no_floor = targets(&rs, None, Some(&KubeletRun::default()));
+        assert_eq!(no_floor[0], "start ≤ 1.05x raw CRI: not measured");
+        assert_eq!(
+            no_floor[4],
+            "idle ≤ the Go kubelet's: 0.0083 cores — no limit measured in this run"
+        );
+    }
 }
