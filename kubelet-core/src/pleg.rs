@@ -135,8 +135,10 @@ impl Pleg {
     pub async fn relist(&mut self) -> Result<Vec<Event>, crate::runtime::RuntimeError> {
         let at = now_unix_nanos();
         let (sandboxes, containers) =
-            crate::pod_status::list_all(self.engine.runtime.as_ref(), self.engine.known_pod_uids())
-                .await?;
+            crate::pod_status::list_all(self.engine.runtime.as_ref(), || {
+                self.engine.known_pod_uids()
+            })
+            .await?;
         let mut current: HashMap<String, Record> =
             HashMap::with_capacity(sandboxes.len() + containers.len());
         let mut pods: HashMap<String, PodRef> = HashMap::new();

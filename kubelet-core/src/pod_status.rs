@@ -60,12 +60,12 @@ impl PodRuntimeStatus {
 
 /// Every sandbox and container the kubelet created. When the runtime's answer to the whole
 /// listing exceeds the message size limit ([`RuntimeError::TooLarge`]: one pod with huge
-/// records must not stop the node from being managed), lists pod by pod for `known` (the
-/// pods the engine wants plus those it saw before) instead, skipping a pod whose own listing
-/// is still too large.
-pub(crate) async fn list_all(
+/// records must not stop the node from being managed), lists pod by pod for the uids `known`
+/// returns (the pods the engine wants plus those it saw before; asked for only then: the
+/// relist runs every second) instead, skipping a pod whose own listing is still too large.
+pub(crate) async fn list_all<K: IntoIterator<Item = String>>(
     runtime: &dyn ContainerRuntime,
-    known: impl IntoIterator<Item = String>,
+    known: impl FnOnce() -> K,
 ) -> RuntimeResult<(Vec<SandboxSummary>, Vec<ContainerSummary>)> {
     let all = ListFilter::all();
     match tokio::try_join!(
@@ -78,7 +78,7 @@ pub(crate) async fn list_all(
         other => return other,
     }
     let (mut sandboxes, mut containers) = (Vec::new(), Vec::new());
-    for uid in known {
+    for uid in known() {
         let filter = ListFilter::pod(uid.clone());
         match tokio::try_join!(
             runtime.list_pod_sandboxes(&filter),

@@ -5,7 +5,11 @@
 //! recursion). Changes are noticed through inotify (events are coalesced and debounced) and a
 //! periodic rescan (`fileCheckFrequency`, 20s). After every scan the source sends the complete
 //! set of its pods as one [`PodOperation::Set`] — the first scan always (even when empty, which
-//! marks the source as seen), later ones only when the set changed.
+//! marks the source as seen), later ones only when the set changed. A scan reads only files
+//! whose stamp (device, inode, size, modification and change times) differs from the last
+//! read; Go reads every file every 20 s. A file modified less than 2 s before it was read is
+//! read again at the next scan (file times are coarse: a quick second write of the same size
+//! could leave the stamp unchanged).
 //!
 //! A file that cannot be read, parsed or validated is *skipped*: the error is logged once per
 //! content (naming the file and the reason) and whatever that file last contributed
@@ -208,9 +212,54 @@ async fn read_bounded(path: &Path, limit: u64) -> Read {
     Read::Bytes(bytes)
 }
 
+/// What identifies a file's content without reading it: device, inode, size, and the
+/// modification and change times (nanoseconds). Any write or replacement changes one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+/// A stamp younger than this, at the time of the read, is not trusted: file times are coarse
+/// (a clock tick), so a second write of the same size within the tick of the first would
+/// leave the stamp unchanged ("racily clean", as git calls it). Such a file is read again.
+const RACY_STAMP: Duration = Duration::from_secs(2);
+
+impl FileStamp {
+    /// The stamp to keep for a file read at `read_at`: `None` while it may be racy.
+    fn settled(stamp: Option<FileStamp>, read_at: std::time::SystemTime) -> Option<FileStamp> {
+        let stamp = stamp?;
+        let modified = std::time::UNIX_EPOCH
+            + Duration::new(
+                u64::try_from(stamp.mtime.0).ok()?,
+                u32::try_from(stamp.mtime.1).ok()?,
+            );
+        let age = read_at.duration_since(modified).ok()?;
+        (age >= RACY_STAMP).then_some(stamp)
+    }
+
+    fn of(m: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
 /// What one file contributed at its last successful read.
 #[derive(Debug, Clone)]
 struct FileState {
+    /// The file's stamp when it was last read and used (`None`: read it again next time).
+    /// A file whose stamp is unchanged is not read again: the periodic check of a directory
+    /// of unchanged manifests costs one `stat` per file.
+    stamp: Option<FileStamp>,
     /// Hash of the bytes last read (to skip re-parsing and re-logging unchanged content).
     content_hash: [u8; 32],
     /// The pods of the last content that processed without errors.
@@ -224,6 +273,10 @@ struct Scanner {
     seen: SeenTracker,
     last_duplicates: Vec<String>,
     events: Option<Arc<dyn StatusSink>>,
+    /// Whether a scan has completed (the first one always reports its pods).
+    scanned: bool,
+    /// Files read so far (unchanged files are not: see [`FileState::stamp`]).
+    files_read: u64,
 }
 
 impl Scanner {
@@ -234,11 +287,14 @@ impl Scanner {
             seen: SeenTracker::new(),
             last_duplicates: Vec::new(),
             events,
+            scanned: false,
+            files_read: 0,
         }
     }
 
-    /// The files to read: the path itself, or the directory's regular non-hidden files.
-    async fn list_files(&self) -> Vec<PathBuf> {
+    /// The files to read, with their stamps: the path itself, or the directory's regular
+    /// non-hidden files.
+    async fn list_files(&self) -> Vec<(PathBuf, Option<FileStamp>)> {
         let path = &self.config.path;
         let meta = match tokio::fs::metadata(path).await {
             Ok(m) => m,
@@ -254,7 +310,8 @@ impl Scanner {
         if !meta.is_dir() {
             // A single file; `read_bounded` refuses it when it is not a regular file (a FIFO
             // would block a reader forever).
-            return vec![path.clone()];
+            let stamp = meta.is_file().then(|| FileStamp::of(&meta));
+            return vec![(path.clone(), stamp)];
         }
         let mut out = Vec::new();
         let mut dir = match tokio::fs::read_dir(path).await {
@@ -273,7 +330,7 @@ impl Scanner {
                     }
                     let p = entry.path();
                     match tokio::fs::metadata(&p).await {
-                        Ok(m) if m.is_file() => out.push(p),
+                        Ok(m) if m.is_file() => out.push((p, Some(FileStamp::of(&m)))),
                         Ok(m) if m.is_dir() => {
                             tracing::debug!(path = %p.display(), "not recursing into a directory of the manifest path");
                         }
@@ -292,15 +349,28 @@ impl Scanner {
                 }
             }
         }
-        out.sort();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
 
-    /// Reads everything and returns the complete, de-duplicated pod set (with config.seen).
-    async fn scan(&mut self) -> Vec<Pod> {
+    /// Reads what changed and returns the complete, de-duplicated pod set (with config.seen);
+    /// `None` when no file changed, appeared or went since the last scan (files whose stamp
+    /// is unchanged are not read).
+    async fn scan(&mut self) -> Option<Vec<Pod>> {
         let files = self.list_files().await;
         let mut next = BTreeMap::new();
-        for file in files {
+        let mut changed = !self.scanned;
+        for (file, stamp) in files {
+            if let Some(prev) = self.files.remove(&file) {
+                if stamp.is_some() && prev.stamp == stamp {
+                    next.insert(file, prev);
+                    continue;
+                }
+                self.files.insert(file.clone(), prev);
+            }
+            self.files_read += 1;
+            let read_at = kubelet_core::clock::wall_now();
+            let stamp = FileStamp::settled(stamp, read_at);
             let (bytes, hash) = match read_bounded(&file, MAX_MANIFEST_BYTES).await {
                 Read::Gone => continue,
                 Read::Bytes(b) => {
@@ -312,10 +382,12 @@ impl Scanner {
                     if prev.as_ref().is_none_or(|p| p.content_hash != hash) {
                         tracing::warn!(path = %file.display(), reason, "cannot use manifest file; skipping it");
                     }
+                    changed |= prev.is_none();
                     let good_pods = prev.map(|p| p.good_pods).unwrap_or_default();
                     next.insert(
                         file,
                         FileState {
+                            stamp: None,
                             content_hash: hash,
                             good_pods,
                         },
@@ -323,21 +395,32 @@ impl Scanner {
                     continue;
                 }
             };
-            let prev = self.files.remove(&file);
-            if let Some(prev) = prev.as_ref().filter(|p| p.content_hash == hash) {
-                next.insert(file, prev.clone());
-                continue;
-            }
+            let prev = match self.files.remove(&file) {
+                Some(mut prev) if prev.content_hash == hash => {
+                    // Same bytes (a touch, a rewrite with equal content): kept, newly stamped.
+                    prev.stamp = stamp;
+                    next.insert(file, prev);
+                    continue;
+                }
+                other => other,
+            };
+            changed = true;
             let previous = prev.map(|p| p.good_pods).unwrap_or_default();
-            let state = self
+            let mut state = self
                 .process(&file, bytes.unwrap_or_default(), hash, previous)
                 .await;
+            state.stamp = stamp;
             next.insert(file, state);
         }
         for gone in self.files.keys() {
             tracing::info!(path = %gone.display(), "manifest file removed");
+            changed = true;
         }
         self.files = next;
+        self.scanned = true;
+        if !changed {
+            return None;
+        }
 
         let all: Vec<(String, Pod)> = self
             .files
@@ -360,7 +443,7 @@ impl Scanner {
         }
         let mut pods: Vec<Pod> = keep.into_iter().map(|(_, p)| p).collect();
         self.seen.stamp(&mut pods);
-        pods
+        Some(pods)
     }
 
     /// Processes changed content (decoding on a blocking thread); on any error the previous
@@ -389,6 +472,7 @@ impl Scanner {
             Err(e) => {
                 tracing::error!(path = %origin, error = %e, "decoding the manifest failed");
                 return FileState {
+                    stamp: None,
                     content_hash: hash,
                     good_pods: previous,
                 };
@@ -398,6 +482,7 @@ impl Scanner {
             report_warnings(&manifest.warnings, &manifest.pods, self.events.as_ref());
             tracing::debug!(path = %origin, pods = manifest.pods.len(), "read manifest file");
             return FileState {
+                stamp: None,
                 content_hash: hash,
                 good_pods: manifest.pods,
             };
@@ -406,6 +491,7 @@ impl Scanner {
             log_manifest_error(e, !previous.is_empty());
         }
         FileState {
+            stamp: None,
             content_hash: hash,
             good_pods: previous,
         }
@@ -529,11 +615,13 @@ impl PodSource for FileSource {
                     .ok()
                     .flatten();
             }
-            let pods = scanner.scan().await;
-            let unchanged = last_sent.as_ref().is_some_and(|last| {
-                last.len() == pods.len() && last.iter().zip(&pods).all(|(a, b)| **a == *b)
+            let scanned = scanner.scan().await;
+            let changed = scanned.filter(|pods| {
+                !last_sent.as_ref().is_some_and(|last| {
+                    last.len() == pods.len() && last.iter().zip(pods).all(|(a, b)| **a == *b)
+                })
             });
-            if !unchanged {
+            if let Some(pods) = changed {
                 let pods: Vec<Arc<Pod>> = kubelet_core::source::shared_pods(pods);
                 tracing::info!(path = %self.config.path.display(), pods = pods.len(), "static pods changed");
                 let update = PodUpdate {

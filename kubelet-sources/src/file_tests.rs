@@ -279,3 +279,83 @@ async fn hostile_entries_are_skipped_without_blocking() {
     assert!(single.next().await.pods.is_empty());
     single.stop().await;
 }
+
+/// Writes `content` to `path` and dates its modification an hour back (a settled file: see
+/// `RACY_STAMP`).
+fn write_settled(path: &Path, content: &str) {
+    std::fs::write(path, content).unwrap();
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(kubelet_core::clock::wall_now() - Duration::from_secs(3600))
+        .unwrap();
+}
+
+/// The periodic check reads only what changed: an unchanged directory costs a `stat` per
+/// file and reports nothing; a touched file is read again but reports nothing either (same
+/// bytes); an edit, a removal and a new file are reported; a file modified just now is read
+/// every time until its stamp has settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rescans_read_only_files_whose_stamp_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+    write_settled(&a, &pod_yaml("a", "busybox:1"));
+    write_settled(&b, &pod_yaml("b", "busybox:1"));
+    let mut scanner = Scanner::new(
+        Config {
+            path: dir.path().to_path_buf(),
+            node_name: "node-a".into(),
+            check_frequency: Duration::from_secs(3600),
+        },
+        None,
+    );
+    let names = |pods: &[Pod]| -> Vec<String> {
+        let mut v: Vec<String> = pods.iter().map(|p| podutil::name(p).to_string()).collect();
+        v.sort();
+        v
+    };
+    let image = |pods: &[Pod], name: &str| -> String {
+        let p = pods.iter().find(|p| podutil::name(p) == name).unwrap();
+        p.spec.as_ref().unwrap().containers[0]
+            .image
+            .clone()
+            .unwrap()
+    };
+    let first = scanner.scan().await.expect("the first scan reports");
+    assert_eq!(names(&first), ["a-node-a", "b-node-a"]);
+    assert_eq!(scanner.files_read, 2);
+
+    assert!(scanner.scan().await.is_none(), "nothing changed");
+    assert_eq!(scanner.files_read, 2, "unchanged files are not read");
+
+    write_settled(&a, &pod_yaml("a", "busybox:1"));
+    assert!(scanner.scan().await.is_none(), "same bytes written again");
+    assert_eq!(scanner.files_read, 3, "the rewritten file was read");
+
+    write_settled(&b, &pod_yaml("b", "busybox:2"));
+    let edited = scanner.scan().await.expect("an edit is reported");
+    assert_eq!(image(&edited, "b-node-a"), "busybox:2");
+    assert_eq!(scanner.files_read, 4);
+
+    std::fs::remove_file(&a).unwrap();
+    let removed = scanner.scan().await.expect("a removal is reported");
+    assert_eq!(names(&removed), ["b-node-a"]);
+    assert_eq!(scanner.files_read, 4);
+
+    // Just written: read at every scan until settled; a second same-size write within the
+    // file-time tick of the first is therefore not missed.
+    let c = dir.path().join("c.yaml");
+    std::fs::write(&c, pod_yaml("c", "busybox:1")).unwrap();
+    let added = scanner.scan().await.expect("a new file is reported");
+    assert_eq!(names(&added), ["b-node-a", "c-node-a"]);
+    assert_eq!(scanner.files_read, 5);
+    std::fs::write(&c, pod_yaml("c", "busybox:3")).unwrap();
+    let rewritten = scanner
+        .scan()
+        .await
+        .expect("a quick second write is reported");
+    assert_eq!(image(&rewritten, "c-node-a"), "busybox:3");
+    assert!(scanner.scan().await.is_none());
+    assert_eq!(
+        scanner.files_read, 7,
+        "the recent file is read at every scan"
+    );
+}

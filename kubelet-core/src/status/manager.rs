@@ -134,7 +134,10 @@ impl StatusManager {
 
     /// The latest status of a pod.
     pub fn get(&self, uid: &str) -> Option<PodStatus> {
-        self.lock().entries.get(uid).map(|e| PodStatus::clone(&e.status))
+        self.lock()
+            .entries
+            .get(uid)
+            .map(|e| PodStatus::clone(&e.status))
     }
 
     /// The pod's `status.startTime` (without copying the whole status).
