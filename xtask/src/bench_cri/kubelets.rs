@@ -1,7 +1,7 @@
 //! Kubelets end to end: the Go kubelet and the release kubelet-rs each run M static busybox
 //! pods on the benchmark's containerd; seconds until `/pods` shows all Running, CPU over an
-//! idle window, RSS, and seconds until CRI lists no container of those pods once the manifests
-//! are removed.
+//! idle window, RSS, a restart with the pods running ([`super::restart`]), and seconds until
+//! CRI lists no container of those pods once the manifests are removed.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 
 use super::backend::{cleanup_prefix, count_containers};
 use super::cgroups::{create_cgroup_root, remove_cgroup_root};
+use super::restart::{restart, Restart, Spawn};
 use super::workload::busybox_container;
 use super::{repo_root, BenchArgs, BENCH_DIR, GO_CGROUP_ROOT, NAMESPACE, RS_CGROUP_ROOT};
 use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib};
@@ -33,6 +34,8 @@ pub(super) struct KubeletRun {
     pub(super) stopped: Option<Duration>,
     /// Manifests removed -> CRI lists no container of the pods.
     pub(super) teardown: Option<Duration>,
+    /// The restart with every pod running (before the teardown).
+    pub(super) restart: Option<Restart>,
     pub(super) notes: Vec<String>,
 }
 
@@ -49,7 +52,7 @@ impl Kind {
             Kind::Rs => "rs",
         }
     }
-    fn read_only_port(self) -> u16 {
+    pub(super) fn read_only_port(self) -> u16 {
         match self {
             Kind::Go => 10256,
             Kind::Rs => 10255,
@@ -170,26 +173,31 @@ async fn kubelet_run_inner(
     }
 
     let log_path = base.join("kubelet.log");
-    let log = std::fs::File::create(&log_path)?;
     let node = format!("bench-{}", kind.tag());
-    let mut child = tokio::process::Command::new(bin)
-        .args(kind.args(endpoint, &manifests, &root_dir, &node))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let pid = child
-        .id()
-        .ok_or_else(|| anyhow!("{} exited at once", bin.display()))?;
-    eprintln!(
-        "[bench] {} pid {pid}, log {}",
-        bin.display(),
-        log_path.display()
-    );
+    let spawn = |log_name: &str| -> Result<(tokio::process::Child, u32)> {
+        let path = base.join(log_name);
+        let log = std::fs::File::create(&path)?;
+        let child = tokio::process::Command::new(bin)
+            .args(kind.args(endpoint, &manifests, &root_dir, &node))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let pid = child
+            .id()
+            .ok_or_else(|| anyhow!("{} exited at once", bin.display()))?;
+        eprintln!(
+            "[bench] {} pid {pid}, log {}",
+            bin.display(),
+            path.display()
+        );
+        Ok((child, pid))
+    };
+    let (mut child, mut pid) = spawn("kubelet.log")?;
     let result = measure(
-        kind, args, rt, prefix, pid, &mut child, &manifests, &staging, &names, out,
+        kind, args, rt, prefix, &mut pid, &mut child, &spawn, &manifests, &staging, &names, out,
     )
     .await;
     if result.is_err() {
@@ -245,8 +253,9 @@ async fn measure(
     args: &BenchArgs,
     rt: &Arc<CriRuntime>,
     prefix: &str,
-    pid: u32,
+    pid: &mut u32,
     child: &mut tokio::process::Child,
+    spawn: &Spawn<'_>,
     manifests: &Path,
     staging: &Path,
     names: &[String],
@@ -303,12 +312,12 @@ async fn measure(
 
     // Idle window.
     let tick = clock_ticks().await;
-    let (c0, w0) = (cpu_ticks(pid).await?, kubelet_core::clock::monotonic_now());
+    let (c0, w0) = (cpu_ticks(*pid).await?, kubelet_core::clock::monotonic_now());
     tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
-    let (c1, w1) = (cpu_ticks(pid).await?, kubelet_core::clock::monotonic_now());
+    let (c1, w1) = (cpu_ticks(*pid).await?, kubelet_core::clock::monotonic_now());
     out.idle_cores =
         Some((c1.saturating_sub(c0)) as f64 / tick / (w1 - w0).as_secs_f64().max(0.001));
-    let (rss, hwm) = memory_kib(pid).await?;
+    let (rss, hwm) = memory_kib(*pid).await?;
     out.rss_kib = Some(rss);
     out.hwm_kib = Some(hwm);
     let running = match http_get(kind.read_only_port(), "/pods").await {
@@ -321,6 +330,8 @@ async fn measure(
             names.len()
         ));
     }
+
+    restart(kind, rt, prefix, names.len(), child, pid, spawn, out).await?;
 
     // Teardown: all manifests removed, until CRI lists none of the pods' containers.
     let t1 = kubelet_core::clock::monotonic_now();
@@ -356,7 +367,7 @@ async fn measure(
 }
 
 /// Pods in a PodList JSON whose name starts with `prefix` and whose phase is Running.
-fn running_pods(body: &str, prefix: &str) -> usize {
+pub(super) fn running_pods(body: &str, prefix: &str) -> usize {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(body) else {
         return 0;
     };
@@ -377,7 +388,7 @@ fn running_pods(body: &str, prefix: &str) -> usize {
 }
 
 /// A plain HTTP/1.0 GET on 127.0.0.1: (status, body).
-async fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
+pub(super) async fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
     let fut = async {
         let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
         s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())

@@ -11,8 +11,9 @@
 //!    lookup, log directories, log symlinks, error mapping included).
 //! 3. **Kubelets end to end** (Go kubelet v1.20.2 from `scripts/go-kubelet.sh`, then the release
 //!    `kubelet`): M static busybox pods written at once -> seconds until `/pods` shows all
-//!    Running; CPU over an idle window; RSS; manifests removed -> seconds until CRI lists no
-//!    container of those pods.
+//!    Running; CPU over an idle window; RSS; a restart of the kubelet (seconds from the new
+//!    process until all are Running again, containers kept, restart counts: [`restart`]);
+//!    manifests removed -> seconds until CRI lists no container of those pods.
 //!
 //! A kubelet removes every pod sandbox it does not know about, so running one against a
 //! containerd shared with other users would destroy their pods. By default the benchmark
@@ -26,6 +27,7 @@ mod containerd;
 mod kubelets;
 mod raw;
 mod report;
+mod restart;
 mod workload;
 
 use std::path::PathBuf;

@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use super::kubelets::KubeletRun;
+#[cfg(test)]
+use super::restart::Restart;
 use super::workload::WorkloadRun;
 use super::BenchArgs;
 
@@ -123,6 +125,15 @@ pub(super) fn print_report(
             ratio(k.stopped, floor.map(|f| f.stop)),
             ratio(k.teardown, floor.map(|f| f.stop)),
         );
+        if let Some(r) = &k.restart {
+            println!(
+                "            restart: all Running {} after the new process started; {}/{} containers kept, restart counts {}",
+                r.adopted.map(|d| format!("{:.2} s", d.as_secs_f64())).unwrap_or("not within 60 s".into()),
+                r.kept,
+                r.before,
+                r.restarts
+            );
+        }
         for n in &k.notes {
             println!("            note: {n}");
         }
@@ -191,6 +202,19 @@ pub(super) fn targets(
             |v| format!("{v:.1} MiB"),
         ),
     ];
+    out.push(match &rs.restart {
+        Some(r) if r.kept < r.before || r.restarts > 0 => format!(
+            "restart adopts every pod within 1 s, none restarted: NOT met ({}/{} containers kept, restart counts {})",
+            r.kept, r.before, r.restarts
+        ),
+        Some(r) => verdict(
+            "restart adopts every pod within 1 s, none restarted",
+            r.adopted.map(|d| d.as_secs_f64()),
+            Some(1.0),
+            |v| format!("{v:.2} s"),
+        ),
+        None => "restart adopts every pod within 1 s, none restarted: not measured".into(),
+    });
     if let Some(go) = go {
         out.push(verdict(
             "idle ≤ the Go kubelet's",
@@ -232,13 +256,30 @@ mod tests {
                 "teardown ≤ 1.05x raw CRI: not measured",
                 "idle ≤ 0.005 cores: 0.0083 cores (limit 0.0050 cores) — NOT met",
                 "RSS ≤ 20 MiB: 34.0 MiB (limit 20.0 MiB) — NOT met",
+                "restart adopts every pod within 1 s, none restarted: not measured",
                 "idle ≤ the Go kubelet's: 0.0083 cores (limit 0.0700 cores) — met",
             ]
         );
+        let restarted = |adopted_ms, kept, restarts| KubeletRun {
+            restart: Some(Restart {
+                adopted: Some(Duration::from_millis(adopted_ms)),
+                before: 110,
+                kept,
+                restarts,
+            }),
+            ..KubeletRun::default()
+        };
+        for (run, want) in [
+            (restarted(640, 110, 0), "restart adopts every pod within 1 s, none restarted: 0.64 s (limit 1.00 s) — met"),
+            (restarted(1500, 110, 0), "restart adopts every pod within 1 s, none restarted: 1.50 s (limit 1.00 s) — NOT met"),
+            (restarted(640, 109, 1), "restart adopts every pod within 1 s, none restarted: NOT met (109/110 containers kept, restart counts 1)"),
+        ] {
+            assert_eq!(targets(&run, None, None)[4], want);
+        }
         let no_floor = targets(&rs, None, Some(&KubeletRun::default()));
         assert_eq!(no_floor[0], "start ≤ 1.05x raw CRI: not measured");
         assert_eq!(
-            no_floor[4],
+            no_floor[5],
             "idle ≤ the Go kubelet's: 0.0083 cores — no limit measured in this run"
         );
     }
