@@ -42,8 +42,10 @@ use tokio_util::sync::CancellationToken;
 use crate::decode::MANIFEST_LIMITS;
 use crate::static_pod::{self, Context, ManifestError, SeenTracker, FILE_SOURCE};
 
-/// How long events are collected after the first one before rescanning.
-const DEBOUNCE: Duration = Duration::from_millis(100);
+/// How long events are collected after the first one before rescanning: an editor's save or
+/// a burst of renames arrives within a few milliseconds, and every pod written waits this long
+/// before the kubelet sees it (Go reads on each event, without a delay).
+const DEBOUNCE: Duration = Duration::from_millis(10);
 /// Files larger than this are not manifests: they are skipped (with one warning).
 const MAX_MANIFEST_BYTES: u64 = MANIFEST_LIMITS.max_bytes as u64;
 
@@ -361,12 +363,16 @@ impl Scanner {
         let mut next = BTreeMap::new();
         let mut changed = !self.scanned;
         for (file, stamp) in files {
-            if let Some(prev) = self.files.remove(&file) {
-                if stamp.is_some() && prev.stamp == stamp {
+            let unchanged = stamp.is_some()
+                && self
+                    .files
+                    .get(&file)
+                    .is_some_and(|prev| prev.stamp == stamp);
+            if unchanged {
+                if let Some(prev) = self.files.remove(&file) {
                     next.insert(file, prev);
-                    continue;
                 }
-                self.files.insert(file.clone(), prev);
+                continue;
             }
             self.files_read += 1;
             let read_at = kubelet_core::clock::wall_now();
