@@ -2,8 +2,10 @@
 //! interceptor on the kubelet's CRI connection): [`TracedChannel`] wraps the gRPC channel,
 //! names the span by the call's full method and records its `grpc-status`, from the response
 //! headers (a trailers-only answer) or the trailers, and sends the span's W3C `traceparent`
-//! with the call. The span ends when the response body is done, so a streaming call's span
-//! covers the stream.
+//! with the call. The span is entered whenever the call's future or its response body is
+//! polled, and ends at the body's last poll, so its duration covers the call (a streaming
+//! call's, the stream): tracing-opentelemetry takes a span's end time from its last exit,
+//! not from its close.
 //!
 //! When no subscriber takes [`kubelet_core::telemetry::SPAN_TARGET`] (tracing not
 //! configured), the span is disabled and the call goes straight to the channel: one branch.
@@ -19,7 +21,7 @@ use tonic::body::Body;
 use tonic::codegen::http::{HeaderMap, Request, Response};
 use tonic::transport::Channel;
 use tower::Service;
-use tracing::Span;
+use tracing::{Instrument, Span};
 
 /// A [`Channel`] whose calls each get a client span.
 #[derive(Debug, Clone)]
@@ -63,6 +65,7 @@ impl Service<Request<Body>> for TracedChannel {
             let _entered = span.enter();
             self.inner.call(request)
         };
+        let polled = span.clone();
         Either::Right(
             async move {
                 match call.await {
@@ -83,6 +86,7 @@ impl Service<Request<Body>> for TracedChannel {
                     }
                 }
             }
+            .instrument(polled)
             .boxed(),
         )
     }
@@ -116,6 +120,7 @@ impl HttpBody for TracedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = &mut *self;
+        let _entered = this.span.enter();
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {

@@ -35,6 +35,8 @@ struct Received {
     trace_id: Vec<u8>,
     span_id: Vec<u8>,
     parent_span_id: Vec<u8>,
+    start_ns: u64,
+    end_ns: u64,
     attributes: BTreeMap<String, String>,
     resource: BTreeMap<String, String>,
     scope: String,
@@ -90,6 +92,8 @@ impl TraceService for Collector {
                         trace_id: s.trace_id.clone(),
                         span_id: s.span_id.clone(),
                         parent_span_id: s.parent_span_id.clone(),
+                        start_ns: s.start_time_unix_nano,
+                        end_ns: s.end_time_unix_nano,
                         attributes: flatten(&s.attributes),
                         resource: resource.clone(),
                         scope: scope.clone(),
@@ -248,7 +252,23 @@ async fn pod_sync_and_cri_calls_are_exported_over_otlp() {
             call.parent_span_id, sync.span_id,
             "{w} is a child of syncPod"
         );
+        assert!(
+            sync.start_ns <= call.start_ns && call.end_ns <= sync.end_ns,
+            "{w} lies within syncPod"
+        );
     }
+    // A call's span covers the call, until its response is read: making a sandbox takes
+    // containerd tens of milliseconds at least (a network namespace, CNI, the pause
+    // container); a span that ended when the request was sent would last ~0.1 ms.
+    let sandbox = spans
+        .iter()
+        .find(|s| s.name == wanted[0] && s.trace_id == sync.trace_id)
+        .unwrap();
+    let took = Duration::from_nanos(sandbox.end_ns.saturating_sub(sandbox.start_ns));
+    assert!(
+        took >= Duration::from_millis(5),
+        "the RunPodSandbox span lasted {took:?}: it must cover the call"
+    );
 
     // Removing the pod: syncTerminatingPod (with StopContainer/StopPodSandbox under it) and
     // syncTerminatedPod, with the pod's attributes and no update type (as Go).
