@@ -97,27 +97,37 @@ pub(crate) async fn list_all<K: IntoIterator<Item = String>>(
     Ok((sandboxes, containers))
 }
 
-/// Reads the pod's state from the runtime. Objects that vanish between the listing and the
-/// status call are skipped.
+/// Reads the pod's state from the runtime: its sandboxes and containers listed (together),
+/// then the status of each (all at once: a pod's sync waits for the slowest one, not for
+/// their sum). Objects that vanish between the listing and the status call are skipped.
 pub async fn fetch(runtime: &dyn ContainerRuntime, uid: &str) -> RuntimeResult<PodRuntimeStatus> {
     let filter = ListFilter::pod(uid);
     let (sandboxes, containers) = tokio::try_join!(
         runtime.list_pod_sandboxes(&filter),
         runtime.list_containers(&filter)
     )?;
+    let (sandboxes, containers) = futures::join!(
+        futures::future::join_all(sandboxes.iter().map(|s| runtime.pod_sandbox_status(&s.id))),
+        futures::future::join_all(
+            containers
+                .iter()
+                .map(|c| runtime.container_status_listed(c))
+        )
+    );
     let mut status = PodRuntimeStatus {
         uid: uid.to_string(),
-        ..Default::default()
+        sandboxes: Vec::with_capacity(sandboxes.len()),
+        containers: Vec::with_capacity(containers.len()),
     };
     for s in sandboxes {
-        match runtime.pod_sandbox_status(&s.id).await {
+        match s {
             Ok(st) => status.sandboxes.push(st),
             Err(RuntimeError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
     }
     for c in containers {
-        match runtime.container_status(&c.id).await {
+        match c {
             Ok(st) => status.containers.push(st),
             Err(RuntimeError::NotFound { .. }) => {}
             Err(e) => return Err(e),

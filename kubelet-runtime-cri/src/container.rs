@@ -15,9 +15,9 @@ use kubelet_core::runtime::{
 use tracing::{info, warn};
 
 use crate::client::{ctx, whole_seconds_up, Ctx};
-use crate::image::raw_image_status;
+use crate::image_user::image_user;
 use crate::sandbox::uid_selector;
-use crate::{mapping, CriRuntime, ImageUser};
+use crate::{mapping, CriRuntime};
 
 async fn raw_container_status(rt: &CriRuntime, id: &str) -> RuntimeResult<cri::ContainerStatus> {
     let mut client = rt.runtime.clone();
@@ -38,36 +38,6 @@ async fn raw_container_status(rt: &CriRuntime, id: &str) -> RuntimeResult<cri::C
     resp.status.ok_or_else(|| RuntimeError::NotFound {
         kind: "container",
         id: id.to_string(),
-    })
-}
-
-/// The user an image runs as (Go `getImageUser`): a numeric uid, a user name, or root
-/// when the image names no user.
-async fn image_user(rt: &CriRuntime, config: &ContainerConfig) -> RuntimeResult<ImageUser> {
-    let mut image = raw_image_status(rt, &config.image_ref).await?;
-    if image.is_none() {
-        if let Some(spec_image) = config.container.image.as_deref() {
-            image = raw_image_status(rt, spec_image).await?;
-        }
-    }
-    // As Go: a numeric uid, else a user name, else (no user, or no image) root.
-    let root = ImageUser {
-        uid: Some(0),
-        username: String::new(),
-    };
-    Ok(match image {
-        Some(i) => match i.uid {
-            Some(uid) => ImageUser {
-                uid: Some(uid.value),
-                username: String::new(),
-            },
-            None if !i.username.is_empty() => ImageUser {
-                uid: None,
-                username: i.username,
-            },
-            None => root,
-        },
-        None => root,
     })
 }
 
@@ -106,7 +76,19 @@ pub(crate) async fn list(
         .collect())
 }
 
-/// `ContainerStatus`, with the sandbox id from the listing.
+/// `ContainerStatus` of a container just listed: the sandbox id from that listing (one call).
+pub(crate) async fn status_listed(
+    rt: &CriRuntime,
+    listed: &ContainerSummary,
+) -> RuntimeResult<ContainerStatus> {
+    let status = raw_container_status(rt, &listed.id).await?;
+    mapping::container_status(&status, &listed.sandbox_id).ok_or_else(|| RuntimeError::NotFound {
+        kind: "container",
+        id: listed.id.clone(),
+    })
+}
+
+/// `ContainerStatus`, with the sandbox id from a listing of the container (two calls).
 pub(crate) async fn status(rt: &CriRuntime, container_id: &str) -> RuntimeResult<ContainerStatus> {
     let status = raw_container_status(rt, container_id).await?;
     // CRI's ContainerStatus does not name the sandbox; the listing does.

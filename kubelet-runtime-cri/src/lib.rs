@@ -38,6 +38,7 @@ mod client;
 mod container;
 mod events;
 mod image;
+mod image_user;
 pub mod mapping;
 mod runtime_info;
 mod sandbox;
@@ -182,6 +183,8 @@ pub struct CriRuntime {
     options: mapping::Options,
     /// The runtime's sandbox image, asked for once (see [`runtime_info::sandbox_image`]).
     sandbox_image: std::sync::Arc<tokio::sync::OnceCell<Option<String>>>,
+    /// The users of the images containers were created from, by image id.
+    image_users: std::sync::Arc<image_user::ImageUsers>,
 }
 
 impl CriRuntime {
@@ -219,6 +222,7 @@ impl CriRuntime {
             },
             config,
             sandbox_image: Default::default(),
+            image_users: Default::default(),
         };
         let version = runtime.version().await.map_err(|source| Error::Connect {
             endpoint: runtime.config.runtime_endpoint.clone(),
@@ -278,6 +282,12 @@ impl ContainerRuntime for CriRuntime {
     }
     async fn container_status(&self, container_id: &str) -> RuntimeResult<ContainerStatus> {
         container::status(self, container_id).await
+    }
+    async fn container_status_listed(
+        &self,
+        listed: &ContainerSummary,
+    ) -> RuntimeResult<ContainerStatus> {
+        container::status_listed(self, listed).await
     }
     async fn create_container(
         &self,

@@ -139,6 +139,12 @@ impl ContainerRuntime for ScopedRuntime {
     async fn container_status(&self, container_id: &str) -> RuntimeResult<ContainerStatus> {
         self.inner.container_status(container_id).await
     }
+    async fn container_status_listed(
+        &self,
+        listed: &ContainerSummary,
+    ) -> RuntimeResult<ContainerStatus> {
+        self.inner.container_status_listed(listed).await
+    }
     async fn create_container(
         &self,
         sandbox_id: &str,

@@ -321,6 +321,17 @@ async fn container_exiting_with_code_3_reports_error() {
     let created = rt.container_status(&id).await.unwrap();
     assert_eq!(created.summary.state, ContainerState::Created);
     assert_eq!(created.started_at, 0);
+    assert_eq!(created.summary.sandbox_id, sandbox_id);
+    // The status of a listed container (one CRI call, the sandbox id from the listing) is
+    // the same status.
+    let listed = rt
+        .list_containers(&ListFilter::pod(&uid))
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.id == id)
+        .expect("the container is listed");
+    assert_eq!(rt.container_status_listed(&listed).await.unwrap(), created);
     rt.start_container(&id).await.unwrap();
 
     let status = poll_until(WAIT, || async {

@@ -290,6 +290,18 @@ pub trait ContainerRuntime: Send + Sync {
     async fn list_containers(&self, filter: &ListFilter) -> RuntimeResult<Vec<ContainerSummary>>;
     /// Detailed status of one container.
     async fn container_status(&self, container_id: &str) -> RuntimeResult<ContainerStatus>;
+    /// Detailed status of a container the caller has just listed (`listed` comes from
+    /// [`list_containers`](Self::list_containers)): a runtime whose status call lacks
+    /// something the listing has (CRI's `ContainerStatus` does not name the sandbox) takes it
+    /// from `listed` instead of asking again.
+    ///
+    /// Default: [`container_status`](Self::container_status) of `listed.id`.
+    async fn container_status_listed(
+        &self,
+        listed: &ContainerSummary,
+    ) -> RuntimeResult<ContainerStatus> {
+        self.container_status(&listed.id).await
+    }
     /// Creates a container in a sandbox; returns its id.
     async fn create_container(
         &self,

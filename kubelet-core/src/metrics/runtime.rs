@@ -108,6 +108,16 @@ impl ContainerRuntime for InstrumentedRuntime {
         )
         .await
     }
+    async fn container_status_listed(
+        &self,
+        listed: &ContainerSummary,
+    ) -> RuntimeResult<ContainerStatus> {
+        self.record(
+            "container_status",
+            self.inner.container_status_listed(listed),
+        )
+        .await
+    }
     async fn create_container(
         &self,
         sandbox_id: &str,
