@@ -44,6 +44,55 @@ pub(crate) async fn memory_kib(pid: u32) -> Result<(u64, u64)> {
     Ok((get("VmRSS:")?, get("VmHWM:")?))
 }
 
+/// The machine's CPU time since boot, from `/proc/stat`: how busy it was between two reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MachineTicks {
+    /// Ticks of all CPUs but idle and iowait.
+    busy: u64,
+    /// Ticks of all CPUs.
+    all: u64,
+    /// CPUs (`cpuN` lines).
+    cpus: usize,
+}
+
+impl MachineTicks {
+    pub(crate) async fn read() -> Result<MachineTicks> {
+        Self::parse(&tokio::fs::read_to_string("/proc/stat").await?)
+    }
+
+    fn parse(stat: &str) -> Result<MachineTicks> {
+        let total = stat
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu "))
+            .ok_or_else(|| anyhow!("no cpu line in /proc/stat"))?;
+        let f: Vec<u64> = total
+            .split_whitespace()
+            .map(|v| v.parse().map_err(|_| anyhow!("/proc/stat: {v:?}")))
+            .collect::<Result<_>>()?;
+        // user nice system idle iowait irq softirq steal (guest time is within user).
+        let all: u64 = f.iter().take(8).sum();
+        let idle = f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0);
+        let cpus = stat
+            .lines()
+            .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+            .count();
+        Ok(MachineTicks {
+            busy: all.saturating_sub(idle),
+            all,
+            cpus,
+        })
+    }
+
+    /// Cores busy on average since `earlier`.
+    pub(crate) fn busy_cores_since(&self, earlier: &MachineTicks) -> f64 {
+        let all = self.all.saturating_sub(earlier.all);
+        if all == 0 {
+            return 0.0;
+        }
+        self.busy.saturating_sub(earlier.busy) as f64 / all as f64 * self.cpus as f64
+    }
+}
+
 /// Number of open sockets of a process (its file descriptors that are sockets).
 pub(crate) async fn sockets(pid: u32) -> Result<usize> {
     let mut dir = tokio::fs::read_dir(format!("/proc/{pid}/fd")).await?;
@@ -71,5 +120,23 @@ mod tests {
         let before = sockets(pid).await.unwrap();
         let _l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         assert_eq!(sockets(pid).await.unwrap(), before + 1);
+        MachineTicks::read().await.unwrap();
+    }
+
+    #[test]
+    fn machine_busy_cores_count_all_but_idle_and_iowait() {
+        let stat = |user: u64, idle: u64, iowait: u64| {
+            format!(
+                "cpu  {user} 0 0 {idle} {iowait} 0 0 0 0 0\ncpu0 1 0 0 1 0 0 0 0 0 0\n\
+                 cpu1 1 0 0 1 0 0 0 0 0 0\nintr 5 1 2\nctxt 99\n"
+            )
+        };
+        let a = MachineTicks::parse(&stat(100, 100, 0)).unwrap();
+        let b = MachineTicks::parse(&stat(250, 130, 20)).unwrap();
+        assert_eq!(a.cpus, 2);
+        // 150 of 200 ticks busy on 2 CPUs: 1.5 cores.
+        assert!((b.busy_cores_since(&a) - 1.5).abs() < 1e-9);
+        assert_eq!(a.busy_cores_since(&a), 0.0);
+        assert!(MachineTicks::parse("intr 5\n").is_err());
     }
 }

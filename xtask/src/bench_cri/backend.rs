@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use kubelet_core::runtime::{ContainerRuntime, ContainerState, ListFilter};
+use kubelet_core::runtime::{ContainerRuntime, ContainerState, ContainerSummary, ListFilter};
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
 use tokio::task::JoinSet;
 
@@ -100,13 +100,19 @@ pub(super) async fn cleanup_prefix(rt: &Arc<CriRuntime>, prefix: &str) {
     }
 }
 
+/// The containers whose pod name starts with `prefix`, as CRI lists them.
+pub(super) async fn prefixed_containers(
+    rt: &CriRuntime,
+    prefix: &str,
+) -> Result<Vec<ContainerSummary>> {
+    let mut listed = rt.list_containers(&ListFilter::all()).await?;
+    listed.retain(|c| c.pod.name.starts_with(prefix));
+    Ok(listed)
+}
+
 /// (running, all) containers whose pod name starts with `prefix`.
 pub(super) async fn count_containers(rt: &CriRuntime, prefix: &str) -> Result<(usize, usize)> {
-    let listed = rt.list_containers(&ListFilter::all()).await?;
-    let ours: Vec<_> = listed
-        .iter()
-        .filter(|c| c.pod.name.starts_with(prefix))
-        .collect();
+    let ours = prefixed_containers(rt, prefix).await?;
     let running = ours
         .iter()
         .filter(|c| c.state == ContainerState::Running)

@@ -4,6 +4,7 @@
 //! CRI lists no container of those pods once the manifests are removed.
 
 use std::io;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -19,9 +20,10 @@ use tokio::net::TcpStream;
 use super::backend::{cleanup_prefix, count_containers};
 use super::cgroups::{create_cgroup_root, remove_cgroup_root};
 use super::restart::{restart, Restart, Spawn};
+use super::spans::{self, breakdown, unix_ns, Collector, StepStats};
 use super::workload::busybox_container;
 use super::{repo_root, BenchArgs, BENCH_DIR, GO_CGROUP_ROOT, NAMESPACE, RS_CGROUP_ROOT};
-use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib};
+use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib, MachineTicks};
 
 /// One kubelet's end-to-end figures.
 #[derive(Debug, Default)]
@@ -36,6 +38,17 @@ pub(super) struct KubeletRun {
     pub(super) teardown: Option<Duration>,
     /// The restart with every pod running (before the teardown).
     pub(super) restart: Option<Restart>,
+    /// CPU seconds of the kubelet during the start and the teardown.
+    pub(super) start_cpu: Option<f64>,
+    pub(super) teardown_cpu: Option<f64>,
+    /// Cores of the whole machine busy during the start and the teardown.
+    pub(super) start_busy: Option<f64>,
+    pub(super) teardown_busy: Option<f64>,
+    /// Wall-clock starts of the two phases (Unix ns: the spans' time base).
+    pub(super) start_at_ns: u64,
+    pub(super) teardown_at_ns: u64,
+    /// `--breakdown`: the pod worker steps of the start and of the teardown.
+    pub(super) breakdown: Option<(Vec<StepStats>, Vec<StepStats>)>,
     pub(super) notes: Vec<String>,
 }
 
@@ -70,7 +83,14 @@ impl Kind {
             Kind::Rs => RS_CGROUP_ROOT,
         }
     }
-    fn args(self, endpoint: &str, manifests: &Path, root_dir: &Path, node: &str) -> Vec<String> {
+    fn args(
+        self,
+        endpoint: &str,
+        manifests: &Path,
+        root_dir: &Path,
+        node: &str,
+        config: Option<&Path>,
+    ) -> Vec<String> {
         let mut a = vec![
             format!("--pod-manifest-path={}", manifests.display()),
             format!("--container-runtime-endpoint={endpoint}"),
@@ -102,8 +122,33 @@ impl Kind {
             ),
             Kind::Rs => a.extend(["--port=10250", "--fail-swap-on=false"].map(String::from)),
         }
+        if let Some(c) = config {
+            a.push(format!("--config={}", c.display()));
+        }
         a
     }
+}
+
+/// kubelet-rs's configuration file for `--evented-pleg` and `--breakdown` (`None` when neither
+/// is asked for): the feature gates, and every span exported to the collector at `otlp`.
+fn rs_config(evented_pleg: bool, otlp: Option<SocketAddr>) -> Option<String> {
+    if !evented_pleg && otlp.is_none() {
+        return None;
+    }
+    // A file's defaults are v1beta1's, not the flags' (webhook authentication and
+    // authorization on): set the flags' back, which need no API server.
+    let mut c = String::from(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         authentication:\n  anonymous:\n    enabled: true\n  webhook:\n    enabled: false\n\
+         authorization:\n  mode: AlwaysAllow\nfeatureGates:\n",
+    );
+    c.push_str(&format!("  EventedPLEG: {evented_pleg}\n"));
+    if let Some(addr) = otlp {
+        c.push_str(&format!(
+            "  KubeletTracing: true\ntracing:\n  endpoint: \"{addr}\"\n  samplingRatePerMillion: 1000000\n"
+        ));
+    }
+    Some(c)
 }
 
 fn manifest(name: &str) -> Result<String> {
@@ -174,11 +219,24 @@ async fn kubelet_run_inner(
 
     let log_path = base.join("kubelet.log");
     let node = format!("bench-{}", kind.tag());
+    let collector = match kind == Kind::Rs && args.breakdown {
+        true => Some(Collector::start().await?),
+        false => None,
+    };
+    let config_path = base.join("kubelet-config.yaml");
+    let config = match kind {
+        Kind::Rs => rs_config(args.evented_pleg, collector.as_ref().map(|c| c.addr)),
+        Kind::Go => None,
+    };
+    if let Some(text) = &config {
+        tokio::fs::write(&config_path, text).await?;
+    }
+    let config = config.map(|_| config_path.as_path());
     let spawn = |log_name: &str| -> Result<(tokio::process::Child, u32)> {
         let path = base.join(log_name);
         let log = std::fs::File::create(&path)?;
         let child = tokio::process::Command::new(bin)
-            .args(kind.args(endpoint, &manifests, &root_dir, &node))
+            .args(kind.args(endpoint, &manifests, &root_dir, &node, config))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -204,6 +262,26 @@ async fn kubelet_run_inner(
         out.notes
             .push(format!("kubelet log: {}", log_path.display()));
     }
+    if let (Some(c), Ok(())) = (&collector, &result) {
+        // The last steps' spans leave in the kubelet's next export batch.
+        c.collector
+            .settle(Duration::from_secs(8), Duration::from_secs(30))
+            .await;
+        let spans = c.collector.spans();
+        let dump = base.join("spans.tsv");
+        if let Err(e) = tokio::fs::write(&dump, spans::tsv(&spans)).await {
+            out.notes.push(format!("writing {}: {e}", dump.display()));
+        }
+        let phase = |at: u64, took: Option<Duration>| {
+            let took = u64::try_from(took.unwrap_or_default().as_nanos()).unwrap_or(u64::MAX);
+            let until = at.saturating_add(took);
+            breakdown(&spans, prefix, at, until)
+        };
+        out.breakdown = Some((
+            phase(out.start_at_ns, out.start),
+            phase(out.teardown_at_ns, out.teardown),
+        ));
+    }
     if let Some(conditions) = pressure_in_log(&log_path) {
         out.notes.push(format!(
             "the kubelet reported {conditions} (its eviction manager reclaimed and ranked pods \
@@ -211,21 +289,25 @@ async fn kubelet_run_inner(
              an idle node)"
         ));
     }
-    // SIGTERM, then SIGKILL after 30 s.
-    let _ = tokio::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .await;
-    if tokio::time::timeout(Duration::from_secs(30), child.wait())
-        .await
-        .is_err()
-    {
+    if !terminate(&mut child, pid).await {
         out.notes.push("did not exit within 30 s of SIGTERM".into());
         let _ = child.kill().await;
     }
     // The Go kubelet bind-mounts its root dir onto itself (rshared) and may leave volume mounts.
     unmount_under(&root_dir).await;
     result
+}
+
+/// Sends the kubelet `child` (process `pid`) SIGTERM and waits up to 30 s for it to exit:
+/// whether it did.
+pub(super) async fn terminate(child: &mut tokio::process::Child, pid: u32) -> bool {
+    let _ = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .await;
+    tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .is_ok()
 }
 
 /// Lazily unmounts every mount point at or below `dir`, deepest first (best effort).
@@ -282,6 +364,8 @@ async fn measure(
     );
 
     // All manifests at once (renames: no half-written files), then until all Running.
+    let (cpu0, busy0) = (cpu_ticks(*pid).await?, MachineTicks::read().await?);
+    out.start_at_ns = unix_ns(kubelet_core::clock::wall_now());
     let t0 = kubelet_core::clock::monotonic_now();
     for n in names {
         let f = format!("{n}.json");
@@ -310,8 +394,11 @@ async fn measure(
         kubelet_core::clock::elapsed(t0).as_secs_f64()
     );
 
-    // Idle window.
     let tick = clock_ticks().await;
+    out.start_cpu = Some(cpu_ticks(*pid).await?.saturating_sub(cpu0) as f64 / tick);
+    out.start_busy = Some(MachineTicks::read().await?.busy_cores_since(&busy0));
+
+    // Idle window.
     let (c0, w0) = (cpu_ticks(*pid).await?, kubelet_core::clock::monotonic_now());
     tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
     let (c1, w1) = (cpu_ticks(*pid).await?, kubelet_core::clock::monotonic_now());
@@ -334,6 +421,8 @@ async fn measure(
     restart(kind, rt, prefix, names.len(), child, pid, spawn, out).await?;
 
     // Teardown: all manifests removed, until CRI lists none of the pods' containers.
+    let (cpu1, busy1) = (cpu_ticks(*pid).await?, MachineTicks::read().await?);
+    out.teardown_at_ns = unix_ns(kubelet_core::clock::wall_now());
     let t1 = kubelet_core::clock::monotonic_now();
     for n in names {
         tokio::fs::remove_file(manifests.join(format!("{n}.json"))).await?;
@@ -350,6 +439,8 @@ async fn measure(
             }
             if c == 0 {
                 out.teardown = Some(kubelet_core::clock::elapsed(t1));
+                out.teardown_cpu = Some(cpu_ticks(*pid).await?.saturating_sub(cpu1) as f64 / tick);
+                out.teardown_busy = Some(MachineTicks::read().await?.busy_cores_since(&busy1));
                 break;
             }
         }

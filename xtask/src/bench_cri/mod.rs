@@ -28,6 +28,7 @@ mod kubelets;
 mod raw;
 mod report;
 mod restart;
+mod spans;
 mod workload;
 
 use std::path::PathBuf;
@@ -100,6 +101,16 @@ pub struct BenchArgs {
     /// Skip the raw/backend rows (the end-to-end ratios then have no floor).
     #[arg(long)]
     skip_backend: bool,
+    /// kubelet-rs with the evented PLEG (`featureGates: {EventedPLEG: true}`; the runtime must
+    /// have `GetContainerEvents`: containerd 1.7, e.g. `--endpoint` of a node-env instance
+    /// started with `--containerd 1.7`).
+    #[arg(long)]
+    evented_pleg: bool,
+    /// Where kubelet-rs's start-up and teardown time goes: every span it makes exported to a
+    /// collector of the benchmark (OTLP) and summed per pod worker step and CRI call (the
+    /// export costs the kubelet some CPU: compare figures of runs without it).
+    #[arg(long)]
+    breakdown: bool,
     /// Seconds to wait for all pods to run / all containers to go.
     #[arg(long, default_value_t = 300)]
     timeout: u64,

@@ -1,7 +1,11 @@
 //! The raw CRI floor: the workload as plain gRPC calls with the very messages the backend
 //! sends ([`kubelet_runtime_cri::mapping`]), prepared before the timing starts.
 
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use hyper_util::rt::TokioIo;
@@ -14,6 +18,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::workload::{collect_errors, BenchPod, WorkloadRun};
 use super::{SETTLE, STOP_TIMEOUT};
+use crate::proc_stats::MachineTicks;
 
 pub(super) async fn raw_client(endpoint: &str) -> Result<RuntimeServiceClient<Channel>> {
     let socket = kubelet_runtime_cri::socket_path(endpoint)?;
@@ -49,73 +54,124 @@ pub(super) async fn raw_run(
     }
 
     let mut run = WorkloadRun::default();
+    let calls = CallTimes::default();
+    let busy0 = MachineTicks::read().await?;
     let t0 = kubelet_core::clock::monotonic_now();
     let mut set = JoinSet::new();
     for (sandbox, container) in prepared {
         let mut c = client.clone();
+        let calls = calls.clone();
         set.spawn(async move {
             let t = kubelet_core::clock::monotonic_now();
-            let sid = c
-                .run_pod_sandbox(cri::RunPodSandboxRequest {
-                    config: Some(sandbox.clone()),
-                    runtime_handler: String::new(),
-                })
+            let sid = calls
+                .time(
+                    "RunPodSandbox",
+                    c.run_pod_sandbox(cri::RunPodSandboxRequest {
+                        config: Some(sandbox.clone()),
+                        runtime_handler: String::new(),
+                    }),
+                )
                 .await
                 .map_err(|e| format!("RunPodSandbox: {e}"))?
                 .into_inner()
                 .pod_sandbox_id;
-            let cid = c
-                .create_container(cri::CreateContainerRequest {
-                    pod_sandbox_id: sid.clone(),
-                    config: Some(container),
-                    sandbox_config: Some(sandbox),
-                })
+            let cid = calls
+                .time(
+                    "CreateContainer",
+                    c.create_container(cri::CreateContainerRequest {
+                        pod_sandbox_id: sid.clone(),
+                        config: Some(container),
+                        sandbox_config: Some(sandbox),
+                    }),
+                )
                 .await
                 .map_err(|e| format!("CreateContainer: {e}"))?
                 .into_inner()
                 .container_id;
-            c.start_container(cri::StartContainerRequest {
-                container_id: cid.clone(),
-            })
-            .await
-            .map_err(|e| format!("StartContainer: {e}"))?;
+            calls
+                .time(
+                    "StartContainer",
+                    c.start_container(cri::StartContainerRequest {
+                        container_id: cid.clone(),
+                    }),
+                )
+                .await
+                .map_err(|e| format!("StartContainer: {e}"))?;
             Ok::<_, String>((kubelet_core::clock::elapsed(t), sid, cid))
         });
     }
     let started = run.collect_started(&mut set).await;
     run.start = kubelet_core::clock::elapsed(t0);
+    run.start_busy = Some(MachineTicks::read().await?.busy_cores_since(&busy0));
     // PID 1 ignores SIGTERM until the shell has set its trap: let the last ones get there
     // (otherwise a stop right after start waits out the whole grace period).
     tokio::time::sleep(SETTLE).await;
 
+    let busy1 = MachineTicks::read().await?;
     let t1 = kubelet_core::clock::monotonic_now();
     let mut set = JoinSet::new();
     for (sid, cid) in started {
         let mut c = client.clone();
+        let calls = calls.clone();
         set.spawn(async move {
-            c.stop_container(cri::StopContainerRequest {
+            let stop = cri::StopContainerRequest {
                 container_id: cid.clone(),
                 timeout: STOP_TIMEOUT.as_secs() as i64,
-            })
-            .await
-            .map_err(|e| format!("StopContainer: {e}"))?;
-            c.remove_container(cri::RemoveContainerRequest { container_id: cid })
+            };
+            calls
+                .time("StopContainer", c.stop_container(stop))
+                .await
+                .map_err(|e| format!("StopContainer: {e}"))?;
+            let remove = cri::RemoveContainerRequest { container_id: cid };
+            calls
+                .time("RemoveContainer", c.remove_container(remove))
                 .await
                 .map_err(|e| format!("RemoveContainer: {e}"))?;
-            c.stop_pod_sandbox(cri::StopPodSandboxRequest {
+            let stop = cri::StopPodSandboxRequest {
                 pod_sandbox_id: sid.clone(),
-            })
-            .await
-            .map_err(|e| format!("StopPodSandbox: {e}"))?;
-            c.remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            };
+            calls
+                .time("StopPodSandbox", c.stop_pod_sandbox(stop))
+                .await
+                .map_err(|e| format!("StopPodSandbox: {e}"))?;
+            let remove = cri::RemovePodSandboxRequest {
                 pod_sandbox_id: sid,
-            })
-            .await
-            .map_err(|e| format!("RemovePodSandbox: {e}"))?;
+            };
+            calls
+                .time("RemovePodSandbox", c.remove_pod_sandbox(remove))
+                .await
+                .map_err(|e| format!("RemovePodSandbox: {e}"))?;
             Ok::<_, String>(())
         });
     }
     collect_errors(&mut set, &mut run.errors).await;
     run.stop = kubelet_core::clock::elapsed(t1);
+    run.stop_busy = Some(MachineTicks::read().await?.busy_cores_since(&busy1));
+    run.calls = calls.take();
     Ok(run)
+}
+
+/// Each call's duration by CRI method, shared by the run's tasks.
+#[derive(Clone, Default)]
+struct CallTimes(Arc<Mutex<BTreeMap<String, Vec<Duration>>>>);
+
+impl CallTimes {
+    /// Awaits `call` and records how long it took under `method`.
+    async fn time<T>(&self, method: &str, call: impl Future<Output = T>) -> T {
+        let t = kubelet_core::clock::monotonic_now();
+        let out = call.await;
+        if let Ok(mut m) = self.0.lock() {
+            m.entry(method.to_string())
+                .or_default()
+                .push(kubelet_core::clock::elapsed(t));
+        }
+        out
+    }
+
+    fn take(&self) -> BTreeMap<String, Vec<Duration>> {
+        self.0
+            .lock()
+            .map(|mut m| std::mem::take(&mut *m))
+            .unwrap_or_default()
+    }
 }

@@ -1,11 +1,13 @@
 //! The benchmark's report: the raw/backend table and the end-to-end kubelet table with the
 //! ratios to the raw CRI floor.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::kubelets::KubeletRun;
 #[cfg(test)]
 use super::restart::Restart;
+use super::spans::breakdown_lines;
 use super::workload::WorkloadRun;
 use super::BenchArgs;
 
@@ -138,6 +140,27 @@ pub(super) fn print_report(
             println!("            note: {n}");
         }
     }
+    for line in cpu_lines(floor, go, rs) {
+        println!("{line}");
+    }
+    if let Some((start, teardown)) = rs.and_then(|r| r.breakdown.as_ref()) {
+        let no_calls = BTreeMap::new();
+        let raw = floor.map(|f| &f.calls).unwrap_or(&no_calls);
+        println!();
+        println!("== kubelet-rs: where the time goes (--breakdown: its spans, exported to the benchmark)");
+        let rs = rs.map(|r| (r.start, r.teardown)).unwrap_or_default();
+        for line in breakdown_lines("start: manifests written -> all Running", rs.0, start, raw)
+            .into_iter()
+            .chain(breakdown_lines(
+                "teardown: manifests removed -> no container",
+                rs.1,
+                teardown,
+                raw,
+            ))
+        {
+            println!("{line}");
+        }
+    }
     if let Some(rs) = rs {
         println!();
         println!("targets of issue #18 (kubelet-rs):");
@@ -145,6 +168,47 @@ pub(super) fn print_report(
             println!("  {t}");
         }
     }
+}
+
+/// The CPU the kubelets used during the start and the teardown, and how busy the whole machine
+/// was (on a saturated machine the kubelet's CPU is taken from the runtime's).
+fn cpu_lines(
+    floor: Option<&WorkloadRun>,
+    go: Option<&KubeletRun>,
+    rs: Option<&KubeletRun>,
+) -> Vec<String> {
+    let f = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or("-".into());
+    let mut lines = vec![
+        String::new(),
+        "CPU during the phases: the kubelet's CPU seconds, and the cores of the whole machine busy"
+            .to_string(),
+        format!(
+            "{:<11} {:>14} {:>14} {:>17} {:>17}",
+            "row", "start: kubelet", "machine cores", "teardown: kubelet", "machine cores"
+        ),
+    ];
+    if let Some(r) = floor {
+        lines.push(format!(
+            "{:<11} {:>14} {:>14} {:>17} {:>17}",
+            "raw CRI",
+            "-",
+            f(r.start_busy),
+            "-",
+            f(r.stop_busy)
+        ));
+    }
+    for (label, k) in [("Go kubelet", go), ("kubelet-rs", rs)] {
+        let Some(k) = k else { continue };
+        lines.push(format!(
+            "{:<11} {:>14} {:>14} {:>17} {:>17}",
+            label,
+            f(k.start_cpu),
+            f(k.start_busy),
+            f(k.teardown_cpu),
+            f(k.teardown_busy)
+        ));
+    }
+    lines
 }
 
 /// One target of issue #18 and how this run did against it.
@@ -276,6 +340,22 @@ mod tests {
         ] {
             assert_eq!(targets(&run, None, None)[4], want);
         }
+        let cpu = cpu_lines(
+            Some(&WorkloadRun {
+                start_busy: Some(1.94),
+                ..WorkloadRun::default()
+            }),
+            None,
+            Some(&KubeletRun {
+                start_cpu: Some(0.8),
+                teardown_busy: Some(1.5),
+                ..KubeletRun::default()
+            }),
+        );
+        assert_eq!(cpu.len(), 5);
+        assert!(cpu[3].starts_with("raw CRI") && cpu[3].contains("1.94"));
+        let rs_cpu: Vec<&str> = cpu[4].split_whitespace().collect();
+        assert_eq!(rs_cpu, ["kubelet-rs", "0.80", "-", "-", "1.50"]);
         let no_floor = targets(&rs, None, Some(&KubeletRun::default()));
         assert_eq!(no_floor[0], "start ≤ 1.05x raw CRI: not measured");
         assert_eq!(

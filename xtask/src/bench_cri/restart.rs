@@ -8,11 +8,12 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use kubelet_core::runtime::{ContainerRuntime, ContainerState, ListFilter};
+use kubelet_core::runtime::ContainerState;
 use kubelet_runtime_cri::CriRuntime;
 use tokio::process::Child;
 
-use super::kubelets::{http_get, running_pods, Kind, KubeletRun};
+use super::backend::prefixed_containers;
+use super::kubelets::{http_get, running_pods, terminate, Kind, KubeletRun};
 
 /// What the restart showed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -44,14 +45,7 @@ pub(super) async fn restart(
     out: &mut KubeletRun,
 ) -> Result<()> {
     let before = running_ids(rt, prefix).await?;
-    let _ = tokio::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .await;
-    if tokio::time::timeout(Duration::from_secs(30), child.wait())
-        .await
-        .is_err()
-    {
+    if !terminate(child, *pid).await {
         bail!("the kubelet did not exit within 30 s of SIGTERM (restart)");
     }
     let (new_child, new_pid) = spawn("kubelet-restarted.log")?;
@@ -98,11 +92,10 @@ pub(super) async fn restart(
 
 /// CRI ids of the running containers of pods named `prefix…`.
 async fn running_ids(rt: &CriRuntime, prefix: &str) -> Result<HashSet<String>> {
-    Ok(rt
-        .list_containers(&ListFilter::all())
+    Ok(prefixed_containers(rt, prefix)
         .await?
         .into_iter()
-        .filter(|c| c.pod.name.starts_with(prefix) && c.state == ContainerState::Running)
+        .filter(|c| c.state == ContainerState::Running)
         .map(|c| c.id)
         .collect())
 }

@@ -1,6 +1,7 @@
 //! The benchmark's workload: N busybox pods with their CRI sandbox and container configs, and
 //! the figures of one raw or backend run over them.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,11 @@ pub(super) struct WorkloadRun {
     pub(super) stop: Duration,
     pub(super) latencies: Vec<Duration>,
     pub(super) errors: Vec<String>,
+    /// Each CRI call's duration by method (`RunPodSandbox`, …; the raw run records them).
+    pub(super) calls: BTreeMap<String, Vec<Duration>>,
+    /// Cores of the whole machine busy during the start and the stop (all processes).
+    pub(super) start_busy: Option<f64>,
+    pub(super) stop_busy: Option<f64>,
 }
 
 /// What one pod's start task yields: its latency, sandbox id and container id.
@@ -46,14 +52,19 @@ impl WorkloadRun {
     }
 
     pub(super) fn percentile(&self, p: f64) -> Duration {
-        let mut v = self.latencies.clone();
-        v.sort();
-        if v.is_empty() {
-            return Duration::ZERO;
-        }
-        let idx = ((p / 100.0) * v.len() as f64).ceil() as usize;
-        v[idx.clamp(1, v.len()) - 1]
+        percentile(&self.latencies, p)
     }
+}
+
+/// The `p`-th percentile (nearest rank) of `v`; zero when empty.
+pub(super) fn percentile(v: &[Duration], p: f64) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[idx.clamp(1, v.len()) - 1]
 }
 
 /// One benchmark pod: the pod, its sandbox config and its container config.
