@@ -182,7 +182,8 @@ pub(super) struct StepStats {
     pub(super) queued: Vec<Duration>,
     /// Each step's duration.
     pub(super) took: Vec<Duration>,
-    /// Each step's duration less its CRI calls' (the kubelet's own work in it).
+    /// Each step's duration less the time any of its CRI calls was in flight (the kubelet's
+    /// own work in it; calls made together count once).
     pub(super) own: Vec<Duration>,
     /// The CRI calls under the steps, by method (`RunPodSandbox`, …): their durations.
     pub(super) calls: BTreeMap<String, Vec<Duration>>,
@@ -233,14 +234,16 @@ pub(super) fn breakdown(
             stats.queued.push(ns(step.start_ns.saturating_sub(from_ns)));
         }
         pods.entry(step.name.as_str()).or_default().insert(pod);
-        let mut in_calls = Duration::ZERO;
+        let mut in_flight = Vec::new();
         for c in children.get(step.span_id.as_slice()).into_iter().flatten() {
             let d = ns(c.end_ns.saturating_sub(c.start_ns));
-            in_calls += d;
+            in_flight.push((c.start_ns, c.end_ns));
             let method = c.name.rsplit('/').next().unwrap_or(&c.name).to_string();
             stats.calls.entry(method).or_default().push(d);
         }
-        stats.own.push(took.saturating_sub(in_calls));
+        stats
+            .own
+            .push(took.saturating_sub(ns(covered_ns(in_flight))));
     }
     for o in &mut out {
         o.pods = pods.get(o.name.as_str()).map(|p| p.len()).unwrap_or(0);
@@ -315,6 +318,20 @@ pub(super) fn breakdown_lines(
     }
     lines
 }
+/// Nanoseconds covered by the union of the intervals `[start, end)`.
+fn covered_ns(mut intervals: Vec<(u64, u64)>) -> u64 {
+    intervals.sort_unstable();
+    let mut total = 0;
+    let mut reach = 0;
+    for (start, end) in intervals {
+        let start = start.max(reach);
+        if end > start {
+            total += end - start;
+            reach = end;
+        }
+    }
+    total
+}
 
 #[cfg(test)]
 mod tests {
@@ -373,6 +390,8 @@ mod tests {
         assert_eq!(s.calls["RunPodSandbox"], [d(200), d(100)]);
         assert_eq!(s.calls["CreateContainer"], [d(40)]);
         assert_eq!(s.last_end, d(710));
+        // Calls in flight together count once in the step's own time.
+        assert_eq!(covered_ns(vec![(0, 10), (5, 20), (30, 40), (32, 35)]), 30);
 
         let raw = BTreeMap::from([("RunPodSandbox".to_string(), vec![d(90), d(110)])]);
         let lines = breakdown_lines("start", Some(d(2_000)), &got, &raw);
