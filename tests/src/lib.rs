@@ -5,5 +5,6 @@ pub mod cri;
 pub mod engine;
 pub mod images;
 pub mod registry;
+pub mod scoped_runtime;
 pub mod scripts;
 pub mod small_fs;

@@ -96,14 +96,15 @@ fn mock(objects: &Shared) -> MockContainerRuntime {
     // The engine reads the status of containers it has just listed through
     // `container_status_listed` (a default method: mockall mocks it too).
     let o = objects.clone();
-    rt.expect_container_status_listed().returning(move |listed| {
-        Ok(lock(&o)
-            .containers
-            .iter()
-            .find(|c| c.summary.id == listed.id)
-            .cloned()
-            .expect("status of a container the engine created"))
-    });
+    rt.expect_container_status_listed()
+        .returning(move |listed| {
+            Ok(lock(&o)
+                .containers
+                .iter()
+                .find(|c| c.summary.id == listed.id)
+                .cloned()
+                .expect("status of a container the engine created"))
+        });
     rt.expect_image_status().returning(|image| {
         Ok(Some(ImageInfo {
             id: format!("sha256:{image}"),
