@@ -86,8 +86,8 @@ pub(super) async fn backend_run(
 
 /// Removes every container and sandbox whose pod name starts with `prefix`.
 pub(super) async fn cleanup_prefix(rt: &Arc<CriRuntime>, prefix: &str) {
-    if let Ok(cs) = rt.list_containers(&ListFilter::all()).await {
-        for c in cs.iter().filter(|c| c.pod.name.starts_with(prefix)) {
+    if let Ok(cs) = prefixed_containers(rt, prefix).await {
+        for c in &cs {
             let _ = rt.stop_container(&c.id, Duration::from_secs(2)).await;
             let _ = rt.remove_container(&c.id).await;
         }
