@@ -629,8 +629,8 @@ async fn image_fs_container_stats_log_reopen_and_events() {
     let rt = &t.runtime;
 
     // The image filesystem: containerd's snapshotter mount, with the images' bytes.
-    // containerd sums snapshot usage in a periodic sync (every 10 s), so a containerd
-    // just restarted (the restart test above shares the instance) reports 0 until then.
+    // containerd sums snapshot usage in a periodic sync (every 10 s), so a containerd just
+    // started or restarted (test.sh starts the 1.7 instance right before these) reports 0.
     let fs = rt.image_fs_info().await.unwrap();
     let image_fs = fs.image_filesystems.first().expect("an image filesystem");
     assert!(!image_fs.mountpoint.is_empty(), "{fs:?}");
