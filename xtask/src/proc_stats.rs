@@ -33,15 +33,30 @@ pub(crate) async fn cpu_ticks(pid: u32) -> Result<u64> {
 /// (VmRSS, VmHWM) in KiB.
 pub(crate) async fn memory_kib(pid: u32) -> Result<(u64, u64)> {
     let status = tokio::fs::read_to_string(format!("/proc/{pid}/status")).await?;
-    let get = |key: &str| -> Result<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow!("{key} missing in /proc/{pid}/status"))
-    };
-    Ok((get("VmRSS:")?, get("VmHWM:")?))
+    Ok((
+        status_kib(&status, "VmRSS:", pid)?,
+        status_kib(&status, "VmHWM:", pid)?,
+    ))
+}
+
+/// (RssAnon, RssFile) in KiB: the resident memory the process allocated and the resident pages
+/// of files it maps (its own binary's code among them; clean pages the page cache shares).
+pub(crate) async fn rss_parts_kib(pid: u32) -> Result<(u64, u64)> {
+    let status = tokio::fs::read_to_string(format!("/proc/{pid}/status")).await?;
+    Ok((
+        status_kib(&status, "RssAnon:", pid)?,
+        status_kib(&status, "RssFile:", pid)?,
+    ))
+}
+
+/// The KiB figure of one `/proc/<pid>/status` line (`key` with its colon).
+fn status_kib(status: &str, key: &str, pid: u32) -> Result<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow!("{key} missing in /proc/{pid}/status"))
 }
 
 /// The machine's CPU time since boot, from `/proc/stat`: how busy it was between two reads.
@@ -117,6 +132,8 @@ mod tests {
         cpu_ticks(pid).await.unwrap();
         let (rss, hwm) = memory_kib(pid).await.unwrap();
         assert!(rss > 0 && hwm >= rss);
+        let (anon, file) = rss_parts_kib(pid).await.unwrap();
+        assert!(anon > 0 && file > 0 && anon + file <= rss + 4);
         let before = sockets(pid).await.unwrap();
         let _l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         assert_eq!(sockets(pid).await.unwrap(), before + 1);

@@ -23,7 +23,7 @@ use super::restart::{restart, Restart, Spawn};
 use super::spans::{self, breakdown, unix_ns, Collector, StepStats};
 use super::workload::busybox_container;
 use super::{repo_root, BenchArgs, BENCH_DIR, GO_CGROUP_ROOT, NAMESPACE, RS_CGROUP_ROOT};
-use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib, MachineTicks};
+use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib, rss_parts_kib, MachineTicks};
 
 /// One kubelet's end-to-end figures.
 #[derive(Debug, Default)]
@@ -32,6 +32,8 @@ pub(super) struct KubeletRun {
     pub(super) idle_cores: Option<f64>,
     pub(super) rss_kib: Option<u64>,
     pub(super) hwm_kib: Option<u64>,
+    /// The RSS split: (anonymous, file-backed) KiB.
+    pub(super) rss_parts_kib: Option<(u64, u64)>,
     /// Manifests removed -> no running container of the pods.
     pub(super) stopped: Option<Duration>,
     /// Manifests removed -> CRI lists no container of the pods.
@@ -407,6 +409,7 @@ async fn measure(
     let (rss, hwm) = memory_kib(*pid).await?;
     out.rss_kib = Some(rss);
     out.hwm_kib = Some(hwm);
+    out.rss_parts_kib = Some(rss_parts_kib(*pid).await?);
     let running = match http_get(kind.read_only_port(), "/pods").await {
         Ok((200, body)) => running_pods(&body, prefix),
         _ => 0,

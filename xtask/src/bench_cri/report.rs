@@ -127,6 +127,13 @@ pub(super) fn print_report(
             ratio(k.stopped, floor.map(|f| f.stop)),
             ratio(k.teardown, floor.map(|f| f.stop)),
         );
+        if let Some((anon, file)) = k.rss_parts_kib {
+            println!(
+                "            RSS: {} MiB anonymous, {} MiB file-backed (the binary's code pages, shared with the page cache)",
+                mib(Some(anon)),
+                mib(Some(file))
+            );
+        }
         if let Some(r) = &k.restart {
             println!(
                 "            restart: all Running {} after the new process started; {}/{} containers kept, restart counts {}",
