@@ -42,7 +42,7 @@ use backend::{backend_run, cleanup_prefix, connect_backend};
 use cgroups::remove_cgroup_root;
 use containerd::PrivateContainerd;
 use kubelets::{go_kubelet_binary, kubelet_run, rs_kubelet_binary, Kind, KubeletRun};
-use raw::{raw_client, raw_run};
+use raw::{raw_client, raw_run, TeardownOrder};
 use report::print_report;
 use workload::{workload, WorkloadRun};
 
@@ -92,6 +92,10 @@ pub struct BenchArgs {
     /// The Go kubelet binary (default: `scripts/go-kubelet.sh build`, cached per machine).
     #[arg(long)]
     go_kubelet: Option<PathBuf>,
+    /// The order of the raw floor's teardown calls (the kubelets stop the sandbox before they
+    /// remove its container).
+    #[arg(long, value_enum, default_value_t = TeardownOrder::RemoveFirst)]
+    raw_teardown: TeardownOrder,
     /// Skip the Go kubelet row.
     #[arg(long)]
     skip_go: bool,
@@ -180,7 +184,7 @@ async fn bench_on(args: &BenchArgs, endpoint: &str, run_id: &str) -> Result<()> 
             let prefix = format!("bench-raw-{run_id}-{k}");
             let pods = workload(&prefix, n);
             eprintln!("[bench] raw CRI, {n} pods");
-            let r = raw_run(&raw, &pods, &image_ref).await?;
+            let r = raw_run(&raw, &pods, &image_ref, args.raw_teardown).await?;
             cleanup_prefix(&backend, &prefix).await;
             let prefix = format!("bench-be-{run_id}-{k}");
             let pods = workload(&prefix, n);

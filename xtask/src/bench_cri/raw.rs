@@ -32,10 +32,23 @@ pub(super) async fn raw_client(endpoint: &str) -> Result<RuntimeServiceClient<Ch
     Ok(RuntimeServiceClient::new(channel))
 }
 
+/// The order of the raw floor's teardown calls for each pod.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TeardownOrder {
+    /// StopContainer, RemoveContainer, StopPodSandbox, RemovePodSandbox: the container is
+    /// gone before its sandbox stops.
+    #[default]
+    RemoveFirst,
+    /// StopContainer, StopPodSandbox, RemoveContainer, RemovePodSandbox: the kubelets' order
+    /// (Go's and kubelet-rs's kill the pod, sandbox included, before anything is removed).
+    StopSandboxFirst,
+}
+
 pub(super) async fn raw_run(
     client: &RuntimeServiceClient<Channel>,
     pods: &[BenchPod],
     image_ref: &str,
+    order: TeardownOrder,
 ) -> Result<WorkloadRun> {
     // Prepared outside the timing: the exact messages, and the log directories.
     let root = ImageUser {
@@ -123,17 +136,25 @@ pub(super) async fn raw_run(
                 .await
                 .map_err(|e| format!("StopContainer: {e}"))?;
             let remove = cri::RemoveContainerRequest { container_id: cid };
+            let stop_sandbox = cri::StopPodSandboxRequest {
+                pod_sandbox_id: sid.clone(),
+            };
+            if order == TeardownOrder::StopSandboxFirst {
+                calls
+                    .time("StopPodSandbox", c.stop_pod_sandbox(stop_sandbox.clone()))
+                    .await
+                    .map_err(|e| format!("StopPodSandbox: {e}"))?;
+            }
             calls
                 .time("RemoveContainer", c.remove_container(remove))
                 .await
                 .map_err(|e| format!("RemoveContainer: {e}"))?;
-            let stop = cri::StopPodSandboxRequest {
-                pod_sandbox_id: sid.clone(),
-            };
-            calls
-                .time("StopPodSandbox", c.stop_pod_sandbox(stop))
-                .await
-                .map_err(|e| format!("StopPodSandbox: {e}"))?;
+            if order == TeardownOrder::RemoveFirst {
+                calls
+                    .time("StopPodSandbox", c.stop_pod_sandbox(stop_sandbox))
+                    .await
+                    .map_err(|e| format!("StopPodSandbox: {e}"))?;
+            }
             let remove = cri::RemovePodSandboxRequest {
                 pod_sandbox_id: sid,
             };

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::kubelets::KubeletRun;
+use super::raw::TeardownOrder;
 #[cfg(test)]
 use super::restart::Restart;
-use super::spans::breakdown_lines;
+use super::spans::{breakdown_lines, spread};
 use super::workload::WorkloadRun;
 use super::BenchArgs;
 
@@ -34,8 +35,12 @@ pub(super) fn print_report(
 ) {
     println!();
     if !rows.is_empty() {
+        let stop = match args.raw_teardown {
+            TeardownOrder::RemoveFirst => "StopContainer+RemoveContainer+StopPodSandbox",
+            TeardownOrder::StopSandboxFirst => "StopContainer+StopPodSandbox+RemoveContainer",
+        };
         println!("== CRI backend vs raw CRI (N pods at once; start = RunPodSandbox+CreateContainer+StartContainer,");
-        println!("   stop = StopContainer+RemoveContainer+StopPodSandbox+RemovePodSandbox; latency per pod)");
+        println!("   stop = {stop}+RemovePodSandbox; latency per pod)");
         println!(
             "{:>4}  {:<8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  errors",
             "N", "path", "start s", "p50 ms", "p99 ms", "stop s", "start×", "stop×"
@@ -54,6 +59,9 @@ pub(super) fn print_report(
                     ratio(Some(w.stop), Some(r.stop)),
                     w.errors.len()
                 );
+            }
+            for (method, d) in &r.calls {
+                println!("        raw {method:<17} ms p50 p90 max: {}", spread(d));
             }
             for e in r.errors.iter().chain(b.errors.iter()).take(5) {
                 println!("        error: {e}");
