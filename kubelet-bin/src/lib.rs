@@ -4,7 +4,8 @@
 //! kubelet-rs binary, merged with the Go kubelet's precedence: flags given on the command line
 //! override the `--config` file, which overrides the defaults; and the composition of the
 //! stock kubelet ([`app`]) from the library crates, with its certificates and registry
-//! credentials ([`certificates`]).
+//! credentials ([`certificates`]). [`heap_trim`] keeps the process's own heap small (glibc's
+//! free pages given back).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), kubelet_bin::config::ConfigError> {
@@ -22,5 +23,6 @@ pub mod app;
 pub mod certificates;
 pub mod config;
 pub mod flags;
+pub mod heap_trim;
 pub mod server;
 pub mod telemetry;

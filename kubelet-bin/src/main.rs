@@ -93,6 +93,10 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         tokio::spawn(wait_for_signal(shutdown.clone()));
+        tokio::spawn(kubelet_bin::heap_trim::run(
+            kubelet_bin::heap_trim::PERIOD,
+            shutdown.clone(),
+        ));
         kubelet_bin::app::run(loaded, shutdown).await
     });
     if let Some(t) = telemetry {

@@ -1,0 +1,123 @@
+//! Giving the allocator's free pages back to the kernel.
+//!
+//! glibc's allocator returns freed memory to the kernel only from the top of each arena: pages
+//! freed below a live allocation stay resident. A kubelet's heap peaks while it starts its
+//! pods (every pod worker, CRI call and status at once) and is much smaller at rest, so
+//! without help its resident size stays near that peak for as long as it runs: measured with
+//! 110 pods, 14 MiB of anonymous memory at rest of which `malloc_trim(0)` gave back 3 MiB
+//! (`cargo xtask bench-cri`). The Go runtime's scavenger does the same for the Go kubelet.
+//!
+//! [`run`] calls [`trim`] every period until shutdown, on tokio's blocking pool (glibc walks
+//! and locks each arena in turn). Off glibc (musl, other systems) [`trim`] does nothing: those
+//! allocators have no such call.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! let task = tokio::spawn(kubelet_bin::heap_trim::run(
+//!     kubelet_bin::heap_trim::PERIOD,
+//!     shutdown.clone(),
+//! ));
+//! shutdown.cancel();
+//! task.await.unwrap();
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+/// How often the stock binary trims: rarely enough that the walk costs nothing at idle, often
+/// enough that a start-up or teardown peak is given back within a minute.
+pub const PERIOD: Duration = Duration::from_secs(30);
+
+/// Asks the allocator to return every free page of every arena; true when it gave some back.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[expect(
+    unsafe_code,
+    reason = "malloc_trim is a glibc call with no Rust binding"
+)]
+pub fn trim() -> bool {
+    // SAFETY: malloc_trim takes no pointer and touches only the allocator's own state, under
+    // the arenas' locks (it is safe to call from any thread at any time).
+    unsafe { libc::malloc_trim(0) == 1 }
+}
+
+/// Asks the allocator to return its free pages; off glibc there is no such call: false.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn trim() -> bool {
+    false
+}
+
+/// Calls [`trim`] every `period` (the first after one period) until `shutdown` is cancelled.
+pub async fn run(period: Duration, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let started = tokio::time::Instant::now();
+        match tokio::task::spawn_blocking(trim).await {
+            Ok(released) => tracing::debug!(
+                released,
+                took_us = started.elapsed().as_micros() as u64,
+                "returned the allocator's free pages"
+            ),
+            Err(error) => tracing::warn!(%error, "trimming the allocator failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process's resident anonymous memory in KiB.
+    fn rss_anon_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("RssAnon:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// 32 MiB freed below live allocations: glibc keeps it resident, `trim` gives it back.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn trim_gives_back_memory_freed_below_live_allocations() {
+        // On one thread: the blocks and the small allocations between them share its arena.
+        std::thread::spawn(|| {
+            let mut big = Vec::new();
+            let mut live = Vec::new();
+            for i in 0..512 {
+                big.push(vec![i as u8 | 1; 64 * 1024]);
+                live.push(vec![1u8; 64]);
+            }
+            drop(big);
+            let before = rss_anon_kib();
+            assert!(trim(), "glibc gave nothing back");
+            let after = rss_anon_kib();
+            assert!(
+                after + 16 * 1024 <= before,
+                "RssAnon {before} KiB before the trim, {after} KiB after"
+            );
+            assert!(live.iter().all(|v| v[0] == 1));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn run_keeps_going_until_shutdown() {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(run(Duration::from_secs(30), shutdown.clone()));
+        tokio::time::sleep(Duration::from_secs(95)).await;
+        assert!(!task.is_finished(), "runs until shutdown");
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .expect("stops at once on shutdown")
+            .expect("no panic");
+    }
+}
