@@ -11,6 +11,7 @@ use kubelet_core::runtime::{ContainerRuntime, ContainerState, ContainerSummary, 
 use kubelet_runtime_cri::{CriConfig, CriRuntime};
 use tokio::task::JoinSet;
 
+use super::raw::TeardownOrder;
 use super::workload::{collect_errors, BenchPod, WorkloadRun};
 use super::{BENCH_DIR, SETTLE, STOP_TIMEOUT};
 
@@ -34,6 +35,7 @@ pub(super) async fn backend_run(
     rt: &Arc<CriRuntime>,
     pods: &[BenchPod],
     image_ref: &str,
+    order: TeardownOrder,
 ) -> WorkloadRun {
     let mut run = WorkloadRun::default();
     let t0 = kubelet_core::clock::monotonic_now();
@@ -71,8 +73,13 @@ pub(super) async fn backend_run(
             rt.stop_container(&cid, STOP_TIMEOUT)
                 .await
                 .map_err(|e| e.to_string())?;
+            if order == TeardownOrder::StopSandboxFirst {
+                rt.stop_pod_sandbox(&sid).await.map_err(|e| e.to_string())?;
+            }
             rt.remove_container(&cid).await.map_err(|e| e.to_string())?;
-            rt.stop_pod_sandbox(&sid).await.map_err(|e| e.to_string())?;
+            if order == TeardownOrder::RemoveFirst {
+                rt.stop_pod_sandbox(&sid).await.map_err(|e| e.to_string())?;
+            }
             rt.remove_pod_sandbox(&sid)
                 .await
                 .map_err(|e| e.to_string())?;

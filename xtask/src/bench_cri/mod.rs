@@ -92,8 +92,8 @@ pub struct BenchArgs {
     /// The Go kubelet binary (default: `scripts/go-kubelet.sh build`, cached per machine).
     #[arg(long)]
     go_kubelet: Option<PathBuf>,
-    /// The order of the raw floor's teardown calls (the kubelets stop the sandbox before they
-    /// remove its container).
+    /// The order of the raw floor's teardown calls, and the backend row's (the kubelets stop
+    /// the sandbox before they remove its container).
     #[arg(long, value_enum, default_value_t = TeardownOrder::RemoveFirst)]
     raw_teardown: TeardownOrder,
     /// Skip the Go kubelet row.
@@ -189,7 +189,7 @@ async fn bench_on(args: &BenchArgs, endpoint: &str, run_id: &str) -> Result<()> 
             let prefix = format!("bench-be-{run_id}-{k}");
             let pods = workload(&prefix, n);
             eprintln!("[bench] backend, {n} pods");
-            let b = backend_run(&backend, &pods, &image_ref).await;
+            let b = backend_run(&backend, &pods, &image_ref, args.raw_teardown).await;
             cleanup_prefix(&backend, &prefix).await;
             rows.push((n, r, b));
         }

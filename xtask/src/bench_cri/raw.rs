@@ -32,7 +32,7 @@ pub(super) async fn raw_client(endpoint: &str) -> Result<RuntimeServiceClient<Ch
     Ok(RuntimeServiceClient::new(channel))
 }
 
-/// The order of the raw floor's teardown calls for each pod.
+/// The order of the teardown calls for each pod in the raw floor and the backend row.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TeardownOrder {
     /// StopContainer, RemoveContainer, StopPodSandbox, RemovePodSandbox: the container is
