@@ -1,7 +1,7 @@
-//! Containers over CRI: `ListContainers`, `ContainerStatus`, `CreateContainer` (with the
-//! image user lookup and the legacy `/var/log/containers` symlink), `StartContainer`,
-//! `StopContainer`, `RemoveContainer` (with the container's log files) and
-//! `ReopenContainerLog`.
+//! Containers over CRI (their listing is in [`crate::listing`]): `ContainerStatus`,
+//! `CreateContainer` (with the image user lookup and the legacy `/var/log/containers`
+//! symlink), `StartContainer`, `StopContainer`, `RemoveContainer` (with the container's log
+//! files) and `ReopenContainerLog`.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -9,14 +9,12 @@ use std::time::Duration;
 
 use k8s_cri::v1 as cri;
 use kubelet_core::runtime::{
-    ContainerConfig, ContainerStatus, ContainerSummary, ListFilter, RuntimeError, RuntimeResult,
-    SandboxConfig,
+    ContainerConfig, ContainerStatus, ContainerSummary, RuntimeError, RuntimeResult, SandboxConfig,
 };
 use tracing::{info, warn};
 
 use crate::client::{ctx, whole_seconds_up, Ctx};
 use crate::image_user::image_user;
-use crate::sandbox::uid_selector;
 use crate::{mapping, CriRuntime};
 
 async fn raw_container_status(rt: &CriRuntime, id: &str) -> RuntimeResult<cri::ContainerStatus> {
@@ -45,35 +43,6 @@ fn log_symlink(rt: &CriRuntime, pod: &str, namespace: &str, container: &str, id:
     rt.config
         .containers_log_dir
         .join(mapping::log_symlink_name(pod, namespace, container, id))
-}
-
-/// `ListContainers`: the kubelet's containers, narrowed by `filter`.
-pub(crate) async fn list(
-    rt: &CriRuntime,
-    filter: &ListFilter,
-) -> RuntimeResult<Vec<ContainerSummary>> {
-    let mut client = rt.runtime.clone();
-    let req = rt.request(
-        cri::ListContainersRequest {
-            filter: Some(cri::ContainerFilter {
-                label_selector: uid_selector(filter),
-                ..Default::default()
-            }),
-        },
-        rt.deadline(),
-    );
-    let resp = rt
-        .call(
-            ctx("ListContainers", "container", ""),
-            rt.deadline(),
-            client.list_containers(req),
-        )
-        .await?;
-    Ok(resp
-        .containers
-        .iter()
-        .filter_map(mapping::container_summary)
-        .collect())
 }
 
 /// `ContainerStatus` of a container just listed: the sandbox id from that listing (one call).

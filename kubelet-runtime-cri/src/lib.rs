@@ -39,6 +39,7 @@ mod container;
 mod events;
 mod image;
 mod image_user;
+mod listing;
 pub mod mapping;
 mod runtime_info;
 mod sandbox;
@@ -179,6 +180,8 @@ async fn memory_capacity() -> Option<i64> {
 pub struct CriRuntime {
     config: CriConfig,
     runtime: RuntimeServiceClient<traced::TracedChannel>,
+    /// The runtime service's channel again, for the listings decoded lean ([`listing`]).
+    listing: listing::ListingClient,
     images: ImageServiceClient<traced::TracedChannel>,
     options: mapping::Options,
     /// The runtime's sandbox image, asked for once (see [`runtime_info::sandbox_image`]).
@@ -206,6 +209,7 @@ impl CriRuntime {
             }
         };
         let runtime = CriRuntime {
+            listing: listing::client(traced::TracedChannel::new(runtime_channel.clone())),
             runtime: RuntimeServiceClient::new(traced::TracedChannel::new(runtime_channel))
                 .max_decoding_message_size(MAX_MESSAGE_SIZE)
                 .max_encoding_message_size(MAX_MESSAGE_SIZE),
@@ -262,7 +266,7 @@ impl CriRuntime {
 #[async_trait]
 impl ContainerRuntime for CriRuntime {
     async fn list_pod_sandboxes(&self, filter: &ListFilter) -> RuntimeResult<Vec<SandboxSummary>> {
-        sandbox::list(self, filter).await
+        listing::sandboxes(self, filter).await
     }
     async fn run_pod_sandbox(&self, config: &SandboxConfig) -> RuntimeResult<String> {
         sandbox::run(self, config).await
@@ -278,7 +282,7 @@ impl ContainerRuntime for CriRuntime {
     }
 
     async fn list_containers(&self, filter: &ListFilter) -> RuntimeResult<Vec<ContainerSummary>> {
-        container::list(self, filter).await
+        listing::containers(self, filter).await
     }
     async fn container_status(&self, container_id: &str) -> RuntimeResult<ContainerStatus> {
         container::status(self, container_id).await

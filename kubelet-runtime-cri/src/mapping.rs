@@ -19,6 +19,7 @@ mod status;
 
 pub use container::{container_config, log_symlink_name};
 pub use events::{container_event, container_event_kind};
+pub(crate) use labels::parse_hash;
 pub use labels::{
     container_annotations, container_labels, hash_from_annotations, pod_ref_from_labels,
     sandbox_labels,

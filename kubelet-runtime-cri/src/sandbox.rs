@@ -1,9 +1,9 @@
-//! Pod sandboxes over CRI: `ListPodSandbox`, `PodSandboxStatus`, `RunPodSandbox`,
-//! `StopPodSandbox`, `RemovePodSandbox`.
+//! Pod sandboxes over CRI (their listing is in [`crate::listing`]): `PodSandboxStatus`,
+//! `RunPodSandbox`, `StopPodSandbox`, `RemovePodSandbox`.
 
 use k8s_cri::v1 as cri;
 use kubelet_core::runtime::{
-    ListFilter, RuntimeError, RuntimeResult, SandboxConfig, SandboxStatus, SandboxSummary,
+    ListFilter, RuntimeError, RuntimeResult, SandboxConfig, SandboxStatus,
 };
 use tracing::{debug, info};
 
@@ -17,35 +17,6 @@ pub(crate) fn uid_selector(filter: &ListFilter) -> std::collections::HashMap<Str
         .iter()
         .map(|uid| (mapping::POD_UID_LABEL.to_string(), uid.clone()))
         .collect()
-}
-
-/// `ListPodSandbox`: the kubelet's sandboxes, narrowed by `filter`.
-pub(crate) async fn list(
-    rt: &CriRuntime,
-    filter: &ListFilter,
-) -> RuntimeResult<Vec<SandboxSummary>> {
-    let mut client = rt.runtime.clone();
-    let req = rt.request(
-        cri::ListPodSandboxRequest {
-            filter: Some(cri::PodSandboxFilter {
-                label_selector: uid_selector(filter),
-                ..Default::default()
-            }),
-        },
-        rt.deadline(),
-    );
-    let resp = rt
-        .call(
-            ctx("ListPodSandbox", "sandbox", ""),
-            rt.deadline(),
-            client.list_pod_sandbox(req),
-        )
-        .await?;
-    Ok(resp
-        .items
-        .iter()
-        .filter_map(mapping::sandbox_summary)
-        .collect())
 }
 
 /// `PodSandboxStatus`: state, IPs and network mode of one sandbox.

@@ -104,8 +104,16 @@ pub fn pod_ref_from_labels(labels: &HashMap<String, String>) -> Option<PodRef> {
 /// Parses the hash annotation (hex, as written by [`container_annotations`]); 0 when absent
 /// or malformed (such a container never matches a spec and is re-created).
 pub fn hash_from_annotations(annotations: &HashMap<String, String>) -> u64 {
-    annotations
-        .get(CONTAINER_HASH_ANNOTATION)
+    parse_hash(
+        annotations
+            .get(CONTAINER_HASH_ANNOTATION)
+            .map(String::as_str),
+    )
+}
+
+/// The hash annotation's value parsed (hex); 0 when absent or malformed.
+pub(crate) fn parse_hash(value: Option<&str>) -> u64 {
+    value
         .and_then(|h| u64::from_str_radix(h, 16).ok())
         .unwrap_or(0)
 }
