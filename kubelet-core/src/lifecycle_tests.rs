@@ -726,3 +726,44 @@ async fn dead_containers_are_garbage_collected_keeping_the_newest() {
         .is_some());
     h.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn leftover_pod_resources_go_at_the_first_housekeeping_then_every_30s() {
+    use crate::ContainerManager;
+    let cm = FakeContainerManager::default();
+    // Left by an earlier kubelet: pod-level resources no pod owns.
+    cm.ensure_pod_resources(&pod("old", "left-1", vec![]))
+        .await
+        .expect("ensure");
+    let h = start_with(
+        vec![pod("p", "u1", vec![container("c", "img:1")])],
+        Arc::new(SimRuntime::new()),
+        cm,
+        None,
+    )
+    .await;
+    let has = |h: &Harness, uid: &str| h.cm.pod_uids().iter().any(|u| u == uid);
+    h.until(Duration::from_secs(5), "the first leftover removed", |h| {
+        !has(h, "left-1")
+    })
+    .await;
+    h.until(Duration::from_secs(10), "Running", |h| {
+        h.phase("u1") == "Running"
+    })
+    .await;
+    // One left later (a failed removal, say) waits for the next scan, not the next
+    // housekeeping (every 2 s).
+    h.cm.ensure_pod_resources(&pod("old", "left-2", vec![]))
+        .await
+        .expect("ensure");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(has(&h, "left-2"), "{:?}", h.cm.pod_uids());
+    h.until(
+        Duration::from_secs(25),
+        "the second leftover removed",
+        |h| !has(h, "left-2"),
+    )
+    .await;
+    assert!(has(&h, "u1"), "the running pod keeps its resources");
+    h.stop().await;
+}

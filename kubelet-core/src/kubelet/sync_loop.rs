@@ -68,7 +68,12 @@ pub(super) struct SyncLoop {
     workers: Arc<PodWorkers>,
     merger: PodConfigMerger,
     admitted: Admitted,
+    /// When housekeeping last looked for leftover pod-level resources.
+    resources_scanned: Option<tokio::time::Instant>,
 }
+
+/// How often housekeeping looks for leftover pod-level resources (see the parent module).
+const LEFTOVER_RESOURCES_PERIOD: Duration = Duration::from_secs(30);
 
 impl SyncLoop {
     /// The loop's state for an engine, its workers and the merge of its sources.
@@ -82,6 +87,7 @@ impl SyncLoop {
             workers,
             merger,
             admitted: Admitted::default(),
+            resources_scanned: None,
         }
     }
 
@@ -439,22 +445,13 @@ impl SyncLoop {
             engine.status.remove(&uid);
             self.admitted.remove(&uid);
         }
-        // Leftover pod-level resources.
-        match engine.cm.pods_with_resources().await {
-            Ok(uids) => {
-                for uid in uids {
-                    if engine.pods().contains(&uid)
-                        || self.workers.state(&uid).is_some()
-                        || engine.runtime_state.has_pod(&uid)
-                    {
-                        continue;
-                    }
-                    if let Err(e) = engine.cm.remove_pod_resources(&uid).await {
-                        tracing::warn!(uid, error = %e, "removing orphaned pod resources failed");
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "listing pod resources failed"),
+        let now = tokio::time::Instant::now();
+        if self
+            .resources_scanned
+            .is_none_or(|t| now.duration_since(t) >= LEFTOVER_RESOURCES_PERIOD)
+        {
+            self.resources_scanned = Some(now);
+            self.remove_leftover_resources().await;
         }
         // Pod directories of pods nobody knows (never one with a mount left below it).
         engine
@@ -473,6 +470,27 @@ impl SyncLoop {
         }
         engine.crash_backoff().gc(now_unix_nanos());
         engine.images.gc();
+    }
+
+    /// Removes pod-level resources (pod cgroups) of pods no source, worker or runtime pod owns.
+    async fn remove_leftover_resources(&self) {
+        let engine = &self.engine;
+        match engine.cm.pods_with_resources().await {
+            Ok(uids) => {
+                for uid in uids {
+                    if engine.pods().contains(&uid)
+                        || self.workers.state(&uid).is_some()
+                        || engine.runtime_state.has_pod(&uid)
+                    {
+                        continue;
+                    }
+                    if let Err(e) = engine.cm.remove_pod_resources(&uid).await {
+                        tracing::warn!(uid, error = %e, "removing orphaned pod resources failed");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "listing pod resources failed"),
+        }
     }
 }
 
