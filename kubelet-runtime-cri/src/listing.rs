@@ -6,7 +6,7 @@
 //! `map<string, string>` into a `HashMap` (two allocations and a SipHash per entry), and the
 //! kubelet then reads five labels and one annotation out of them. The subsets here keep only
 //! the fields the summaries need; their strings are [`Bytes`] slices of the response buffer
-//! (no copy, no allocation), a map is read as what it is on the wire (`repeated Entry { key =
+//! (no copy: they share its reference count), a map is read as what it is on the wire (`repeated Entry { key =
 //! 1; value = 2 }`), and every other field is skipped unread. Only the summaries' own strings
 //! are allocated. Measured on 110 pods (86 KB + 54 KB of responses): 0.80–0.90 ms of CPU per
 //! pair of listings decoded and mapped with the generated types, 0.31–0.34 ms with these.
