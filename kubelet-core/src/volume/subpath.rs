@@ -373,7 +373,13 @@ mod tests {
         }
         stop.store(true, Ordering::Relaxed);
         swapper.join().unwrap();
-        assert!(inside > 0);
+        // How many opens won the race depends on scheduling (none at all on a loaded CI
+        // machine once): the walk itself must still work once the component is a directory.
+        eprintln!("{inside} of 6000 opens succeeded during the swaps");
+        for walk in [Walk::Openat2, Walk::NoFollow] {
+            let fd = open_with(v.path(), "swap/etc", None, walk).unwrap();
+            assert!(fd_path(&fd).unwrap().starts_with(v.path()), "{walk:?}");
+        }
     }
 
     #[test]
