@@ -18,6 +18,7 @@ use crate::hooks::Hooks;
 use crate::images::gc::ImageGc;
 use crate::images::ImageManager;
 use crate::objects::ObjectStore;
+use crate::pod_cache::PodCache;
 use crate::pod_manager::PodManager;
 use crate::prober::ProberManager;
 use crate::runtime::ContainerRuntime;
@@ -62,6 +63,8 @@ pub(crate) struct Engine {
     pub hooks: Hooks,
     /// What the engine last learnt from the runtime.
     pub runtime_state: RuntimeState,
+    /// Each pod's runtime state as its worker last read it, while the PLEG sees no change.
+    pub pod_cache: PodCache,
     pub sources_ready: AtomicBool,
     pub sync_permits: Option<Semaphore>,
     pub health: Health,
@@ -130,6 +133,7 @@ impl Engine {
             crash_backoff: Mutex::new(crash_backoff),
             images,
             runtime_state: RuntimeState::default(),
+            pod_cache: PodCache::default(),
             sources_ready: AtomicBool::new(false),
             sync_permits,
             health: Health::default(),

@@ -69,6 +69,7 @@ mod gc;
 mod hooks;
 mod kubelet;
 mod pleg;
+mod pod_cache;
 mod pod_manager;
 mod pod_status;
 mod pod_workers;

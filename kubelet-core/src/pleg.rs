@@ -14,7 +14,9 @@
 //!
 //! Sandboxes produce `SandboxChanged` on any change. The relist also records which pods
 //! exist in the runtime (for orphan cleanup) and its timing: a PLEG whose last relist started
-//! longer ago than the threshold (3m) is unhealthy, which `/healthz` reports.
+//! longer ago than the threshold (3m) is unhealthy, which `/healthz` reports. Each relist is
+//! an observation of the [`crate::pod_cache`]: the pods it saw change are read afresh by their
+//! workers, every other pod's stored state is current as of the relist.
 //!
 //! With `Config::evented_pleg` the PLEG task runs [`evented::run`] instead: the runtime's
 //! container event stream drives the same events from the same records, and this relist
@@ -134,6 +136,7 @@ impl Pleg {
     /// One relist: returns the events, or the runtime error.
     pub async fn relist(&mut self) -> Result<Vec<Event>, crate::runtime::RuntimeError> {
         let at = now_unix_nanos();
+        let observation = self.engine.pod_cache.begin();
         let (sandboxes, containers) =
             crate::pod_status::list_all(self.engine.runtime.as_ref(), || {
                 self.engine.known_pod_uids()
@@ -194,6 +197,9 @@ impl Pleg {
         }
         self.records = current;
         self.last_relist_at = at;
+        self.engine
+            .pod_cache
+            .observed(observation, events.iter().map(|e| e.pod_uid.as_str()));
         self.publish_counts();
         self.engine.runtime_state.set_pods(pods);
         Ok(events)
@@ -267,7 +273,10 @@ impl Pleg {
                     }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "PLEG relist failed"),
+            Err(e) => {
+                engine.pod_cache.observation_failed();
+                tracing::warn!(error = %e, "PLEG relist failed");
+            }
         }
         true
     }

@@ -5,9 +5,10 @@
 //! Each stream event is applied to the relist's own records (one record per container and
 //! sandbox id, with the time its state was observed) and mapped through the same transition
 //! table, so an event becomes the [`Event`] the relist would have produced for it, for the
-//! pod's uid; the sync loop then wakes that pod's worker, which reads the pod's status afresh
-//! from the runtime. Because relist and stream share the records, a change seen by both is
-//! reported once: the second sight finds the state already recorded. An event older than the
+//! pod's uid; the event drops the pod's stored state in the [`crate::pod_cache`] and the sync
+//! loop wakes that pod's worker, which reads the pod's status afresh from the runtime. Because
+//! relist and stream share the records, a change seen by both is reported once: the second
+//! sight finds the state already recorded. An event older than the
 //! record it would change (stamped before the relist that saw a later state) is stale and
 //! dropped, so a stream buffered during a relist does not undo what the relist saw.
 //!
@@ -25,7 +26,9 @@
 //! the subscription is in the stream (buffered meanwhile), so none is lost; one seen by both
 //! is reported once (above). While streaming, the PLEG stamps its health marks every
 //! `pleg_relist_period` (the task is alive and reading), so the 3m health threshold holds
-//! with a 300s relist.
+//! with a 300s relist; each such heartbeat is also a pod cache observation without a change
+//! (as Go's evented PLEG moves its cache's global time forward), so a steady pod's resync is
+//! served from the cache while streaming.
 //!
 //! Only the PLEG task calls into this module ([`run`], spawned by `Kubelet::run` when
 //! `Config::evented_pleg` is set); it owns the [`Pleg`] and its records, so no locking. Stream
@@ -194,6 +197,10 @@ async fn stream_events(
                 }
             }
             _ = heartbeat.tick() => {
+                // Every change up to now came as an event: what the workers stored is
+                // current (the pod cache's observation without a change).
+                let cache = &pleg.engine.pod_cache;
+                cache.observed(cache.begin(), []);
                 let health = &pleg.engine.health;
                 let now = now_unix_nanos();
                 health.pleg_relist_started.store(now, Ordering::Relaxed);
@@ -255,6 +262,7 @@ impl Pleg {
             }
         }
         let kind = kind?;
+        self.engine.pod_cache.changed(&uid);
         self.publish_counts();
         Some(Event {
             pod_uid: uid,

@@ -1,8 +1,9 @@
 //! The pod sync step: what a pod worker runs for each state of its lifecycle
 //! ([`crate::pod_workers`]).
 //!
-//! - [`sync_pod`] (Syncing): read the pod's state from the runtime, publish its status, check
-//!   `activeDeadlineSeconds`, set up its volumes, compute the actions
+//! - [`sync_pod`] (Syncing): read the pod's state from the runtime (from the
+//!   [`crate::pod_cache`] while the PLEG has seen no change of the pod since the last read),
+//!   publish its status, check `activeDeadlineSeconds`, set up its volumes, compute the actions
 //!   ([`actions::compute_pod_actions`], pure and table-tested) and carry them out
 //!   ([`start`]: kill, sandbox, init containers, sidecars, app containers), then publish
 //!   the status again.
@@ -33,7 +34,7 @@ use crate::engine::Engine;
 use crate::env::FieldValues;
 use crate::hooks::MIN_GRACE_SECONDS;
 use crate::pod;
-use crate::pod_status::{self, PodRuntimeStatus};
+use crate::pod_status::PodRuntimeStatus;
 use crate::runtime::RuntimeError;
 use crate::sink::{Event, EventType};
 use crate::status::{generate, is_terminal, StatusInputs, WaitingReason};
@@ -212,7 +213,7 @@ pub(crate) async fn sync_pod(e: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory
         None => None,
     };
     let uid = pod::uid(p);
-    let mut rt = match pod_status::fetch(e.runtime.as_ref(), uid).await {
+    let mut rt = match e.pod_cache.read(e.runtime.as_ref(), uid).await {
         Ok(rt) => rt,
         Err(err) => {
             tracing::warn!(pod = %pod::full_name(p), uid, error = %err, "reading pod state from the runtime failed");
@@ -261,9 +262,11 @@ pub(crate) async fn sync_pod(e: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory
         return SyncOutcome::Requeue(resync);
     }
     tracing::debug!(pod = %pod::full_name(p), uid, ?actions, "syncing pod");
+    // What is stored describes the pod before the actions: read it afresh after them.
+    e.pod_cache.remove(uid);
     let retry = start::execute(e, p, &rt, &actions, memory).await;
     let next = retry.unwrap_or(resync).min(resync);
-    match pod_status::fetch(e.runtime.as_ref(), uid).await {
+    match e.pod_cache.read(e.runtime.as_ref(), uid).await {
         Ok(mut rt) => {
             stop::fill_termination_messages(e, p, &mut rt, memory).await;
             let status = update_status(e, p, &rt, memory, false);

@@ -123,6 +123,8 @@ pub(crate) async fn terminate_pod(
 ) -> Result<(), RuntimeError> {
     let uid = pod::uid(p);
     e.prober.stop_liveness_and_startup(uid);
+    // Stopping reads the runtime afresh at every step; nothing stored is served any more.
+    e.pod_cache.remove(uid);
     let rt = pod_status::fetch(e.runtime.as_ref(), uid).await?;
     kill_pod(e, p, &rt, grace).await?;
     e.prober.remove_pod(uid);
@@ -143,6 +145,7 @@ pub(crate) async fn terminate_pod(
 /// Removes the terminated pod's containers, sandboxes and pod-level resources.
 pub(crate) async fn cleanup_pod(e: &Engine, p: &Arc<Pod>) -> Result<(), SyncError> {
     let uid = pod::uid(p);
+    e.pod_cache.remove(uid);
     let rt = pod_status::fetch(e.runtime.as_ref(), uid).await?;
     for c in &rt.containers {
         e.runtime.remove_container(&c.summary.id).await?;
