@@ -8,6 +8,9 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kubelet-rs/target}
+# A CI run builds each crate once: incremental data would only grow the cache (it had reached
+# 12 GB of one machine's 43 GB cache).
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 export KUBELET_RS_CRI_ENDPOINT=${KUBELET_RS_CRI_ENDPOINT:-unix:///run/kubelet-rs/containerd/containerd.sock}
 # The kubelet-tests library finds the scripts at run time (kubelet_tests::scripts): this clone's,
 # even when its artifacts were built by another checkout sharing CARGO_TARGET_DIR.
