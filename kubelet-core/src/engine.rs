@@ -92,6 +92,9 @@ impl Engine {
         let sync_permits = config
             .max_concurrent_pod_syncs
             .map(|n| Semaphore::new(n.max(1)));
+        // Readings are served while the PLEG ends an observation at least every three relist
+        // periods (the evented PLEG's heartbeat has the same period).
+        let pod_cache = PodCache::new(config.pleg_relist_period.saturating_mul(3));
         let status = Arc::new(StatusManager::new(sink.clone()));
         let (probe_tx, probe_rx) = tokio::sync::mpsc::channel(PROBE_UPDATES_CAPACITY);
         let prober = Arc::new(ProberManager::new(
@@ -133,7 +136,7 @@ impl Engine {
             crash_backoff: Mutex::new(crash_backoff),
             images,
             runtime_state: RuntimeState::default(),
-            pod_cache: PodCache::default(),
+            pod_cache,
             sources_ready: AtomicBool::new(false),
             sync_permits,
             health: Health::default(),

@@ -53,8 +53,11 @@ pub(crate) async fn collect(
     let keep = engine.config.max_dead_containers_per_container;
     let min_age = i64::try_from(engine.config.minimum_container_ttl.as_nanos()).unwrap_or(i64::MAX);
     let now = crate::clock::now_unix_nanos();
-    let (sandboxes, containers) =
-        crate::pod_status::list_all(runtime.as_ref(), || engine.known_pod_uids()).await?;
+    let crate::pod_status::Listing {
+        sandboxes,
+        containers,
+        ..
+    } = crate::pod_status::list_all(runtime.as_ref(), || engine.known_pod_uids()).await?;
     let desired = |uid: &str| engine.pods().contains(uid);
 
     let mut dead: HashMap<(&str, &str), Vec<(i64, &str)>> = HashMap::new();

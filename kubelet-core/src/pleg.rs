@@ -137,11 +137,14 @@ impl Pleg {
     pub async fn relist(&mut self) -> Result<Vec<Event>, crate::runtime::RuntimeError> {
         let at = now_unix_nanos();
         let observation = self.engine.pod_cache.begin();
-        let (sandboxes, containers) =
-            crate::pod_status::list_all(self.engine.runtime.as_ref(), || {
-                self.engine.known_pod_uids()
-            })
-            .await?;
+        let crate::pod_status::Listing {
+            sandboxes,
+            containers,
+            skipped,
+        } = crate::pod_status::list_all(self.engine.runtime.as_ref(), || {
+            self.engine.known_pod_uids()
+        })
+        .await?;
         let mut current: HashMap<String, Record> =
             HashMap::with_capacity(sandboxes.len() + containers.len());
         let mut pods: HashMap<String, PodRef> = HashMap::new();
@@ -197,9 +200,12 @@ impl Pleg {
         }
         self.records = current;
         self.last_relist_at = at;
-        self.engine
-            .pod_cache
-            .observed(observation, events.iter().map(|e| e.pod_uid.as_str()));
+        // A pod this relist could not list is not vouched for: as if it changed.
+        let changed = events.iter().map(|e| e.pod_uid.as_str());
+        self.engine.pod_cache.observed(
+            observation,
+            changed.chain(skipped.iter().map(String::as_str)),
+        );
         self.publish_counts();
         self.engine.runtime_state.set_pods(pods);
         Ok(events)

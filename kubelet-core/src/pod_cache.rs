@@ -21,7 +21,15 @@
 //!   after which the change's event wakes the worker anyway;
 //! - no change of the pod became known since ([`PodCache::changed`] and
 //!   [`PodCache::observed`] drop the reading), and no observation failed since
-//!   ([`PodCache::observation_failed`] drops every reading).
+//!   ([`PodCache::observation_failed`] drops every reading and refuses the reads in flight);
+//! - the PLEG is keeping up: the last observation ended within the cache's maximum age
+//!   (three relist periods), so a PLEG stuck on a call or a full queue does not leave old
+//!   readings served.
+//!
+//! A stored reading only ever stands for a steady pod's status: a sync whose reading came
+//! from the cache and that finds something to do (a container to start or kill) acts on a
+//! fresh one instead ([`Source`]), so the PLEG's latency never becomes a wrong action (a
+//! container started twice because an object a timed-out call created was not seen yet).
 //!
 //! # States of one pod's slot
 //!
@@ -43,9 +51,21 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::pod_status::{self, PodRuntimeStatus};
 use crate::runtime::{ContainerRuntime, RuntimeResult};
+
+/// Where [`PodCache::read`] got the pod's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A stored reading: fit for the status, not for acting on.
+    Stored,
+    /// The runtime, just now.
+    Runtime,
+}
 
 /// A tick of the cache's logical clock: a reading's stamp, an observation's begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -68,6 +88,8 @@ struct Inner {
     current_from: u64,
     /// Stores stamped before this are refused (see the module docs).
     refuse_below: u64,
+    /// When the newest observation ended.
+    last_ended: Option<Instant>,
 }
 
 impl Inner {
@@ -87,12 +109,22 @@ impl Inner {
 }
 
 /// See the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PodCache {
     inner: Mutex<Inner>,
+    /// How long after the last observation ended stored readings are still served.
+    max_age: Duration,
 }
 
 impl PodCache {
+    /// A cache whose readings are served while an observation ended within `max_age`.
+    pub fn new(max_age: Duration) -> Self {
+        PodCache {
+            inner: Mutex::default(),
+            max_age,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -106,7 +138,10 @@ impl PodCache {
     pub fn get(&self, uid: &str) -> Option<Arc<PodRuntimeStatus>> {
         let inner = self.lock();
         let (reading, stamp) = inner.slots.get(uid)?.reading.as_ref()?;
-        (stamp.0 < inner.current_from).then(|| reading.clone())
+        let keeping_up = inner
+            .last_ended
+            .is_some_and(|t| t.elapsed() <= self.max_age);
+        (keeping_up && stamp.0 < inner.current_from).then(|| reading.clone())
     }
 
     /// Stores a reading taken after `stamp`; false when refused (a change of the pod became
@@ -136,19 +171,19 @@ impl PodCache {
     }
 
     /// The pod's state: the stored reading when current, else read from the runtime now
-    /// (and stored).
+    /// (and stored); and which of the two it is.
     pub async fn read(
         &self,
         runtime: &dyn ContainerRuntime,
         uid: &str,
-    ) -> RuntimeResult<PodRuntimeStatus> {
+    ) -> RuntimeResult<(PodRuntimeStatus, Source)> {
         if let Some(reading) = self.get(uid) {
-            return Ok(PodRuntimeStatus::clone(&reading));
+            return Ok((PodRuntimeStatus::clone(&reading), Source::Stored));
         }
         let stamp = self.stamp();
         let status = pod_status::fetch(runtime, uid).await?;
         self.store(uid, stamp, Arc::new(status.clone()));
-        Ok(status)
+        Ok((status, Source::Runtime))
     }
 
     /// Forgets the pod (its worker is about to change it, or stops it).
@@ -177,6 +212,7 @@ impl PodCache {
             inner.mark_changed(uid, now);
         }
         inner.current_from = inner.current_from.max(began.0);
+        inner.last_ended = Some(Instant::now());
         // Changes known before this observation began are forgotten; the floor keeps out
         // the stores that might have missed them.
         let mut refuse_below = inner.refuse_below;
@@ -196,7 +232,10 @@ impl PodCache {
     /// vouched for any more, so every pod is read afresh until observations succeed again
     /// (Go's workers wait for a newer cache instead; here the read fails as the runtime does).
     pub fn observation_failed(&self) {
-        for slot in self.lock().slots.values_mut() {
+        let mut inner = self.lock();
+        let now = inner.tick();
+        inner.refuse_below = now.0;
+        for slot in inner.slots.values_mut() {
             slot.reading = None;
         }
     }

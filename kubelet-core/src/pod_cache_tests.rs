@@ -4,10 +4,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{PodCache, Stamp};
+use super::{PodCache, Source, Stamp};
 use crate::pod_status::PodRuntimeStatus;
 use crate::runtime::{ContainerRuntime, ListFilter, SandboxConfig};
 use crate::testing::SimRuntime;
@@ -18,6 +19,11 @@ fn reading(version: &str) -> Arc<PodRuntimeStatus> {
         uid: version.into(),
         ..Default::default()
     })
+}
+
+/// A cache whose readings do not age out in these tests (but the one that checks that).
+fn new_cache() -> PodCache {
+    PodCache::new(Duration::from_secs(3600))
 }
 
 fn served(cache: &PodCache, uid: &str) -> Option<String> {
@@ -32,7 +38,7 @@ fn relist(cache: &PodCache, changed: &[&str]) {
 
 #[test]
 fn a_reading_is_served_once_an_observation_begun_after_it_ended() {
-    let cache = PodCache::default();
+    let cache = new_cache();
     let stamp = cache.stamp();
     assert!(cache.store("a", stamp, reading("v1")));
     assert_eq!(
@@ -54,7 +60,7 @@ fn a_reading_is_served_once_an_observation_begun_after_it_ended() {
 
 #[test]
 fn an_observed_change_drops_the_reading() {
-    let cache = PodCache::default();
+    let cache = new_cache();
     assert!(cache.store("a", cache.stamp(), reading("v1")));
     assert!(cache.store("b", cache.stamp(), reading("w1")));
     relist(&cache, &[]);
@@ -74,7 +80,7 @@ fn an_observed_change_drops_the_reading() {
 fn a_reading_stamped_before_a_change_seen_meanwhile_is_refused() {
     // The worker stamps, the relist sees the pod change and ends, then the worker's reading
     // (which may predate the change) arrives: it must not be stored.
-    let cache = PodCache::default();
+    let cache = new_cache();
     relist(&cache, &[]);
     let stamp = cache.stamp();
     relist(&cache, &["a"]);
@@ -84,7 +90,7 @@ fn a_reading_stamped_before_a_change_seen_meanwhile_is_refused() {
     let stamp = cache.stamp();
     cache.changed("a");
     assert!(!cache.store("a", stamp, reading("old")));
-    let fresh = PodCache::default();
+    let fresh = new_cache();
     let stamp = fresh.stamp();
     fresh.changed("x");
     assert!(!fresh.store("x", stamp, reading("old")));
@@ -99,7 +105,7 @@ fn a_reading_stamped_before_a_change_seen_meanwhile_is_refused() {
 
 #[test]
 fn a_failed_observation_drops_every_reading() {
-    let cache = PodCache::default();
+    let cache = new_cache();
     assert!(cache.store("a", cache.stamp(), reading("v1")));
     relist(&cache, &[]);
     cache.begin();
@@ -111,9 +117,41 @@ fn a_failed_observation_drops_every_reading() {
     assert_eq!(served(&cache, "a").as_deref(), Some("v2"));
 }
 
+#[tokio::test(start_paused = true)]
+async fn readings_age_out_while_the_pleg_is_stuck() {
+    let cache = PodCache::new(Duration::from_secs(3));
+    assert!(cache.store("a", cache.stamp(), reading("v1")));
+    relist(&cache, &[]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        served(&cache, "a").as_deref(),
+        Some("v1"),
+        "within the maximum age"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(served(&cache, "a"), None, "no observation for 4 s");
+    relist(&cache, &[]);
+    assert_eq!(
+        served(&cache, "a").as_deref(),
+        Some("v1"),
+        "the PLEG caught up"
+    );
+}
+
+#[test]
+fn a_read_in_flight_across_a_failed_observation_is_refused() {
+    let cache = new_cache();
+    relist(&cache, &[]);
+    let stamp = cache.stamp();
+    cache.begin();
+    cache.observation_failed();
+    assert!(!cache.store("a", stamp, reading("v1")));
+    assert!(cache.store("a", cache.stamp(), reading("v2")));
+}
+
 #[test]
 fn a_removed_pod_is_read_afresh() {
-    let cache = PodCache::default();
+    let cache = new_cache();
     assert!(cache.store("a", cache.stamp(), reading("v1")));
     relist(&cache, &[]);
     cache.remove("a");
@@ -122,7 +160,7 @@ fn a_removed_pod_is_read_afresh() {
 
 #[test]
 fn old_changes_are_pruned_and_raise_the_floor() {
-    let cache = PodCache::default();
+    let cache = new_cache();
     let early = cache.stamp();
     relist(&cache, &["gone"]); // observation 1 sees a pod whose worker never stores again
     relist(&cache, &[]);
@@ -137,7 +175,7 @@ fn old_changes_are_pruned_and_raise_the_floor() {
     // A reading stamped now is stored.
     assert!(cache.store("gone", cache.stamp(), reading("new")));
     // At rest nothing is pruned, so nothing is refused.
-    let cache = PodCache::default();
+    let cache = new_cache();
     let stamp = cache.stamp();
     for _ in 0..5 {
         relist(&cache, &[]);
@@ -159,20 +197,24 @@ async fn read_asks_the_runtime_only_when_nothing_current_is_stored() {
         runtime_handler: String::new(),
     };
     rt.run_pod_sandbox(&config).await.expect("sandbox");
-    let cache = PodCache::default();
+    let cache = new_cache();
     let lists = || rt.calls("ListPodSandbox");
-    let first = cache.read(&rt, uid).await.expect("read");
-    assert_eq!(first.sandboxes.len(), 1);
+    let (first, source) = cache.read(&rt, uid).await.expect("read");
+    assert_eq!((first.sandboxes.len(), source), (1, Source::Runtime));
     assert_eq!(lists(), 1);
     cache.read(&rt, uid).await.expect("read");
     assert_eq!(lists(), 2, "no observation yet: read again");
     relist(&cache, &[]);
     let cached = cache.read(&rt, uid).await.expect("read");
-    assert_eq!(cached, first);
+    assert_eq!(cached, (first, Source::Stored));
     assert_eq!(lists(), 2, "current: served from the cache");
     relist(&cache, &[uid]);
-    cache.read(&rt, uid).await.expect("read");
-    assert_eq!(lists(), 3, "changed: read afresh");
+    let (_, source) = cache.read(&rt, uid).await.expect("read");
+    assert_eq!(
+        (lists(), source),
+        (3, Source::Runtime),
+        "changed: read afresh"
+    );
     assert_eq!(
         rt.list_pod_sandboxes(&ListFilter::pod(uid))
             .await
@@ -182,14 +224,19 @@ async fn read_asks_the_runtime_only_when_nothing_current_is_stored() {
     );
 }
 
-/// One step of the model: the runtime changes a pod, the PLEG begins / lists / ends an
-/// observation, a worker stamps / reads / stores, or someone asks the cache.
+/// One step of the model: the runtime changes a pod, the PLEG begins / lists / ends (or
+/// fails) an observation, delivers an event or beats (evented, between relists), a worker
+/// stamps / reads / stores or acts on its pod (removes its reading, then changes the pod), or
+/// someone asks the cache.
 #[derive(Debug, Clone)]
 enum Op {
     Change(usize),
     Begin,
     List,
     End,
+    Fail,
+    Heartbeat,
+    Act(usize),
     Event(usize),
     Stamp(usize),
     Read(usize),
@@ -204,6 +251,9 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::Begin),
         Just(Op::List),
         Just(Op::End),
+        Just(Op::Fail),
+        Just(Op::Heartbeat),
+        pod.clone().prop_map(Op::Act),
         pod.clone().prop_map(Op::Event),
         pod.clone().prop_map(Op::Stamp),
         pod.clone().prop_map(Op::Read),
@@ -227,15 +277,18 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     /// Whatever the interleaving, a served reading is at least as new as what the last ended
-    /// observation saw of that pod (stream events deliver a change at once in this model).
+    /// observation saw of that pod (stream events deliver a change at once in this model), and
+    /// as new as the worker's own last action on it.
     #[test]
     fn a_served_reading_never_misses_an_observed_change(ops in proptest::collection::vec(op(), 1..120)) {
-        let cache = PodCache::default();
+        let cache = new_cache();
         let uids = ["p0", "p1", "p2"];
         let mut truth = vec![0u64; 3];
         let mut pleg = Pleg { records: vec![0; 3], seen: vec![0; 3], ..Default::default() };
         // Per pod, the worker's reading in progress: its stamp and the version it read.
         let mut worker: HashMap<usize, (Stamp, Option<u64>)> = HashMap::new();
+        // Per pod, the version the worker's own last action left.
+        let mut acted = [0u64; 3];
         for op in ops {
             match op {
                 Op::Change(p) => truth[p] += 1,
@@ -258,6 +311,23 @@ proptest! {
                         pleg.records = listed;
                     }
                 }
+                Op::Fail => {
+                    if pleg.open.take().is_some() {
+                        cache.observation_failed();
+                    }
+                }
+                Op::Heartbeat if pleg.open.is_none() => {
+                    let n = cache.begin();
+                    cache.observed(n, []);
+                }
+                Op::Heartbeat => {}
+                // A worker acts between its reads, never during one.
+                Op::Act(p) if !worker.contains_key(&p) => {
+                    cache.remove(uids[p]);
+                    truth[p] += 1;
+                    acted[p] = truth[p];
+                }
+                Op::Act(_) => {}
                 Op::Event(p) => {
                     // The stream reports the pod's newest version (recorded as the relist would).
                     if pleg.records[p] != truth[p] {
@@ -289,6 +359,11 @@ proptest! {
                             "served version {} of {} but an ended observation saw {}",
                             v, uids[p], pleg.seen[p]
                         );
+                        prop_assert!(
+                            v >= acted[p],
+                            "served version {} of {} but the worker's own action left {}",
+                            v, uids[p], acted[p]
+                        );
                     }
                 }
             }
@@ -302,7 +377,6 @@ proptest! {
 async fn a_steady_pods_resyncs_ask_the_runtime_nothing_and_its_exit_still_shows() {
     use crate::lifecycle_tests::start;
     use crate::testing::{container, pod};
-    use std::time::Duration;
 
     let uid = "uid-steady";
     let mut p = pod("steady", uid, vec![container("app", "busybox")]);

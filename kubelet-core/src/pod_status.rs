@@ -58,6 +58,15 @@ impl PodRuntimeStatus {
     }
 }
 
+/// What [`list_all`] found.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    pub sandboxes: Vec<SandboxSummary>,
+    pub containers: Vec<ContainerSummary>,
+    /// Pods left out: their own listing was too large as well.
+    pub skipped: Vec<String>,
+}
+
 /// Every sandbox and container the kubelet created. When the runtime's answer to the whole
 /// listing exceeds the message size limit ([`RuntimeError::TooLarge`]: one pod with huge
 /// records must not stop the node from being managed), lists pod by pod for the uids `known`
@@ -66,7 +75,7 @@ impl PodRuntimeStatus {
 pub(crate) async fn list_all<K: IntoIterator<Item = String>>(
     runtime: &dyn ContainerRuntime,
     known: impl FnOnce() -> K,
-) -> RuntimeResult<(Vec<SandboxSummary>, Vec<ContainerSummary>)> {
+) -> RuntimeResult<Listing> {
     let all = ListFilter::all();
     match tokio::try_join!(
         runtime.list_pod_sandboxes(&all),
@@ -75,9 +84,16 @@ pub(crate) async fn list_all<K: IntoIterator<Item = String>>(
         Err(RuntimeError::TooLarge { operation, message }) => {
             tracing::warn!(operation, error = %message, "the runtime's listing of everything is too large; listing pod by pod");
         }
-        other => return other,
+        other => {
+            let (sandboxes, containers) = other?;
+            return Ok(Listing {
+                sandboxes,
+                containers,
+                skipped: Vec::new(),
+            });
+        }
     }
-    let (mut sandboxes, mut containers) = (Vec::new(), Vec::new());
+    let mut listing = Listing::default();
     for uid in known() {
         let filter = ListFilter::pod(uid.clone());
         match tokio::try_join!(
@@ -85,16 +101,17 @@ pub(crate) async fn list_all<K: IntoIterator<Item = String>>(
             runtime.list_containers(&filter)
         ) {
             Ok((s, c)) => {
-                sandboxes.extend(s);
-                containers.extend(c);
+                listing.sandboxes.extend(s);
+                listing.containers.extend(c);
             }
             Err(RuntimeError::TooLarge { message, .. }) => {
                 tracing::warn!(uid, error = %message, "the runtime's listing of this pod is too large; skipped");
+                listing.skipped.push(uid);
             }
             Err(e) => return Err(e),
         }
     }
-    Ok((sandboxes, containers))
+    Ok(listing)
 }
 
 /// Reads the pod's state from the runtime: its sandboxes and containers listed (together),

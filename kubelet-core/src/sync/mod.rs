@@ -34,6 +34,7 @@ use crate::engine::Engine;
 use crate::env::FieldValues;
 use crate::hooks::MIN_GRACE_SECONDS;
 use crate::pod;
+use crate::pod_cache::Source;
 use crate::pod_status::PodRuntimeStatus;
 use crate::runtime::RuntimeError;
 use crate::sink::{Event, EventType};
@@ -213,8 +214,8 @@ pub(crate) async fn sync_pod(e: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory
         None => None,
     };
     let uid = pod::uid(p);
-    let mut rt = match e.pod_cache.read(e.runtime.as_ref(), uid).await {
-        Ok(rt) => rt,
+    let (mut rt, source) = match e.pod_cache.read(e.runtime.as_ref(), uid).await {
+        Ok(read) => read,
         Err(err) => {
             tracing::warn!(pod = %pod::full_name(p), uid, error = %err, "reading pod state from the runtime failed");
             return SyncOutcome::Requeue(ERROR_RETRY);
@@ -261,13 +262,19 @@ pub(crate) async fn sync_pod(e: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory
     if nothing_to_do(&actions) {
         return SyncOutcome::Requeue(resync);
     }
+    if source == Source::Stored {
+        // Act only on what the runtime says now: a stored reading may lag it by the PLEG's
+        // latency. Sync again at once, reading afresh.
+        e.pod_cache.remove(uid);
+        return SyncOutcome::Requeue(Duration::ZERO);
+    }
     tracing::debug!(pod = %pod::full_name(p), uid, ?actions, "syncing pod");
     // What is stored describes the pod before the actions: read it afresh after them.
     e.pod_cache.remove(uid);
     let retry = start::execute(e, p, &rt, &actions, memory).await;
     let next = retry.unwrap_or(resync).min(resync);
     match e.pod_cache.read(e.runtime.as_ref(), uid).await {
-        Ok(mut rt) => {
+        Ok((mut rt, _)) => {
             stop::fill_termination_messages(e, p, &mut rt, memory).await;
             let status = update_status(e, p, &rt, memory, false);
             if is_terminal(&status) {
