@@ -329,9 +329,13 @@ pub async fn create_and_init_kubelet_with(
     if let Some(m) = member {
         // Config maps, secrets, service-account tokens and services for volumes and env come
         // from the API server, as the node identity may read them.
-        let store = kubelet_sources::objects::ApiObjectStore::new(
+        let store = kubelet_sources::objects::ApiObjectStore::with_strategy(
             m.api_client(),
-            kubelet_sources::objects::DEFAULT_TTL,
+            change_detection(
+                &loaded
+                    .config
+                    .config_map_and_secret_change_detection_strategy,
+            ),
         );
         builder = builder
             .source(m.source())
@@ -450,6 +454,18 @@ async fn run_once(handle: &KubeletHandle) -> bool {
             return ok;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// `configMapAndSecretChangeDetectionStrategy` (validated: `Watch`, `Cache` or `Get`). Go's
+/// `Cache` takes its TTL from the node's `node.alpha.kubernetes.io/ttl` annotation, 1m when
+/// the annotation is absent; kubelet-rs always uses 1m.
+fn change_detection(strategy: &str) -> kubelet_sources::objects::ChangeDetection {
+    use kubelet_sources::objects::{ChangeDetection, DEFAULT_TTL};
+    match strategy {
+        "Cache" => ChangeDetection::Cache(DEFAULT_TTL),
+        "Get" => ChangeDetection::Get,
+        _ => ChangeDetection::Watch,
     }
 }
 

@@ -66,6 +66,7 @@ pub const FIELDS: &[(&str, Support)] = {
         ("imageMaximumGCAge", H),
         ("volumeStatsAggPeriod", I),
         ("cgroupsPerQOS", H),
+        ("configMapAndSecretChangeDetectionStrategy", H),
         ("cgroupDriver", H),
         ("cgroupRoot", H),
         ("runtimeRequestTimeout", H),

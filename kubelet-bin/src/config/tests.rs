@@ -286,6 +286,10 @@ fn broken_files_table() {
             format!("{head}cgroupDriver: systemd\n"),
         ),
         (
+            "configMapAndSecretChangeDetectionStrategy: unsupported value \"Informer\" (supported: Watch, Cache, Get)",
+            format!("{head}configMapAndSecretChangeDetectionStrategy: Informer\n"),
+        ),
+        (
             "kubeReserved.memory: invalid quantity \"1Gb\"",
             format!("{head}kubeReserved: {{memory: 1Gb}}\n"),
         ),

@@ -240,6 +240,10 @@ pub struct KubeletConfiguration {
     /// Volume stats caching period (default 1m).
     #[serde(rename = "volumeStatsAggPeriod")]
     pub volume_stats_agg_period: GoDuration,
+    /// How changes of the config maps and secrets pods use are noticed: `Watch` (default: a
+    /// watch per object), `Cache` (read again after a TTL of 1m) or `Get` (read at every use).
+    #[serde(rename = "configMapAndSecretChangeDetectionStrategy")]
+    pub config_map_and_secret_change_detection_strategy: String,
     /// Create the QoS cgroup hierarchy (default true).
     #[serde(rename = "cgroupsPerQOS")]
     pub cgroups_per_qos: bool,
@@ -427,6 +431,7 @@ impl Default for KubeletConfiguration {
             image_gc_low_threshold_percent: 80,
             image_maximum_gc_age: GoDuration::default(),
             volume_stats_agg_period: GoDuration::from_secs(60),
+            config_map_and_secret_change_detection_strategy: "Watch".into(),
             cgroups_per_qos: true,
             cgroup_driver: "cgroupfs".into(),
             cgroup_root: String::new(),

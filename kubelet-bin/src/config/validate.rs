@@ -331,6 +331,18 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
             );
         }
     }
+    if !matches!(
+        c.config_map_and_secret_change_detection_strategy.as_str(),
+        "Watch" | "Cache" | "Get"
+    ) {
+        errs.add(
+            "configMapAndSecretChangeDetectionStrategy",
+            format!(
+                "unsupported value {:?} (supported: Watch, Cache, Get)",
+                c.config_map_and_secret_change_detection_strategy
+            ),
+        );
+    }
     match c.cgroup_driver.as_str() {
         "cgroupfs" => {}
         "systemd" => errs.add(

@@ -1,12 +1,16 @@
 //! The API-server [`ObjectStore`]: config maps, secrets, service-account tokens, services and
 //! RuntimeClasses read through kube-rs on behalf of the node's pods.
 //!
-//! Objects are cached for `ttl` (Go's TTL-based cache strategy): a read within the TTL is
-//! answered from the cache, an older one goes to the API server. The cache follows the pods:
-//! [`ObjectStore::register_pod`] records which config maps and secrets a pod references (a
-//! newly referenced object is always fetched fresh), [`ObjectStore::unregister_pod`] drops the
-//! pod's tokens and every cached object no remaining pod references. The Node authorizer lets
-//! a node read exactly the objects its pods reference, so nothing else is ever asked for.
+//! Config maps and secrets follow their [`ChangeDetection`] strategy (Go's
+//! `configMapAndSecretChangeDetectionStrategy`): with `Watch` (Go's default) each referenced
+//! object has a watch of its own ([`watch`]) and reads are answered from it; with `Cache`
+//! objects are cached for a TTL (a read within it is answered from the cache, an older one
+//! goes to the API server); with `Get` every read goes to the API server. The store follows
+//! the pods: [`ObjectStore::register_pod`] records which config maps and secrets a pod
+//! references (a newly referenced object is always read fresh, and watched under `Watch`),
+//! [`ObjectStore::unregister_pod`] drops the pod's tokens and every cached or watched object no
+//! remaining pod references. The Node authorizer lets a node read and watch exactly the
+//! objects its pods reference, so nothing else is ever asked for.
 //!
 //! Services are never cached: the Go kubelet reads them from an informer (a watch, current
 //! within the watch's latency), so a service created just before a pod is in the pod's
@@ -19,8 +23,10 @@
 //! per request and replaced once 80% of their lifetime has passed or they are a day old
 //! ([`token_needs_refresh`]), as the Go kubelet's token manager does.
 
+mod watch;
+
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
@@ -34,9 +40,24 @@ use kube::{Api, Client};
 use kubelet_core::objects::{
     token_needs_refresh, ObjectError, ObjectStore, ServiceAccountToken, TokenRequest,
 };
+use tokio_util::sync::CancellationToken;
 
 /// Go's default TTL of cached objects.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
+
+/// How the store notices changes of the config maps and secrets its pods reference (Go's
+/// `configMapAndSecretChangeDetectionStrategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeDetection {
+    /// A watch per referenced object, reads answered from it (Go's default `Watch`): at rest
+    /// one watch request per object every few minutes, changes seen within the watch's
+    /// latency.
+    Watch,
+    /// Cached for this long (Go's `Cache`): one read per object per TTL while it is used.
+    Cache(Duration),
+    /// Every read goes to the API server (Go's `Get`).
+    Get,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
@@ -55,6 +76,10 @@ enum Cached {
 #[derive(Default)]
 struct State {
     objects: HashMap<Key, (Instant, Cached)>,
+    /// The watches of referenced objects ([`ChangeDetection::Watch`]).
+    watches: HashMap<Key, watch::Watched>,
+    /// Ids of watches started so far.
+    watches_started: u64,
     runtime_classes: HashMap<String, (Instant, RuntimeClass)>,
     pods: HashMap<String, HashSet<Key>>,
     tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
@@ -63,8 +88,10 @@ struct State {
 /// See the module docs.
 pub struct ApiObjectStore {
     client: Client,
+    strategy: ChangeDetection,
+    /// How long RuntimeClasses (and, under `Cache`, config maps and secrets) are cached.
     ttl: Duration,
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
 }
 
 /// The config maps and secrets a pod references (volumes, projected sources, env, envFrom).
@@ -123,11 +150,7 @@ pub fn pod_references(p: &Pod) -> HashSet<(bool, String)> {
 
 fn api_error(kind: &'static str, namespace: &str, name: &str, e: kube::Error) -> ObjectError {
     match &e {
-        kube::Error::Api(s) if s.code == 404 => ObjectError::NotFound {
-            kind,
-            namespace: namespace.into(),
-            name: name.into(),
-        },
+        kube::Error::Api(s) if s.code == 404 => not_found(kind, namespace, name),
         _ => ObjectError::Api {
             kind,
             namespace: namespace.into(),
@@ -138,29 +161,78 @@ fn api_error(kind: &'static str, namespace: &str, name: &str, e: kube::Error) ->
 }
 
 impl ApiObjectStore {
-    /// A store over `client` caching objects for `ttl` ([`DEFAULT_TTL`] is Go's).
+    /// A store over `client` caching objects for `ttl` (Go's `Cache` strategy; [`DEFAULT_TTL`]
+    /// is Go's default TTL).
     pub fn new(client: Client, ttl: Duration) -> Self {
+        Self::with_strategy(client, ChangeDetection::Cache(ttl))
+    }
+
+    /// A store over `client` noticing changes of config maps and secrets by `strategy`
+    /// (RuntimeClasses are cached for the strategy's TTL, [`DEFAULT_TTL`] under `Watch`).
+    pub fn with_strategy(client: Client, strategy: ChangeDetection) -> Self {
+        let ttl = match strategy {
+            ChangeDetection::Watch => DEFAULT_TTL,
+            ChangeDetection::Cache(ttl) => ttl,
+            ChangeDetection::Get => Duration::ZERO,
+        };
         ApiObjectStore {
             client,
+            strategy,
             ttl,
-            state: Mutex::new(State::default()),
+            state: Arc::default(),
         }
+    }
+
+    /// How many config maps and secrets are being watched.
+    pub fn watched_objects(&self) -> usize {
+        self.lock().watches.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn cached(&self, key: &Key) -> Option<Cached> {
+    /// The object as its watch or the TTL cache has it; `Some(None)`: its watch knows it is
+    /// missing; `None`: read it from the API server.
+    fn cached(&self, key: &Key) -> Option<Option<Cached>> {
         let st = self.lock();
+        if let Some(w) = st.watches.get(key) {
+            match &w.value {
+                watch::Value::Present(obj) => return Some(Some(Cached::clone(obj))),
+                watch::Value::Missing => return Some(None),
+                watch::Value::Syncing => {}
+            }
+        }
+        let ttl = match self.strategy {
+            ChangeDetection::Cache(ttl) => ttl,
+            ChangeDetection::Watch | ChangeDetection::Get => return None,
+        };
         let (at, obj) = st.objects.get(key)?;
-        (kubelet_core::clock::elapsed(*at) < self.ttl).then(|| obj.clone())
+        (kubelet_core::clock::elapsed(*at) < ttl).then(|| Some(obj.clone()))
     }
 
     fn store(&self, key: Key, obj: Cached) {
-        self.lock()
-            .objects
-            .insert(key, (kubelet_core::clock::monotonic_now(), obj));
+        if let ChangeDetection::Cache(_) = self.strategy {
+            self.lock()
+                .objects
+                .insert(key, (kubelet_core::clock::monotonic_now(), obj));
+        }
+    }
+}
+
+impl Drop for ApiObjectStore {
+    fn drop(&mut self) {
+        for w in self.lock().watches.values() {
+            w.cancel.cancel();
+        }
+    }
+}
+
+fn not_found(kind: &'static str, namespace: &str, name: &str) -> ObjectError {
+    ObjectError::NotFound {
+        kind,
+        namespace: namespace.into(),
+        name: name.into(),
     }
 }
 
@@ -168,8 +240,10 @@ impl ApiObjectStore {
 impl ObjectStore for ApiObjectStore {
     async fn config_map(&self, namespace: &str, name: &str) -> Result<ConfigMap, ObjectError> {
         let key = (Kind::ConfigMap, namespace.to_string(), name.to_string());
-        if let Some(Cached::ConfigMap(cm)) = self.cached(&key) {
-            return Ok(cm);
+        match self.cached(&key) {
+            Some(Some(Cached::ConfigMap(cm))) => return Ok(cm),
+            Some(None) => return Err(not_found("configmap", namespace, name)),
+            _ => {}
         }
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         let cm = api
@@ -182,8 +256,10 @@ impl ObjectStore for ApiObjectStore {
 
     async fn secret(&self, namespace: &str, name: &str) -> Result<Secret, ObjectError> {
         let key = (Kind::Secret, namespace.to_string(), name.to_string());
-        if let Some(Cached::Secret(s)) = self.cached(&key) {
-            return Ok(s);
+        match self.cached(&key) {
+            Some(Some(Cached::Secret(s))) => return Ok(s),
+            Some(None) => return Err(not_found("secret", namespace, name)),
+            _ => {}
         }
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let s = api
@@ -286,9 +362,19 @@ impl ObjectStore for ApiObjectStore {
             .collect();
         let mut st = self.lock();
         let known: HashSet<Key> = st.pods.values().flatten().cloned().collect();
-        // A reference no pod had before is read fresh.
+        // A reference no pod had before is read fresh (and watched from now on).
         for k in keys.difference(&known) {
             st.objects.remove(k);
+            if self.strategy != ChangeDetection::Watch || st.watches.contains_key(k) {
+                continue;
+            }
+            st.watches_started += 1;
+            let (id, cancel) = (st.watches_started, CancellationToken::new());
+            if watch::spawn(self.client.clone(), k, id, &self.state, cancel.clone()) {
+                let value = watch::Value::Syncing;
+                st.watches
+                    .insert(k.clone(), watch::Watched { id, cancel, value });
+            }
         }
         st.pods.insert(uid, keys);
     }
@@ -299,6 +385,13 @@ impl ObjectStore for ApiObjectStore {
         st.tokens.retain(|r, _| r.pod_uid != uid);
         let still: HashSet<Key> = st.pods.values().flatten().cloned().collect();
         st.objects.retain(|k, _| still.contains(k));
+        st.watches.retain(|k, w| {
+            let keep = still.contains(k);
+            if !keep {
+                w.cancel.cancel();
+            }
+            keep
+        });
     }
 }
 
