@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 use super::backend::{cleanup_prefix, count_containers};
 use super::cgroups::{create_cgroup_root, remove_cgroup_root};
 use super::restart::{restart, Restart, Spawn};
+use super::runtime_calls;
 use super::spans::{self, breakdown, unix_ns, Collector, StepStats};
 use super::workload::busybox_container;
 use super::{repo_root, BenchArgs, BENCH_DIR, GO_CGROUP_ROOT, NAMESPACE, RS_CGROUP_ROOT};
@@ -40,6 +41,8 @@ pub(super) struct KubeletRun {
     pub(super) teardown: Option<Duration>,
     /// The restart with every pod running (before the teardown).
     pub(super) restart: Option<Restart>,
+    /// Runtime calls per minute over the idle window, by operation type (its `/metrics`).
+    pub(super) idle_runtime_calls: Option<super::runtime_calls::Counts>,
     /// CPU seconds of the kubelet during the start and the teardown.
     pub(super) start_cpu: Option<f64>,
     pub(super) teardown_cpu: Option<f64>,
@@ -401,11 +404,16 @@ async fn measure(
     out.start_busy = Some(MachineTicks::read().await?.busy_cores_since(&busy0));
 
     // Idle window.
+    let ops0 = runtime_calls::scrape(kind.read_only_port()).await;
     let (c0, w0) = (cpu_ticks(*pid).await?, kubelet_core::clock::monotonic_now());
     tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
     let (c1, w1) = (cpu_ticks(*pid).await?, kubelet_core::clock::monotonic_now());
+    let ops1 = runtime_calls::scrape(kind.read_only_port()).await;
     out.idle_cores =
         Some((c1.saturating_sub(c0)) as f64 / tick / (w1 - w0).as_secs_f64().max(0.001));
+    if let (Some(a), Some(b)) = (&ops0, &ops1) {
+        out.idle_runtime_calls = Some(runtime_calls::per_minute(a, b, w1 - w0));
+    }
     let (rss, hwm) = memory_kib(*pid).await?;
     out.rss_kib = Some(rss);
     out.hwm_kib = Some(hwm);

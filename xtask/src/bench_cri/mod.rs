@@ -28,6 +28,7 @@ mod kubelets;
 mod raw;
 mod report;
 mod restart;
+mod runtime_calls;
 mod spans;
 mod workload;
 

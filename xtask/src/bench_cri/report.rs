@@ -142,6 +142,12 @@ pub(super) fn print_report(
                 mib(Some(file))
             );
         }
+        if let Some(calls) = &k.idle_runtime_calls {
+            println!(
+                "            runtime calls at rest: {}",
+                super::runtime_calls::describe(calls)
+            );
+        }
         if let Some(r) = &k.restart {
             println!(
                 "            restart: all Running {} after the new process started; {}/{} containers kept, restart counts {}",
