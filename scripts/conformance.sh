@@ -447,6 +447,10 @@ start_kubelet() {
       "$STATE/pod-logs" >"$STATE/kubelet-config.yaml"
     args+=(--config="$STATE/kubelet-config.yaml")
   fi
+  # Extra flags for both kubelets (scripts/idle-rate.sh: a cluster DNS address).
+  local extra
+  read -r -a extra <<<"${KUBELET_RS_CONFORMANCE_KUBELET_ARGS:-}"
+  args+=("${extra[@]}")
   if [ "$kind" = go-kubelet ]; then
     args+=(--container-runtime=remote --image-service-endpoint= --cgroup-driver=cgroupfs
       --make-iptables-util-chains=false --pod-infra-container-image=kubelet-rs.local/pause:1.0
@@ -716,6 +720,7 @@ print_compare() {
 
 # The whole file is read before anything runs (main and exit are one compound command on the
 # last line, parsed whole before it runs), so editing the script during a run cannot change it.
+# Sourced (scripts/idle-rate.sh), it only defines its functions and settings.
 main() {
   case "${1:-}" in
     build) cmd_build ;;
@@ -759,4 +764,4 @@ main() {
   esac
 }
 
-{ main "$@"; exit $?; }
+[ "${BASH_SOURCE[0]}" != "$0" ] || { main "$@"; exit $?; }
