@@ -1,7 +1,7 @@
 //! Config maps and secrets under the `Watch` strategy (Go's default): the node watches each
 //! object its pods reference and reads it from the watch — a change or a deletion is seen
 //! within the watch's latency, and reads make no GET requests (counted in the apiserver's
-//! audit log under the node's own identity).
+//! audit log under the node's own identity); a reference a pod drops releases its watch.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -216,6 +216,22 @@ async fn watched_objects_follow_changes_without_gets() {
         },
     )
     .await;
+    // The pod updated to reference the secret alone: the config map's watch goes, the
+    // secret's stays and still answers.
+    let mut updated = pod.clone();
+    if let Some(spec) = updated.spec.as_mut() {
+        spec.volumes
+            .as_mut()
+            .expect("volumes")
+            .retain(|v| v.secret.is_some());
+    }
+    store.register_pod(&updated);
+    assert_eq!(store.watched_objects(), 1);
+    assert_eq!(
+        secret_value(&store.secret(&ns, "app-secret").await.expect("read")),
+        "v2"
+    );
+    assert_eq!(gets(&cp, &user, "secrets", &ns), baseline);
     // The last pod gone, so are the watches.
     store.unregister_pod(pod.metadata.uid.as_deref().expect("uid"));
     assert_eq!(store.watched_objects(), 0);

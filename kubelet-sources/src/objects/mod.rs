@@ -9,8 +9,11 @@
 //! the pods: [`ObjectStore::register_pod`] records which config maps and secrets a pod
 //! references (a newly referenced object is always read fresh, and watched under `Watch`),
 //! [`ObjectStore::unregister_pod`] drops the pod's tokens and every cached or watched object no
-//! remaining pod references. The Node authorizer lets a node read and watch exactly the
-//! objects its pods reference, so nothing else is ever asked for.
+//! remaining pod references; registering a pod again (an update) replaces its references and
+//! releases those it dropped. The Node authorizer lets a node read and watch exactly the
+//! objects its pods reference, so nothing else is asked for. An object whose watch cannot be
+//! kept (the watch ends, or fails before it ever listed: an API server that refuses it) is
+//! cached for Go's default TTL instead.
 //!
 //! Services are never cached: the Go kubelet reads them from an informer (a watch, current
 //! within the watch's latency), so a service created just before a pod is in the pod's
@@ -192,6 +195,20 @@ impl ApiObjectStore {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The TTL of the object's cache entry: `None` when it is not cached (`Get`, or a watch
+    /// that answers or is about to). Under `Watch`, an object without a working watch (none
+    /// could be started, or it was given up) is cached for Go's default TTL.
+    fn ttl(&self, st: &State, key: &Key) -> Option<Duration> {
+        match self.strategy {
+            ChangeDetection::Cache(ttl) => Some(ttl),
+            ChangeDetection::Get => None,
+            ChangeDetection::Watch => match st.watches.get(key).map(|w| &w.value) {
+                None | Some(watch::Value::Unwatchable) => Some(DEFAULT_TTL),
+                Some(_) => None,
+            },
+        }
+    }
+
     /// The object as its watch or the TTL cache has it; `Some(None)`: its watch knows it is
     /// missing; `None`: read it from the API server.
     fn cached(&self, key: &Key) -> Option<Option<Cached>> {
@@ -200,21 +217,18 @@ impl ApiObjectStore {
             match &w.value {
                 watch::Value::Present(obj) => return Some(Some(Cached::clone(obj))),
                 watch::Value::Missing => return Some(None),
-                watch::Value::Syncing => {}
+                watch::Value::Syncing | watch::Value::Unwatchable => {}
             }
         }
-        let ttl = match self.strategy {
-            ChangeDetection::Cache(ttl) => ttl,
-            ChangeDetection::Watch | ChangeDetection::Get => return None,
-        };
+        let ttl = self.ttl(&st, key)?;
         let (at, obj) = st.objects.get(key)?;
         (kubelet_core::clock::elapsed(*at) < ttl).then(|| Some(obj.clone()))
     }
 
     fn store(&self, key: Key, obj: Cached) {
-        if let ChangeDetection::Cache(_) = self.strategy {
-            self.lock()
-                .objects
+        let mut st = self.lock();
+        if self.ttl(&st, &key).is_some() {
+            st.objects
                 .insert(key, (kubelet_core::clock::monotonic_now(), obj));
         }
     }
@@ -226,6 +240,19 @@ impl Drop for ApiObjectStore {
             w.cancel.cancel();
         }
     }
+}
+
+/// Drops the cached objects and cancels the watches no registered pod references.
+fn prune(st: &mut State) {
+    let still: HashSet<Key> = st.pods.values().flatten().cloned().collect();
+    st.objects.retain(|k, _| still.contains(k));
+    st.watches.retain(|k, w| {
+        let keep = still.contains(k);
+        if !keep {
+            w.cancel.cancel();
+        }
+        keep
+    });
 }
 
 fn not_found(kind: &'static str, namespace: &str, name: &str) -> ObjectError {
@@ -362,7 +389,7 @@ impl ObjectStore for ApiObjectStore {
             .collect();
         let mut st = self.lock();
         let known: HashSet<Key> = st.pods.values().flatten().cloned().collect();
-        // A reference no pod had before is read fresh (and watched from now on).
+        // A reference no registered pod had is read fresh (and watched from now on).
         for k in keys.difference(&known) {
             st.objects.remove(k);
             if self.strategy != ChangeDetection::Watch || st.watches.contains_key(k) {
@@ -376,22 +403,16 @@ impl ObjectStore for ApiObjectStore {
                     .insert(k.clone(), watch::Watched { id, cancel, value });
             }
         }
+        // A pod registered again (updated) replaces its references: the dropped ones go.
         st.pods.insert(uid, keys);
+        prune(&mut st);
     }
 
     fn unregister_pod(&self, uid: &str) {
         let mut st = self.lock();
         st.pods.remove(uid);
         st.tokens.retain(|r, _| r.pod_uid != uid);
-        let still: HashSet<Key> = st.pods.values().flatten().cloned().collect();
-        st.objects.retain(|k, _| still.contains(k));
-        st.watches.retain(|k, w| {
-            let keep = still.contains(k);
-            if !keep {
-                w.cancel.cancel();
-            }
-            keep
-        });
+        prune(&mut st);
     }
 }
 

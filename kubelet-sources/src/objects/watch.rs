@@ -7,18 +7,20 @@
 //!
 //! | state | left when |
 //! |---|---|
-//! | **Syncing** (reads go to the API server) | the first listing ends → **Present** or **Missing** |
-//! | **Present** (the object) | changed → **Present**; deleted → **Missing**; a relisting ends without it → **Missing** |
-//! | **Missing** (reads answer not found) | created, or a relisting ends with it → **Present** |
+//! | **Syncing** (reads go to the API server) | the first listing ends → **Present** or **Missing**; [`GIVE_UP_AFTER`] failures in a row first → **Unwatchable** |
+//! | **Present** (the object) | changed → **Present**; deleted → **Missing**; a relisting ends without it → **Missing**; the stream ends → **Unwatchable** |
+//! | **Missing** (reads answer not found) | created, or a relisting ends with it → **Present**; the stream ends → **Unwatchable** |
+//! | **Unwatchable** (reads use the TTL cache) | — (the task has ended) |
 //!
-//! A watch that fails keeps its last value while kube-runtime's watcher retries with back-off
-//! (as Go's reflector keeps its store): changes made meanwhile arrive when it reconnects.
+//! A watch that fails after it listed keeps its last value while kube-runtime's watcher
+//! retries with back-off (as Go's reflector keeps its store): changes made meanwhile arrive
+//! when it reconnects (a deletion as an event, or through the relisting a 410 starts).
 //!
 //! # Who may call
-//! [`super::ApiObjectStore::register_pod`] starts a watch for an object no watched pod
-//! referenced before; [`super::ApiObjectStore::unregister_pod`] cancels the watches of objects
-//! no pod references any more, and dropping the store cancels them all. The task only writes
-//! its own object's value, under the store's lock, and only while its entry (by id) is there.
+//! [`super::ApiObjectStore::register_pod`] starts a watch for an object no registered pod
+//! referenced before; registering and unregistering pods cancel the watches of objects no pod
+//! references any more, and dropping the store cancels them all. The task only writes its own
+//! object's value, under the store's lock, and only while its entry (by id) is there.
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
@@ -33,6 +35,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Cached, Key, Kind, State};
 
+/// Failures in a row before a watch that never listed is given up.
+pub(super) const GIVE_UP_AFTER: u32 = 3;
+
 /// What a watch knows of its object.
 #[derive(Clone)]
 pub(super) enum Value {
@@ -42,6 +47,8 @@ pub(super) enum Value {
     Missing,
     /// The object as last seen (boxed: most watches hold one, small beside the object).
     Present(Box<Cached>),
+    /// The watch ended or never worked: the object is read through the TTL cache.
+    Unwatchable,
 }
 
 /// A running watch.
@@ -118,15 +125,29 @@ async fn run<K>(
     let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
     let mut listing = None;
+    let (mut listed, mut failures) = (false, 0u32);
     loop {
         let next = tokio::select! {
             _ = cancel.cancelled() => return,
             n = stream.try_next() => n,
         };
         let event = match next {
-            Ok(Some(e)) => e,
-            Ok(None) => return,
+            Ok(Some(e)) => {
+                failures = 0;
+                e
+            }
+            Ok(None) => {
+                tracing::warn!(namespace = %ns, name = %name, "object watch ended; reading it every minute instead");
+                set(&state, &key, id, Value::Unwatchable);
+                return;
+            }
+            Err(e) if !listed && failures + 1 >= GIVE_UP_AFTER => {
+                tracing::warn!(namespace = %ns, name = %name, error = %e, "cannot watch this object; reading it every minute instead");
+                set(&state, &key, id, Value::Unwatchable);
+                return;
+            }
             Err(e) => {
+                failures += 1;
                 tracing::debug!(namespace = %ns, name = %name, error = %e, "object watch failed; retrying");
                 continue;
             }
@@ -134,12 +155,23 @@ async fn run<K>(
         let Some(seen) = apply(&mut listing, event) else {
             continue;
         };
+        listed = true;
         let value = seen.map_or(Value::Missing, |o| Value::Present(Box::new(wrap(o))));
-        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-        match st.watches.get_mut(&key) {
-            Some(w) if w.id == id => w.value = value,
-            _ => return,
+        if !set(&state, &key, id, value) {
+            return;
         }
+    }
+}
+
+/// Sets the value of watch `id` of `key`; false when that watch is gone.
+fn set(state: &Mutex<State>, key: &Key, id: u64, value: Value) -> bool {
+    let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+    match st.watches.get_mut(key) {
+        Some(w) if w.id == id => {
+            w.value = value;
+            true
+        }
+        _ => false,
     }
 }
 
