@@ -37,11 +37,13 @@
 //! |---|---|
 //! | **absent** | a worker stores a reading → **stored**; a change becomes known → **changed** |
 //! | **stored** (reading, stamp) | a change becomes known → **changed**; its worker removes it (it is about to act on the pod, or stops it) → **absent** |
-//! | **changed** (tick the change became known) | a store stamped at or after that tick → **stored** (one stamped before it is refused); pruned once known before the newest ended observation began → **absent** |
+//! | **changed** (tick the change became known) | a store stamped at or after that tick → **stored** (one stamped before it is refused); pruned [`CHANGE_MEMORY`] after the change → **absent** |
 //!
 //! Pruning a **changed** slot raises a floor: a store stamped before the pruned change is
-//! refused (the change it may have missed is no longer known). Only readings in flight across
-//! a whole observation are refused that way; at rest nothing is pruned.
+//! refused (the change it may have missed is no longer known). Only readings in flight for
+//! longer than [`CHANGE_MEMORY`] are refused that way (a floor raised sooner refused, during a
+//! start of 110 pods, the reads of pods that had not changed, so they were read again at
+//! their next resync); at rest nothing is pruned.
 //!
 //! # Who may call
 //! The PLEG task calls `begin`, `observed`, `changed` and `observation_failed`; a pod's worker
@@ -57,6 +59,9 @@ use tokio::time::Instant;
 
 use crate::pod_status::{self, PodRuntimeStatus};
 use crate::runtime::{ContainerRuntime, RuntimeResult};
+
+/// How long a change is remembered for refusing the stores that may have missed it.
+pub(crate) const CHANGE_MEMORY: Duration = Duration::from_secs(60);
 
 /// Where [`PodCache::read`] got the pod's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,8 +80,8 @@ pub(crate) struct Stamp(u64);
 struct Slot {
     /// The stored reading and its stamp (`None`: changed since).
     reading: Option<(Arc<PodRuntimeStatus>, Stamp)>,
-    /// When a change of the pod last became known, if one did.
-    changed: Option<Stamp>,
+    /// When a change of the pod last became known (tick and time), if one did.
+    changed: Option<(Stamp, Instant)>,
 }
 
 #[derive(Debug, Default)]
@@ -104,7 +109,24 @@ impl Inner {
             changed: None,
         });
         slot.reading = None;
-        slot.changed = slot.changed.max(Some(at));
+        if slot.changed.is_none_or(|(c, _)| c < at) {
+            slot.changed = Some((at, Instant::now()));
+        }
+    }
+
+    /// Forgets the changes known longer than `memory` ago of pods without a reading, raising
+    /// the floor to the newest of them.
+    fn prune(&mut self, memory: Duration) {
+        let mut refuse_below = self.refuse_below;
+        self.slots
+            .retain(|_, slot| match (&slot.reading, slot.changed) {
+                (None, Some((c, at))) if at.elapsed() >= memory => {
+                    refuse_below = refuse_below.max(c.0);
+                    false
+                }
+                _ => true,
+            });
+        self.refuse_below = refuse_below;
     }
 }
 
@@ -152,7 +174,7 @@ impl PodCache {
             return false;
         }
         match inner.slots.get_mut(uid) {
-            Some(slot) if slot.changed.is_some_and(|c| c > stamp) => false,
+            Some(slot) if slot.changed.is_some_and(|(c, _)| c > stamp) => false,
             Some(slot) => {
                 slot.reading = Some((reading, stamp));
                 true
@@ -213,19 +235,13 @@ impl PodCache {
         }
         inner.current_from = inner.current_from.max(began.0);
         inner.last_ended = Some(Instant::now());
-        // Changes known before this observation began are forgotten; the floor keeps out
-        // the stores that might have missed them.
-        let mut refuse_below = inner.refuse_below;
-        inner
-            .slots
-            .retain(|_, slot| match (&slot.reading, slot.changed) {
-                (None, Some(c)) if c < began => {
-                    refuse_below = refuse_below.max(c.0);
-                    false
-                }
-                _ => true,
-            });
-        inner.refuse_below = refuse_below;
+        inner.prune(CHANGE_MEMORY);
+    }
+
+    /// [`CHANGE_MEMORY`] for tests: forgets the changes known longer than `memory` ago.
+    #[cfg(test)]
+    pub fn prune_changes(&self, memory: Duration) {
+        self.lock().prune(memory);
     }
 
     /// An observation failed (the runtime did not answer the relist): nothing stored is

@@ -158,20 +158,27 @@ fn a_removed_pod_is_read_afresh() {
     assert_eq!(served(&cache, "a"), None);
 }
 
-#[test]
-fn old_changes_are_pruned_and_raise_the_floor() {
+#[tokio::test(start_paused = true)]
+async fn old_changes_are_pruned_and_raise_the_floor() {
     let cache = new_cache();
     let early = cache.stamp();
-    relist(&cache, &["gone"]); // observation 1 sees a pod whose worker never stores again
+    relist(&cache, &["gone"]); // a pod whose worker never stores again
     relist(&cache, &[]);
-    relist(&cache, &[]); // observation 3: the change of observation 1 is pruned
+    assert!(
+        cache.inner.lock().expect("lock").slots.contains_key("gone"),
+        "remembered within CHANGE_MEMORY"
+    );
+    // Another pod's reading in flight meanwhile is not refused for it.
+    assert!(cache.store("other", early, reading("v1")));
+    tokio::time::sleep(super::CHANGE_MEMORY).await;
+    relist(&cache, &[]);
     assert!(
         !cache.inner.lock().expect("lock").slots.contains_key("gone"),
         "the changed slot was pruned"
     );
     // A reading stamped before the pruned change may have missed it: refused.
     assert!(!cache.store("gone", early, reading("old")));
-    assert!(!cache.store("other", early, reading("old")));
+    assert!(!cache.store("third", early, reading("old")));
     // A reading stamped now is stored.
     assert!(cache.store("gone", cache.stamp(), reading("new")));
     // At rest nothing is pruned, so nothing is refused.
@@ -179,6 +186,7 @@ fn old_changes_are_pruned_and_raise_the_floor() {
     let stamp = cache.stamp();
     for _ in 0..5 {
         relist(&cache, &[]);
+        tokio::time::sleep(super::CHANGE_MEMORY).await;
     }
     assert!(cache.store("a", stamp, reading("v1")));
 }
@@ -225,7 +233,8 @@ async fn read_asks_the_runtime_only_when_nothing_current_is_stored() {
 }
 
 /// One step of the model: the runtime changes a pod, the PLEG begins / lists / ends (or
-/// fails) an observation, delivers an event or beats (evented, between relists), a worker
+/// fails) an observation, delivers an event or beats (evented, between relists), forgets old
+/// changes (the floor), a worker
 /// stamps / reads / stores or acts on its pod (removes its reading, then changes the pod), or
 /// someone asks the cache.
 #[derive(Debug, Clone)]
@@ -236,6 +245,7 @@ enum Op {
     End,
     Fail,
     Heartbeat,
+    Prune,
     Act(usize),
     Event(usize),
     Stamp(usize),
@@ -253,6 +263,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::End),
         Just(Op::Fail),
         Just(Op::Heartbeat),
+        Just(Op::Prune),
         pod.clone().prop_map(Op::Act),
         pod.clone().prop_map(Op::Event),
         pod.clone().prop_map(Op::Stamp),
@@ -321,6 +332,8 @@ proptest! {
                     cache.observed(n, []);
                 }
                 Op::Heartbeat => {}
+                // Every remembered change forgotten at once (CHANGE_MEMORY passed).
+                Op::Prune => cache.prune_changes(Duration::ZERO),
                 // A worker acts between its reads, never during one.
                 Op::Act(p) if !worker.contains_key(&p) => {
                     cache.remove(uids[p]);
