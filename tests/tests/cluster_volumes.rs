@@ -126,13 +126,11 @@ async fn objects_from_the_api_server_with_the_node_identity() {
     let Some(t) = EngineTest::new("cluster-volumes").await else {
         return;
     };
-    let cp = match ControlPlane::ensure().await {
-        Ok(cp) => cp,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED: control plane unavailable: {e}");
-            return;
-        }
-        Err(e) => panic!("control plane unavailable under CI: {e}"),
+    let Some(cp) = ControlPlane::ensure_or_skip("volumes")
+        .await
+        .expect("control plane under CI")
+    else {
+        return;
     };
     let admin = cp.admin_client().await.unwrap();
     let ns = t.namespace.clone();
