@@ -1,7 +1,8 @@
 //! The pod cache: each pod's runtime state as its worker last read it, served again while
 //! the PLEG has seen no change of the pod since (Go's `kubecontainer.Cache`, which its pod
 //! workers read with `GetNewerThan`). A periodic resync of a steady pod then costs no runtime
-//! call; on a node at rest that was four CRI calls per pod per minute.
+//! call; before, each resync (every 60–90 s) read the pod: two listings and a status call per
+//! sandbox and container.
 //!
 //! # Observations and stamps
 //! The PLEG *observes* the runtime: a relist begins ([`PodCache::begin`]), lists, and ends
@@ -14,7 +15,7 @@
 //! A worker takes a [`Stamp`] (the clock) *before* it reads a pod and stores the reading with
 //! it. A store is refused when a change of the pod became known after the stamp: the reading
 //! may predate it (a change known at or before the stamp happened before the read, so the
-//! reading has it). A stored reading is served while both hold:
+//! reading has it). A stored reading is served while all of these hold:
 //! - an observation begun after the stamp has ended: any change after that observation's
 //!   listing is then not yet seen, but nor would it be by a sync just before the change — the
 //!   staleness is the PLEG's own latency (≤ one relist period, or the event stream's delay),
@@ -41,9 +42,9 @@
 //!
 //! Pruning a **changed** slot raises a floor: a store stamped before the pruned change is
 //! refused (the change it may have missed is no longer known). Only readings in flight for
-//! longer than [`CHANGE_MEMORY`] are refused that way (a floor raised sooner refused, during a
-//! start of 110 pods, the reads of pods that had not changed, so they were read again at
-//! their next resync); at rest nothing is pruned.
+//! longer than [`CHANGE_MEMORY`] are refused that way (pruned at the next observation, the
+//! floor would refuse the reads in flight of every pod whenever any pod changed, as during a
+//! start); at rest nothing is pruned.
 //!
 //! # Who may call
 //! The PLEG task calls `begin`, `observed`, `changed` and `observation_failed`; a pod's worker
