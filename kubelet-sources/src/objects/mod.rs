@@ -3,9 +3,9 @@
 //!
 //! Config maps and secrets follow their [`ChangeDetection`] strategy (Go's
 //! `configMapAndSecretChangeDetectionStrategy`): with `Watch` (Go's default) each referenced
-//! object has a watch of its own ([`watch`]) and reads are answered from it; with `Cache`
-//! objects are cached for a TTL (a read within it is answered from the cache, an older one
-//! goes to the API server); with `Get` every read goes to the API server. The store follows
+//! object has a watch of its own (the private `watch` module) and reads are answered from it;
+//! with `Cache` objects are cached for a TTL (a read within it is answered from the cache, an
+//! older one goes to the API server); with `Get` every read goes to the API server. The store follows
 //! the pods: [`ObjectStore::register_pod`] records which config maps and secrets a pod
 //! references (a newly referenced object is always read fresh, and watched under `Watch`),
 //! [`ObjectStore::unregister_pod`] drops the pod's tokens and every cached or watched object no

@@ -17,8 +17,8 @@
 //! when it reconnects (a deletion as an event, or through the relisting a 410 starts).
 //!
 //! # Who may call
-//! [`super::ApiObjectStore::register_pod`] starts a watch for an object no registered pod
-//! referenced before; registering and unregistering pods cancel the watches of objects no pod
+//! `ApiObjectStore::register_pod` ([`kubelet_core::objects::ObjectStore::register_pod`])
+//! starts a watch for an object no registered pod referenced before; registering and unregistering pods cancel the watches of objects no pod
 //! references any more, and dropping the store cancels them all. The task only writes its own
 //! object's value, under the store's lock, and only while its entry (by id) is there.
 
