@@ -5,8 +5,8 @@
 //! `configMapAndSecretChangeDetectionStrategy`): with `Watch` (Go's default) each referenced
 //! object has a watch of its own (the private `watch` module) and reads are answered from it;
 //! with `Cache` objects are cached for a TTL (a read within it is answered from the cache, an
-//! older one goes to the API server); with `Get` every read goes to the API server. The store follows
-//! the pods: [`ObjectStore::register_pod`] records which config maps and secrets a pod
+//! older one goes to the API server); with `Get` every read goes to the API server. The store
+//! follows the pods: [`ObjectStore::register_pod`] records which config maps and secrets a pod
 //! references (a newly referenced object is always read fresh, and watched under `Watch`),
 //! [`ObjectStore::unregister_pod`] drops the pod's tokens and every cached or watched object no
 //! remaining pod references; registering a pod again (an update) replaces its references and
