@@ -53,6 +53,12 @@ pub fn trim() -> bool {
 
 /// Calls [`trim`] every `period` (the first after one period) until `shutdown` is cancelled.
 pub async fn run(period: Duration, shutdown: CancellationToken) {
+    run_with(period, shutdown, trim).await
+}
+
+/// [`run`] with the call to make each period (the unit tests count calls instead of trimming
+/// the test process's heap under a measurement running beside them).
+async fn run_with(period: Duration, shutdown: CancellationToken, trim: fn() -> bool) {
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -74,51 +80,41 @@ pub async fn run(period: Duration, shutdown: CancellationToken) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
-    /// This process's resident anonymous memory in KiB.
-    fn rss_anon_kib() -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let line = status.lines().find(|l| l.starts_with("RssAnon:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    static TRIMS: AtomicUsize = AtomicUsize::new(0);
+
+    fn count_trim() -> bool {
+        TRIMS.fetch_add(1, Ordering::SeqCst);
+        true
     }
 
-    /// 32 MiB freed below live allocations: glibc keeps it resident, `trim` gives it back.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    #[test]
-    fn trim_gives_back_memory_freed_below_live_allocations() {
-        // On one thread: the blocks and the small allocations between them share its arena.
-        std::thread::spawn(|| {
-            let mut big = Vec::new();
-            let mut live = Vec::new();
-            for i in 0..512 {
-                big.push(vec![i as u8 | 1; 64 * 1024]);
-                live.push(vec![1u8; 64]);
-            }
-            drop(big);
-            let before = rss_anon_kib();
-            assert!(trim(), "glibc gave nothing back");
-            let after = rss_anon_kib();
-            assert!(
-                after + 16 * 1024 <= before,
-                "RssAnon {before} KiB before the trim, {after} KiB after"
-            );
-            assert!(live.iter().all(|v| v[0] == 1));
-        })
-        .join()
-        .unwrap();
-    }
-
+    // That `trim` gives memory back is tested in `tests/heap_trim.rs`, a process of its own:
+    // it measures the process's resident memory, which other tests' threads would move.
     #[tokio::test(start_paused = true)]
-    async fn run_keeps_going_until_shutdown() {
+    async fn run_trims_every_period_until_shutdown() {
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(run(Duration::from_secs(30), shutdown.clone()));
-        tokio::time::sleep(Duration::from_secs(95)).await;
+        let task = tokio::spawn(run_with(
+            Duration::from_secs(30),
+            shutdown.clone(),
+            count_trim,
+        ));
+        tokio::time::sleep(Duration::from_secs(29)).await;
+        assert_eq!(
+            TRIMS.load(Ordering::SeqCst),
+            0,
+            "the first trim waits one period"
+        );
+        tokio::time::sleep(Duration::from_secs(66)).await;
+        assert_eq!(TRIMS.load(Ordering::SeqCst), 3, "at 30, 60 and 90 s");
         assert!(!task.is_finished(), "runs until shutdown");
         shutdown.cancel();
         tokio::time::timeout(Duration::from_secs(1), task)
             .await
             .expect("stops at once on shutdown")
             .expect("no panic");
+        assert_eq!(TRIMS.load(Ordering::SeqCst), 3);
     }
 }
