@@ -3,6 +3,8 @@
 //! A test binary of its own: it measures the process's resident anonymous memory, which the
 //! threads of other tests (allocating, or trimming through `heap_trim::run`) would move.
 
+#![allow(clippy::expect_used)]
+
 /// This process's resident anonymous memory in KiB.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn rss_anon_kib() -> u64 {
