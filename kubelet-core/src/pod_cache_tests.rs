@@ -431,3 +431,51 @@ async fn a_steady_pods_resyncs_ask_the_runtime_nothing_and_its_exit_still_shows(
     .await;
     h.stop().await;
 }
+
+/// A stored reading that calls for an action is not acted on: the pod is read afresh first.
+/// Here a crash-looping container's back-off ends while nothing has changed since the pod was
+/// last read, so the sync at its end is served the stored reading; the restart must still
+/// follow a read from the runtime.
+#[tokio::test(start_paused = true)]
+async fn an_action_on_a_stored_reading_waits_for_a_fresh_one() {
+    use crate::lifecycle_tests::start;
+    use crate::testing::{container, pod};
+
+    let uid = "uid-backoff";
+    let h = start(vec![pod("backoff", uid, vec![container("app", "busybox")])]).await;
+    h.rt.keep_counts_at("CreateContainer");
+    h.until(Duration::from_secs(30), "Running", |h| {
+        h.phase(uid) == "Running"
+    })
+    .await;
+    let crash = |h: &crate::lifecycle_tests::Harness| {
+        let id = h.rt.container_ids(uid, "app").pop().expect("container");
+        h.rt.crash(&id, 1);
+    };
+    // The first restart is at once; the second waits out a 10 s back-off.
+    crash(&h);
+    h.until(Duration::from_secs(5), "the first restart", |h| {
+        h.rt.calls("CreateContainer") == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    crash(&h);
+    h.until(Duration::from_secs(5), "CrashLoopBackOff", |h| {
+        h.waiting_reason(uid, "app").as_deref() == Some("CrashLoopBackOff")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Only reads of a pod ask for its sandbox's status.
+    let reads = h.rt.calls("PodSandboxStatus");
+    h.until(
+        Duration::from_secs(15),
+        "the restart after the back-off",
+        |h| h.rt.calls("CreateContainer") == 3,
+    )
+    .await;
+    assert!(
+        h.rt.calls_at_last("CreateContainer", "PodSandboxStatus") > reads,
+        "the container was created from the reading stored before the back-off"
+    );
+    h.stop().await;
+}

@@ -21,7 +21,8 @@
 //! (`NotReady`) as soon as they are created, like a sandbox whose pause process fails at once;
 //! creating a container in a sandbox that is not ready fails with `NotFound`, as in CRI.
 //! [`SimRuntime::set_unavailable`] makes every call fail with `Unavailable`, like a
-//! runtime that is restarting. [`SimRuntime::calls`] counts calls per operation.
+//! runtime that is restarting. [`SimRuntime::calls`] counts calls per operation;
+//! [`SimRuntime::keep_counts_at`] keeps them as they stood at an operation's latest call.
 //!
 //! It implements every optional capability but the streaming URLs (it has no streaming
 //! server): container stats come from simulated rates (`SIM_CPU_MILLICORES`, default 10m, of
@@ -32,6 +33,7 @@
 //! `Stopped` event of a container that ends by itself is sent when the exit is first
 //! observed (the next call that reads the container), stamped with the exit time.
 
+mod calls;
 mod events;
 #[cfg(test)]
 mod tests;
@@ -113,7 +115,7 @@ struct State {
     unavailable: bool,
     /// `container_events` answers `Unimplemented`.
     events_unimplemented: bool,
-    calls: HashMap<&'static str, usize>,
+    calls: calls::Calls,
     execs: Vec<ExecRecord>,
 }
 
@@ -203,7 +205,7 @@ impl SimRuntime {
 
     fn enter(&self, op: &'static str) -> RuntimeResult<MutexGuard<'_, State>> {
         let mut st = self.lock();
-        *st.calls.entry(op).or_default() += 1;
+        st.calls.record(op);
         if st.unavailable {
             return Err(RuntimeError::Unavailable(
                 "simulated runtime is down".into(),
@@ -273,7 +275,17 @@ impl SimRuntime {
 
     /// Number of calls of a runtime operation (e.g. "CreateContainer").
     pub fn calls(&self, op: &str) -> usize {
-        self.lock().calls.get(op).copied().unwrap_or(0)
+        self.lock().calls.count(op)
+    }
+
+    /// From now on, each call of `op` keeps every operation's count as it stood then.
+    pub fn keep_counts_at(&self, op: &'static str) {
+        self.lock().calls.keep_counts_at(op);
+    }
+
+    /// `of`'s call count at the latest call of `op` since [`Self::keep_counts_at`] (0 before).
+    pub fn calls_at_last(&self, op: &str, of: &str) -> usize {
+        self.lock().calls.count_at_last(op, of)
     }
 
     /// Number of containers and sandboxes that exist (any state).
