@@ -42,6 +42,7 @@ pub mod decode;
 pub mod file;
 pub mod http;
 pub mod objects;
+mod reflector_backoff;
 pub mod static_pod;
 pub mod validation;
 

@@ -3,6 +3,15 @@
 
 use super::*;
 
+/// This package's directory in the checkout being tested: cargo's run-time
+/// `CARGO_MANIFEST_DIR`, not the compile-time one (a build cache shared by checkouts may run
+/// a test binary another checkout compiled, whose path is baked into `env!`).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .unwrap_or_default()
+        .into()
+}
+
 const NODE: &str = "Node-1";
 
 fn ctx(origin: &str) -> Context<'_> {
@@ -138,9 +147,7 @@ fn http_pods_get_no_toleration_and_url_hash() {
 }
 
 fn corpus(kind: &str) -> Vec<(std::path::PathBuf, String, String)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(kind);
+    let dir = manifest_dir().join("tests/corpus").join(kind);
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -212,7 +219,7 @@ fn good_corpus_is_accepted() {
 
 #[test]
 fn full_manifest_keeps_fields_and_explicit_values() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/good/full.yaml");
+    let path = manifest_dir().join("tests/corpus/good/full.yaml");
     let text = std::fs::read_to_string(path).unwrap();
     let m = parse_manifest(text.as_bytes(), &ctx("full.yaml"));
     let pod = &m.pods[0];
@@ -232,11 +239,9 @@ fn full_manifest_keeps_fields_and_explicit_values() {
 
 #[test]
 fn unknown_fields_are_dropped_with_a_warning() {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/corpus/good/unknown-fields.yaml"),
-    )
-    .unwrap();
+    let text =
+        std::fs::read_to_string(manifest_dir().join("tests/corpus/good/unknown-fields.yaml"))
+            .unwrap();
     let m = parse_manifest(text.as_bytes(), &ctx("u.yaml"));
     assert!(m.errors.is_empty(), "{:?}", m.errors);
     assert_eq!(m.warnings.len(), 1);
@@ -269,7 +274,7 @@ fn unknown_fields_are_dropped_with_a_warning() {
 
 #[test]
 fn example_manifests_are_valid() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/manifests");
+    let dir = manifest_dir().join("../examples/manifests");
     let mut count = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

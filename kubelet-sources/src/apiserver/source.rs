@@ -25,6 +25,8 @@ use kubelet_core::source::{PodOperation, PodSource, PodUpdate, SourceError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::reflector_backoff::ReflectorBackoff;
+
 /// Default length of one watch request, in seconds.
 pub const DEFAULT_WATCH_TIMEOUT_SECONDS: u32 = 290;
 
@@ -161,7 +163,9 @@ impl PodSource for ApiSource {
         let cfg = watcher::Config::default()
             .fields(&self.field_selector())
             .timeout(self.watch_timeout);
-        let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+        let mut stream = watcher::watcher(api, cfg)
+            .backoff(ReflectorBackoff::new())
+            .boxed();
         let mut state = WatchState::default();
         let mut failing = false;
         tracing::info!(node = %self.node_name, "watching pods bound to this node");
@@ -172,7 +176,8 @@ impl PodSource for ApiSource {
             };
             let event = match next {
                 Ok(Some(e)) => {
-                    if failing {
+                    // `Init` opens a listing, which may yet fail.
+                    if failing && !matches!(e, Event::Init) {
                         tracing::info!(node = %self.node_name, "pod watch recovered");
                         failing = false;
                     }

@@ -26,11 +26,13 @@
 //! per request and replaced once 80% of their lifetime has passed or they are a day old
 //! ([`token_needs_refresh`]), as the Go kubelet's token manager does.
 
+#[cfg(test)]
+mod store_tests;
 mod watch;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use k8s_openapi::api::authentication::v1::{
@@ -43,6 +45,7 @@ use kube::{Api, Client};
 use kubelet_core::objects::{
     token_needs_refresh, ObjectError, ObjectStore, ServiceAccountToken, TokenRequest,
 };
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Go's default TTL of cached objects.
@@ -222,14 +225,13 @@ impl ApiObjectStore {
         }
         let ttl = self.ttl(&st, key)?;
         let (at, obj) = st.objects.get(key)?;
-        (kubelet_core::clock::elapsed(*at) < ttl).then(|| Some(obj.clone()))
+        (at.elapsed() < ttl).then(|| Some(obj.clone()))
     }
 
     fn store(&self, key: Key, obj: Cached) {
         let mut st = self.lock();
         if self.ttl(&st, &key).is_some() {
-            st.objects
-                .insert(key, (kubelet_core::clock::monotonic_now(), obj));
+            st.objects.insert(key, (Instant::now(), obj));
         }
     }
 }
@@ -357,7 +359,7 @@ impl ObjectStore for ApiObjectStore {
 
     async fn runtime_class(&self, name: &str) -> Result<RuntimeClass, ObjectError> {
         if let Some((at, rc)) = self.lock().runtime_classes.get(name) {
-            if kubelet_core::clock::elapsed(*at) < self.ttl {
+            if at.elapsed() < self.ttl {
                 return Ok(rc.clone());
             }
         }
@@ -366,10 +368,9 @@ impl ObjectStore for ApiObjectStore {
             .get(name)
             .await
             .map_err(|e| api_error("runtimeclass", "", name, e))?;
-        self.lock().runtime_classes.insert(
-            name.to_string(),
-            (kubelet_core::clock::monotonic_now(), rc.clone()),
-        );
+        self.lock()
+            .runtime_classes
+            .insert(name.to_string(), (Instant::now(), rc.clone()));
         Ok(rc)
     }
 

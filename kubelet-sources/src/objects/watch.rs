@@ -34,6 +34,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::{Cached, Key, Kind, State};
+use crate::reflector_backoff::ReflectorBackoff;
 
 /// Failures in a row before a watch that never listed is given up.
 pub(super) const GIVE_UP_AFTER: u32 = 3;
@@ -123,7 +124,9 @@ async fn run<K>(
 {
     let (_, ns, name) = &key;
     let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+    let mut stream = watcher::watcher(api, cfg)
+        .backoff(ReflectorBackoff::new())
+        .boxed();
     let mut listing = None;
     let (mut listed, mut failures) = (false, 0u32);
     loop {
@@ -133,7 +136,11 @@ async fn run<K>(
         };
         let event = match next {
             Ok(Some(e)) => {
-                failures = 0;
+                // `Init` opens a listing, which may yet fail: only what a listing or the
+                // watch delivers is success.
+                if !matches!(e, Event::Init) {
+                    failures = 0;
+                }
                 e
             }
             Ok(None) => {

@@ -18,6 +18,8 @@ use kube::Api;
 use kubelet_core::NodeLister;
 use tokio_util::sync::CancellationToken;
 
+use crate::reflector_backoff::ReflectorBackoff;
+
 /// The latest copy of this kubelet's Node. See the module docs.
 #[derive(Debug, Clone, Default)]
 pub struct NodeCache {
@@ -55,7 +57,9 @@ impl NodeCache {
     pub async fn run(self, client: kube::Client, node_name: String, shutdown: CancellationToken) {
         let api: Api<Node> = Api::all(client);
         let cfg = watcher::Config::default().fields(&format!("metadata.name={node_name}"));
-        let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+        let mut stream = watcher::watcher(api, cfg)
+            .backoff(ReflectorBackoff::new())
+            .boxed();
         let mut failing = false;
         loop {
             let next = tokio::select! {
@@ -64,7 +68,8 @@ impl NodeCache {
             };
             match next {
                 Ok(Some(e)) => {
-                    if failing {
+                    // `Init` opens a listing, which may yet fail.
+                    if failing && !matches!(e, Event::Init) {
                         tracing::info!(node = %node_name, "node watch recovered");
                         failing = false;
                     }
