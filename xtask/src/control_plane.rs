@@ -43,10 +43,7 @@ pub enum ControlPlaneCmd {
 }
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("scripts")
-        .join("control-plane.sh")
+    crate::repo_root().join("scripts").join("control-plane.sh")
 }
 
 /// Runs the control-plane script with the subcommand's arguments.

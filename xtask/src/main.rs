@@ -90,10 +90,17 @@ enum Cmd {
 }
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    repo_root().join("scripts").join("node-env.sh")
+}
+
+/// The checkout xtask runs for: the parent of cargo's run-time `CARGO_MANIFEST_DIR` (`cargo
+/// xtask` and `cargo run -p xtask` set it), else of the compile-time one. A build cache
+/// shared by several checkouts may run an xtask that another checkout compiled.
+pub(crate) fn repo_root() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
         .join("..")
-        .join("scripts")
-        .join("node-env.sh")
 }
 
 fn run_script(arg: &str) -> Result<()> {

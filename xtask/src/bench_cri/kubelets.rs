@@ -23,8 +23,9 @@ use super::restart::{restart, Restart, Spawn};
 use super::runtime_calls;
 use super::spans::{self, breakdown, unix_ns, Collector, StepStats};
 use super::workload::busybox_container;
-use super::{repo_root, BenchArgs, BENCH_DIR, GO_CGROUP_ROOT, NAMESPACE, RS_CGROUP_ROOT};
+use super::{BenchArgs, BENCH_DIR, GO_CGROUP_ROOT, NAMESPACE, RS_CGROUP_ROOT};
 use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib, rss_parts_kib, MachineTicks};
+use crate::repo_root;
 
 /// One kubelet's end-to-end figures.
 #[derive(Debug, Default)]

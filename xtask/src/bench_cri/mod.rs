@@ -131,7 +131,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         let status = tokio::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
             .args(["run", "-q", "--release", "-p", "xtask", "--"])
             .args(std::env::args_os().skip(1))
-            .current_dir(repo_root())
+            .current_dir(crate::repo_root())
             .status()
             .await
             .context("cargo run --release -p xtask")?;
@@ -228,8 +228,4 @@ fn run_id() -> String {
         .map(|d| d.as_nanos())
         .unwrap_or_default();
     format!("{:x}", (nanos / 1_000_000) & 0xff_ffff)
-}
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
