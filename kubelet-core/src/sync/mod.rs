@@ -3,9 +3,10 @@
 //!
 //! - [`sync_pod`] (Syncing): read the pod's state from the runtime (from the
 //!   [`crate::pod_cache`] while the PLEG has seen no change of the pod since the last read),
-//!   publish its status, check `activeDeadlineSeconds`, set up its volumes, compute the actions
-//!   ([`actions::compute_pod_actions`], pure and table-tested) and carry them out
-//!   ([`start`]: kill, sandbox, init containers, sidecars, app containers), then publish
+//!   publish its status, check `activeDeadlineSeconds`, compute the actions
+//!   ([`actions::compute_pod_actions`], pure and table-tested; actions on a cached reading
+//!   wait for a sync that reads the runtime afresh), set up its volumes and carry the actions
+//!   out ([`start`]: kill, sandbox, init containers, sidecars, app containers), then publish
 //!   the status again.
 //! - [`stop::terminate_pod`] (Terminating): stop every container with the grace period, then
 //!   the sandbox; tear down volumes; publish the final status.
@@ -246,6 +247,14 @@ pub(crate) async fn sync_pod(e: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory
         other => other,
     };
     e.prober.ensure_pod(p);
+    let actions = compute_pod_actions_with_probes(p, &rt, e.prober.as_ref());
+    if source == Source::Stored && !nothing_to_do(&actions) {
+        // Act only on what the runtime says now: a stored reading may lag it by the PLEG's
+        // latency. Sync again at once, reading afresh (before the volumes: that sync sets
+        // them up).
+        e.pod_cache.remove(uid);
+        return SyncOutcome::Requeue(Duration::ZERO);
+    }
     if !prepare_volumes(e, p, rt.pod_ips().into_iter().next(), memory).await {
         update_status(e, p, &rt, memory, false);
         return SyncOutcome::Requeue(ERROR_RETRY);
@@ -254,19 +263,12 @@ pub(crate) async fn sync_pod(e: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory
         tracing::debug!(pod = %pod::full_name(p), "network is not ready; waiting");
         return SyncOutcome::Requeue(Duration::from_secs(1));
     }
-    let actions = compute_pod_actions_with_probes(p, &rt, e.prober.as_ref());
     let resync = match deadline_left {
         Some(left) => left.min(e.config.sync_frequency),
         None => e.config.sync_frequency,
     };
     if nothing_to_do(&actions) {
         return SyncOutcome::Requeue(resync);
-    }
-    if source == Source::Stored {
-        // Act only on what the runtime says now: a stored reading may lag it by the PLEG's
-        // latency. Sync again at once, reading afresh.
-        e.pod_cache.remove(uid);
-        return SyncOutcome::Requeue(Duration::ZERO);
     }
     tracing::debug!(pod = %pod::full_name(p), uid, ?actions, "syncing pod");
     // What is stored describes the pod before the actions: read it afresh after them.
