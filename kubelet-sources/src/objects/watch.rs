@@ -13,8 +13,9 @@
 //! | **Unwatchable** (reads use the TTL cache) | — (the task has ended) |
 //!
 //! A watch that fails after it listed keeps its last value while kube-runtime's watcher
-//! retries with back-off (as Go's reflector keeps its store): changes made meanwhile arrive
-//! when it reconnects (a deletion as an event, or through the relisting a 410 starts).
+//! retries, with client-go's reflector back-off (`crate::reflector_backoff`), as Go's
+//! reflector keeps its store: changes made meanwhile arrive when it reconnects (a deletion as
+//! an event, or through the relisting a 410 starts).
 //!
 //! # Who may call
 //! `ApiObjectStore::register_pod` ([`kubelet_core::objects::ObjectStore::register_pod`])
@@ -154,7 +155,7 @@ async fn run<K>(
                 return;
             }
             Err(e) => {
-                failures += 1;
+                failures = failures.saturating_add(1);
                 tracing::debug!(namespace = %ns, name = %name, error = %e, "object watch failed; retrying");
                 continue;
             }
