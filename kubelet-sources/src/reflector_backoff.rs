@@ -5,7 +5,7 @@
 //! kube-runtime's `default_backoff` is reset by every `Ok` item of the watcher's stream,
 //! and the watcher yields `Event::Init` before each listing, even one that then fails: an API
 //! server that refuses a listing (a 403 from the Node authorizer, say) was asked again about
-//! twice a second for as long as it refused (76 listings in 30 s in
+//! once a second, at the first step, for as long as it refused (76 listings in 91 s in
 //! `objects::store_tests`). Here, as in client-go, only time resets the delay: the first
 //! failure after two minutes without one waits 0.8 s again; every other failure waits twice
 //! as long as the one before, up to 30 s, plus a random jitter of up to as much again (so
