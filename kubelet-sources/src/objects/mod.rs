@@ -189,7 +189,8 @@ impl ApiObjectStore {
         }
     }
 
-    /// How many config maps and secrets are being watched.
+    /// How many config maps and secrets have a watch: running, or given up (its object read
+    /// through the TTL cache) and kept until no pod references the object.
     pub fn watched_objects(&self) -> usize {
         self.lock().watches.len()
     }
