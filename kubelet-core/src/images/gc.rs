@@ -1,13 +1,17 @@
 //! Image garbage collection (Go's `images/image_gc_manager.go`).
 //!
 //! The collector keeps a record of every image the runtime lists: when it was first seen,
-//! when a container (running or exited) last used it, its size, and whether it is pinned
-//! (the runtime's sandbox image, CRI's `pinned`, or an image named in the policy). Records
-//! are refreshed every 5 minutes and before every collection; an image that is gone is
-//! forgotten.
+//! when it was last in use, its size, and whether it is pinned (the runtime's sandbox
+//! image, CRI's `pinned`, or an image named in the policy). An image is in use while a
+//! container (running or exited) of it exists or a pod that may still start containers
+//! names it ([`super::in_use`]: the caller passes those references). Records are refreshed
+//! before every collection; an image that is gone is forgotten.
+//!
+//! The caller decides *when* a collection may run: the kubelet's task waits until every
+//! pod source was seen and every pod synced once (see `kubelet::managers`).
 //!
 //! One collection ([`ImageGc::garbage_collect`], every `period`, 5m):
-//! 1. The candidates: images no container uses and not pinned, least recently used first
+//! 1. The candidates: images not in use and not pinned, least recently used first
 //!    (never used first; ties: first seen first).
 //! 2. With `imageMaximumGCAge`, once the kubelet has run that long, candidates unused for
 //!    longer are removed (reason `age`).
@@ -28,6 +32,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::in_use::ImageRefs;
 pub use crate::config::ImageGcPolicy;
 use crate::runtime::{ContainerRuntime, ImageInfo, ListFilter, RuntimeError};
 use crate::summary::FsStats;
@@ -93,6 +98,8 @@ struct Candidate {
 #[derive(Debug)]
 pub struct ImageGc {
     policy: ImageGcPolicy,
+    /// The policy's pinned images, normalized.
+    pinned: ImageRefs,
     records: Mutex<HashMap<String, Record>>,
     began: Instant,
     unsupported: AtomicBool,
@@ -108,6 +115,7 @@ impl ImageGc {
     /// A collector with `policy`; "the kubelet started" (for `max_age`) is now.
     pub fn new(policy: ImageGcPolicy) -> Self {
         ImageGc {
+            pinned: ImageRefs::new(policy.pinned_images.iter().map(String::as_str)),
             policy,
             records: Mutex::new(HashMap::new()),
             began: Instant::now(),
@@ -130,11 +138,13 @@ impl ImageGc {
     }
 
     /// Refreshes the records from the runtime (Go's `detectImages`); returns the ids of
-    /// images in use.
+    /// images in use: those a container uses and those `wanted` names (the images of pods
+    /// that may still start containers).
     pub async fn detect(
         &self,
         runtime: &dyn ContainerRuntime,
         now: Instant,
+        wanted: &ImageRefs,
     ) -> Result<HashSet<String>, RuntimeError> {
         let images = match runtime.list_images().await {
             Ok(i) => i,
@@ -163,13 +173,12 @@ impl ImageGc {
                 size: 0,
                 pinned: false,
             });
-            if names(image).any(|n| used_refs.contains(n)) {
+            if names(image).any(|n| used_refs.contains(n)) || wanted.matches(image) {
                 record.last_used = Some(now);
                 in_use.insert(image.id.clone());
             }
             record.size = image.size_bytes;
-            record.pinned = image.pinned
-                || names(image).any(|n| self.policy.pinned_images.iter().any(|p| p == n));
+            record.pinned = image.pinned || self.pinned.matches(image);
         }
         records.retain(|id, _| current.contains(id));
         Ok(in_use)
@@ -181,8 +190,9 @@ impl ImageGc {
         &self,
         runtime: &dyn ContainerRuntime,
         now: Instant,
+        wanted: &ImageRefs,
     ) -> Result<Vec<Candidate>, RuntimeError> {
-        let in_use = self.detect(runtime, now).await?;
+        let in_use = self.detect(runtime, now, wanted).await?;
         let records = self.records();
         let mut out: Vec<Candidate> = records
             .iter()
@@ -286,14 +296,16 @@ impl ImageGc {
         left
     }
 
-    /// One collection against the image filesystem's current usage. See the module docs.
+    /// One collection against the image filesystem's current usage; `wanted`: the images
+    /// of pods that may still start containers. See the module docs.
     pub async fn garbage_collect(
         &self,
         runtime: &dyn ContainerRuntime,
         image_fs: Option<&FsStats>,
+        wanted: &ImageRefs,
     ) -> Result<(), ImageGcError> {
         let now = Instant::now();
-        let candidates = self.candidates(runtime, now).await?;
+        let candidates = self.candidates(runtime, now, wanted).await?;
         let candidates = self.free_old(runtime, candidates, now).await;
         let capacity = image_fs.and_then(|f| f.capacity_bytes).unwrap_or(0);
         let available = image_fs
@@ -324,11 +336,16 @@ impl ImageGc {
     }
 
     /// Removes every candidate old enough (Go's `DeleteUnusedImages`, the eviction
-    /// manager's reclaim); returns the bytes freed.
-    pub async fn delete_unused(&self, runtime: &dyn ContainerRuntime) -> Result<u64, ImageGcError> {
+    /// manager's reclaim); `wanted` as for [`ImageGc::garbage_collect`]. Returns the bytes
+    /// freed.
+    pub async fn delete_unused(
+        &self,
+        runtime: &dyn ContainerRuntime,
+        wanted: &ImageRefs,
+    ) -> Result<u64, ImageGcError> {
         tracing::info!("attempting to delete unused images");
         let now = Instant::now();
-        let candidates = self.candidates(runtime, now).await?;
+        let candidates = self.candidates(runtime, now, wanted).await?;
         self.free_space(runtime, u64::MAX, now, &candidates).await
     }
 }
@@ -340,6 +357,10 @@ mod tests {
     use crate::testing::{container, pod, SimRuntime};
     use std::path::PathBuf;
     use std::sync::Arc;
+
+    fn none() -> ImageRefs {
+        ImageRefs::default()
+    }
 
     fn fs(capacity: u64, available: u64) -> FsStats {
         FsStats {
@@ -402,17 +423,17 @@ mod tests {
             ..ImageGcPolicy::default()
         });
         let t0 = Instant::now();
-        gc.detect(&sim, t0).await.unwrap();
+        gc.detect(&sim, t0, &none()).await.unwrap();
         tokio::time::advance(Duration::from_secs(60)).await;
         // "newer" is seen in use once, later than the others.
         let id = use_image(&sim, "newer").await;
-        gc.detect(&sim, Instant::now()).await.unwrap();
+        gc.detect(&sim, Instant::now(), &none()).await.unwrap();
         sim.remove_container(&id).await.unwrap();
 
         // Younger than imageMinimumGCAge (2m): nothing can go.
         const MI: u64 = 1 << 20;
         let err = gc
-            .garbage_collect(&sim, Some(&fs(100 * MI, 10 * MI)))
+            .garbage_collect(&sim, Some(&fs(100 * MI, 10 * MI)), &none())
             .await
             .unwrap_err();
         assert_eq!(
@@ -424,7 +445,7 @@ mod tests {
         );
         tokio::time::advance(Duration::from_secs(120)).await;
         // Below the high threshold (85%): nothing to do.
-        gc.garbage_collect(&sim, Some(&fs(100 * MI, 20 * MI)))
+        gc.garbage_collect(&sim, Some(&fs(100 * MI, 20 * MI)), &none())
             .await
             .unwrap();
         assert_eq!(images(&sim).await.len(), 4);
@@ -434,7 +455,7 @@ mod tests {
             .image_garbage_collected
             .get(REASON_SPACE);
         let err = gc
-            .garbage_collect(&sim, Some(&fs(100 * MI, 10 * MI)))
+            .garbage_collect(&sim, Some(&fs(100 * MI, 10 * MI)), &none())
             .await
             .unwrap_err();
         assert!(err.to_string().starts_with("Failed to garbage collect required amount of images. Attempted to free 10485760 bytes, but only found 2097152 bytes eligible to free."), "{err}");
@@ -447,7 +468,7 @@ mod tests {
             2
         );
         assert!(matches!(
-            gc.garbage_collect(&sim, Some(&fs(0, 0))).await,
+            gc.garbage_collect(&sim, Some(&fs(0, 0)), &none()).await,
             Err(ImageGcError::InvalidCapacity)
         ));
     }
@@ -464,21 +485,23 @@ mod tests {
             ..ImageGcPolicy::default()
         });
         let id = use_image(&sim, "a").await;
-        gc.detect(&sim, Instant::now()).await.unwrap();
+        gc.detect(&sim, Instant::now(), &none()).await.unwrap();
         sim.remove_container(&id).await.unwrap();
         // "a" was used, "b" never: "b" is least recently used and goes first.
         const MI: u64 = 1 << 20;
-        gc.garbage_collect(&sim, Some(&fs(10 * MI, MI))).await.ok();
+        gc.garbage_collect(&sim, Some(&fs(10 * MI, MI)), &none())
+            .await
+            .ok();
         assert_eq!(images(&sim).await, ["a"]);
         // Within the first hour of the kubelet, no age-based removal.
         tokio::time::advance(Duration::from_secs(1800)).await;
-        gc.garbage_collect(&sim, Some(&fs(10 * MI, 9 * MI)))
+        gc.garbage_collect(&sim, Some(&fs(10 * MI, 9 * MI)), &none())
             .await
             .unwrap();
         assert_eq!(images(&sim).await, ["a"]);
         // After the kubelet ran an hour and "a" was unused for over an hour: removed for age.
         tokio::time::advance(Duration::from_secs(1801)).await;
-        gc.garbage_collect(&sim, Some(&fs(10 * MI, 9 * MI)))
+        gc.garbage_collect(&sim, Some(&fs(10 * MI, 9 * MI)), &none())
             .await
             .unwrap();
         assert!(images(&sim).await.is_empty());
@@ -491,6 +514,45 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn images_the_pods_name_stay_though_no_container_of_them_exists() {
+        let sim = SimRuntime::new();
+        for i in ["app:1", "init:1", "unused:1", "registry.local/pause:9"] {
+            sim.add_image(i);
+        }
+        // Pinned by the policy under another spelling of the same reference.
+        let gc = ImageGc::new(ImageGcPolicy {
+            min_age: Duration::ZERO,
+            pinned_images: vec!["registry.local/pause:9".into()],
+            ..ImageGcPolicy::default()
+        });
+        let mut desired = pod("p", "u1", vec![container("app", "docker.io/library/app:1")]);
+        if let Some(spec) = desired.spec.as_mut() {
+            spec.init_containers = Some(vec![container("init", "init:1")]);
+        }
+        let wanted = ImageRefs::of_pods([&desired]);
+        const MI: u64 = 1 << 20;
+        let err = gc
+            .garbage_collect(&sim, Some(&fs(100 * MI, 0)), &wanted)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ImageGcError::NotEnough { freed, .. } if freed == MI),
+            "{err}"
+        );
+        assert_eq!(
+            images(&sim).await,
+            ["app:1", "init:1", "registry.local/pause:9"]
+        );
+        // The eviction manager's reclaim keeps them too.
+        assert_eq!(gc.delete_unused(&sim, &wanted).await.unwrap(), 0);
+        // Once no pod names them, they go (not in the instant they were last in use).
+        assert_eq!(gc.delete_unused(&sim, &none()).await.unwrap(), 0);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(gc.delete_unused(&sim, &none()).await.unwrap(), 2 * MI);
+        assert_eq!(images(&sim).await, ["registry.local/pause:9"]);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn delete_unused_and_policy_validation() {
         let sim = SimRuntime::new();
         sim.add_image("x");
@@ -498,7 +560,7 @@ mod tests {
             min_age: Duration::ZERO,
             ..ImageGcPolicy::default()
         });
-        assert_eq!(gc.delete_unused(&sim).await.unwrap(), 1 << 20);
+        assert_eq!(gc.delete_unused(&sim, &none()).await.unwrap(), 1 << 20);
         assert!(images(&sim).await.is_empty());
         let bad = ImageGcPolicy {
             high_threshold_percent: 70,

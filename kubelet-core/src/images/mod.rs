@@ -20,9 +20,11 @@
 //! with pulls 10–15s, 20–30s, 40–55s ... apart (each gap at least the back-off, less than
 //! it plus 15s).
 //!
-//! Image garbage collection is in [`gc`].
+//! Image garbage collection is in [`gc`]; the images the pods name, which it keeps, in
+//! [`in_use`].
 
 pub mod gc;
+pub mod in_use;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

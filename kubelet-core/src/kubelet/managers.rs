@@ -3,6 +3,14 @@
 //! [`EngineEvictionHost`], which gives it the summary, node-level reclaim and the pod
 //! workers), image garbage collection (every `image_gc.period`) and container log rotation
 //! (every `container_logs.monitor_interval`).
+//!
+//! Images are removed — by the periodic collection and by the eviction manager's disk
+//! reclaim alike — only once it is safe by construction ([`images_removable`]): every pod
+//! source has been seen (`sourcesReady`), so every pod the node is to run is known, and
+//! every pod to run has been synced once, so its images were pulled or found; and the
+//! images that pods which may still start containers name are kept as in use
+//! ([`crate::images::in_use`]). Until then the periodic collection checks again every
+//! second and collects as soon as it may; the reclaim reports that it cannot run yet.
 
 use std::sync::Arc;
 
@@ -14,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::Engine;
 use crate::eviction::manager::{EvictionHost, MeasuredPods, Reclaim};
 use crate::images::gc::ImageGcError;
+use crate::images::in_use::{may_start_containers, ImageRefs};
 use crate::pod;
 use crate::pod_workers::{PodWorkers, WorkerState};
 use crate::sink::{Event, EventObject, EventType};
@@ -116,13 +125,15 @@ impl EvictionHost for EngineEvictionHost {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
             }
-            Reclaim::Images => self
-                .engine
-                .image_gc
-                .delete_unused(self.engine.runtime.as_ref())
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
+            Reclaim::Images => {
+                let wanted = images_removable(&self.engine, &self.workers)?;
+                self.engine
+                    .image_gc
+                    .delete_unused(self.engine.runtime.as_ref(), &wanted)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
         }
     }
 
@@ -159,10 +170,38 @@ fn node_event(engine: &Engine, reason: &str, message: String) {
     });
 }
 
+/// How often image garbage collection checks whether it may run yet (see the module docs).
+const IMAGE_GC_READY_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether images may be removed now (see the module docs): the images of the pods that may
+/// still start containers, to keep; or why not yet.
+pub(super) fn images_removable(engine: &Engine, workers: &PodWorkers) -> Result<ImageRefs, String> {
+    if !engine
+        .sources_ready
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return Err("not every pod source has been seen yet".into());
+    }
+    let waiting = workers.awaiting_first_sync();
+    if waiting > 0 {
+        return Err(format!("{waiting} pods have not been synced yet"));
+    }
+    let pods = engine.pods().pods();
+    let status = &engine.status;
+    Ok(ImageRefs::of_pods(pods.iter().map(|p| p.as_ref()).filter(
+        |p| may_start_containers(p, |uid| status.is_terminal(uid)),
+    )))
+}
+
 /// Image garbage collection every `image_gc.period` (Go's `StartGarbageCollection`'s image
-/// half): `ImageGCFailed` when it fails twice in a row, `FreeDiskSpaceFailed` when it
-/// cannot free enough, `InvalidDiskCapacity` when the image filesystem reports none.
-pub(super) async fn run_image_gc(engine: Arc<Engine>, shutdown: CancellationToken) {
+/// half), the first as soon as images may be removed (see the module docs):
+/// `ImageGCFailed` when it fails twice in a row, `FreeDiskSpaceFailed` when it cannot free
+/// enough, `InvalidDiskCapacity` when the image filesystem reports none.
+pub(super) async fn run_image_gc(
+    engine: Arc<Engine>,
+    workers: Arc<PodWorkers>,
+    shutdown: CancellationToken,
+) {
     let gc = &engine.image_gc;
     if !gc.policy().enabled() {
         tracing::info!("imageGCHighThresholdPercent is 100: image garbage collection is off");
@@ -171,20 +210,33 @@ pub(super) async fn run_image_gc(engine: Arc<Engine>, shutdown: CancellationToke
     let mut tick = tokio::time::interval(gc.policy().period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failed_before = false;
+    let mut waited = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if !engine.runtime_state.ready() {
-            continue;
-        }
+        let wanted = loop {
+            match images_removable(&engine, &workers) {
+                Ok(w) if engine.runtime_state.ready() => break w,
+                Ok(_) => tracing::debug!("image garbage collection waits for the runtime"),
+                Err(why) if !waited => {
+                    tracing::info!(reason = %why, "image garbage collection waits until every pod is known and synced once");
+                    waited = true;
+                }
+                Err(why) => tracing::debug!(reason = %why, "image garbage collection waits"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(IMAGE_GC_READY_POLL) => {}
+            }
+        };
         let image_fs = match engine.stats.as_ref() {
             Some(s) => s.image_fs().await,
             None => None,
         };
         let result = gc
-            .garbage_collect(engine.runtime.as_ref(), image_fs.as_ref())
+            .garbage_collect(engine.runtime.as_ref(), image_fs.as_ref(), &wanted)
             .await;
         if gc.unsupported() {
             return;

@@ -115,7 +115,11 @@ impl Kubelet {
         });
         let (eviction, token) = (self.eviction.clone(), child.clone());
         tasks.spawn(async move { eviction.run(host, token).await });
-        tasks.spawn(managers::run_image_gc(engine.clone(), child.clone()));
+        tasks.spawn(managers::run_image_gc(
+            engine.clone(),
+            self.handle.workers.clone(),
+            child.clone(),
+        ));
         if !engine.config.root_dir.as_os_str().is_empty() {
             let rotator = crate::logs::rotation::LogRotator::new(
                 engine.config.container_logs.clone(),

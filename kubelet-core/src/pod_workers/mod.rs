@@ -72,6 +72,9 @@ struct Slot {
     stop_token: Option<CancellationToken>,
     /// Why the kubelet fails the pod, handed to the stop (see [`WorkKind::Kill`]).
     failure: Option<WaitingReason>,
+    /// A sync of the pod has returned (its images were pulled or found, or the sync failed
+    /// before): image garbage collection waits for every syncing pod's first.
+    synced_once: bool,
 }
 
 struct Worker {
@@ -167,6 +170,7 @@ impl PodWorkers {
                         state: State::new(),
                         stop_token: None,
                         failure: None,
+                        synced_once: false,
                     }),
                     notify: Notify::new(),
                 });
@@ -271,6 +275,18 @@ impl PodWorkers {
         }
         finished.extend(gone.iter().cloned());
         gone
+    }
+
+    /// How many pods are to run but have not finished their first sync yet (workers in
+    /// `Syncing` whose sync never returned).
+    pub fn awaiting_first_sync(&self) -> usize {
+        self.map()
+            .values()
+            .filter(|w| {
+                let slot = w.lock();
+                !slot.synced_once && slot.state.phase() == WorkerState::Syncing
+            })
+            .count()
     }
 
     /// Every worker: its pod's uid, its state, whether the pod is static.
@@ -402,6 +418,9 @@ impl PodWorkers {
             let mut slot = worker.lock();
             if matches!(done, Event::StopDone { .. } | Event::StopCancelled) {
                 slot.stop_token = None;
+            }
+            if matches!(done, Event::SyncDone(_)) {
+                slot.synced_once = true;
             }
             if let Step::Exit = self.apply(&engine, &mut slot, done) {
                 return;
