@@ -108,24 +108,82 @@ fn current(
     Ok((cluster, user))
 }
 
+/// A file a kubeconfig names, relative paths taken from the kubeconfig's directory (as
+/// client-go's `ResolveLocalPaths`).
+fn resolve(kubeconfig: &Path, file: Option<&str>) -> Option<PathBuf> {
+    let f = Path::new(file.filter(|f| !f.is_empty())?);
+    Some(match kubeconfig.parent() {
+        Some(dir) if f.is_relative() => dir.join(f),
+        _ => f.to_path_buf(),
+    })
+}
+
+fn decode(data: Option<&str>, what: &str, path: &Path) -> Result<Option<Vec<u8>>, CertError> {
+    data.filter(|d| !d.is_empty())
+        .map(|d| {
+            base64::engine::general_purpose::STANDARD
+                .decode(d.trim())
+                .map_err(|e| kubeconfig_err(path, format!("{what}: {e}")))
+        })
+        .transpose()
+}
+
 fn data_or_file(
     data: Option<&str>,
     file: Option<&str>,
     what: &str,
     path: &Path,
 ) -> Result<Option<Vec<u8>>, CertError> {
-    if let Some(d) = data.filter(|d| !d.is_empty()) {
-        return base64::engine::general_purpose::STANDARD
-            .decode(d.trim())
-            .map(Some)
-            .map_err(|e| kubeconfig_err(path, format!("{what}: {e}")));
+    if let Some(d) = decode(data, what, path)? {
+        return Ok(Some(d));
     }
-    match file.filter(|f| !f.is_empty()) {
-        Some(f) => std::fs::read(f)
+    match resolve(path, file) {
+        Some(f) => std::fs::read(&f)
             .map(Some)
-            .map_err(|e| kubeconfig_err(path, format!("{what} {f}: {e}"))),
+            .map_err(|e| kubeconfig_err(path, format!("{what} {}: {e}", f.display()))),
         None => Ok(None),
     }
+}
+
+/// A kubeconfig user's client credentials as written, the way client-go's `rest.Config`
+/// keeps them apart: files (`CertFile`/`KeyFile`) and embedded data (`CertData`/`KeyData`).
+/// The client certificate store falls back to the files; only embedded data is bootstrap
+/// data, stored and rotated at once (Go's `buildClientCertificateManager`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientCredentials {
+    /// `client-certificate`, resolved against the kubeconfig's directory.
+    pub cert_file: Option<PathBuf>,
+    /// `client-key`, resolved against the kubeconfig's directory.
+    pub key_file: Option<PathBuf>,
+    /// `client-certificate-data` and `client-key-data` (PEM), when both are there.
+    pub embedded: Option<(String, String)>,
+}
+
+/// The client credentials of a kubeconfig's current user (blocking file IO); no user: the
+/// default (none).
+pub fn client_credentials(path: &Path) -> Result<ClientCredentials, CertError> {
+    let kc = read_kubeconfig(path)?;
+    let (_, user) = current(&kc, path)?;
+    let Some(user) = user else {
+        return Ok(ClientCredentials::default());
+    };
+    use secrecy::ExposeSecret;
+    let key_data = user
+        .client_key_data
+        .as_ref()
+        .map(|k| k.expose_secret().to_string());
+    let cert = decode(
+        user.client_certificate_data.as_deref(),
+        "client certificate",
+        path,
+    )?;
+    let key = decode(key_data.as_deref(), "client key", path)?;
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    Ok(ClientCredentials {
+        cert_file: resolve(path, user.client_certificate.as_deref()),
+        key_file: resolve(path, user.client_key.as_deref()),
+        embedded: cert.zip(key).map(|(c, k)| (text(c), text(k))),
+    })
 }
 
 /// The client certificate and key (PEM) of a kubeconfig's current user, if it has them

@@ -152,11 +152,62 @@ impl std::fmt::Debug for ClientCertificates {
     }
 }
 
+/// The client certificate manager's starting point: the pair, and whether to rotate it at
+/// once.
+#[derive(Debug, Clone)]
+pub struct Initial {
+    /// The pair to start from (`None`: none yet; the manager requests one).
+    pub pair: Option<CertPair>,
+    /// Rotate at once (Go's `forceRotation`).
+    pub force: bool,
+}
+
+/// Go's `getCurrentCertificateOrBootstrap` over the client store (blocking file IO):
+/// 1. the store's current pair — `<cert dir>/kubelet-client-current.pem`, else the
+///    kubeconfig's `client-certificate`/`client-key` files the store was built with, else
+///    `kubelet-client.crt`/`.key` — while unexpired at `now`: kept, rotated at 70–90% of
+///    its lifetime;
+/// 2. else the kubeconfig's embedded `client-certificate-data`/`client-key-data`
+///    (`embedded`), taken as bootstrap data: written to the store and rotated at once
+///    (kubeadm's high-powered initial kubeconfig is meant to be replaced);
+/// 3. else nothing: a certificate is requested at once.
+pub fn initial_pair(
+    store: &FileStore,
+    embedded: Option<(String, String)>,
+    now: i64,
+) -> Result<Initial, CertError> {
+    if let Some(p) = store.current()? {
+        if now < p.not_after {
+            return Ok(Initial {
+                pair: Some(p),
+                force: false,
+            });
+        }
+        tracing::info!(
+            expired = p.not_after,
+            "the current client certificate has expired"
+        );
+    }
+    let Some((cert, key)) = embedded else {
+        return Ok(Initial {
+            pair: None,
+            force: true,
+        });
+    };
+    let pair = CertPair::from_pem(&cert, &key, "the kubeconfig's client certificate data")?;
+    if let Err(e) = store.update(&pair, &store::stamp_now()) {
+        tracing::warn!(error = %e, "unable to set the cert/key pair to the bootstrap certificate");
+    }
+    Ok(Initial {
+        pair: Some(pair),
+        force: true,
+    })
+}
+
 impl ClientCertificates {
     /// Bootstraps when asked (see [`bootstrap`]), then builds the API clients; with
     /// rotation, over a [`ClientIdentity`] fed by a [`CertificateManager`] whose initial pair
-    /// is the cert dir's (else the kubeconfig's own, rotated at once, as Go does with an
-    /// initial certificate from the kubeconfig).
+    /// is chosen as [`initial_pair`] chooses it.
     pub async fn load(cfg: &ClientCertConfig) -> Result<ClientCertificates, CertError> {
         let bootstrap = match &cfg.bootstrap_kubeconfig {
             Some(b) => Some(
@@ -182,35 +233,21 @@ impl ClientCertificates {
                 identity: None,
             });
         }
-        let store = FileStore::new("kubelet-client", &cfg.cert_dir);
-        let (s, kubeconfig) = (store.clone(), cfg.client.kubeconfig.clone());
-        let (initial, from_kubeconfig) = tokio::task::spawn_blocking(move || {
-            if let Some(p) = s.current()? {
-                return Ok((Some(p), false));
-            }
-            match bootstrap::kubeconfig_identity(&kubeconfig)? {
-                Some((c, k)) => Ok((
-                    Some(CertPair::from_pem(
-                        &c,
-                        &k,
-                        "the kubeconfig's client certificate",
-                    )?),
-                    true,
-                )),
-                None => Ok((None, false)),
-            }
-        })
-        .await
-        .map_err(|e| CertError::Task(e.to_string()))??;
-        if from_kubeconfig {
-            if let Some(p) = &initial {
-                // Go writes the kubeconfig's certificate into the store and rotates it.
-                let (s, p) = (store.clone(), p.clone());
-                tokio::task::spawn_blocking(move || s.update(&p, &store::stamp_now()))
-                    .await
-                    .map_err(|e| CertError::Task(e.to_string()))??;
-            }
-        }
+        let kubeconfig = cfg.client.kubeconfig.clone();
+        let credentials =
+            tokio::task::spawn_blocking(move || bootstrap::client_credentials(&kubeconfig))
+                .await
+                .map_err(|e| CertError::Task(e.to_string()))??;
+        let store = FileStore::new("kubelet-client", &cfg.cert_dir)
+            .with_files(credentials.cert_file, credentials.key_file);
+        let s = store.clone();
+        let now = kubelet_core::clock::now_unix_nanos() / 1_000_000_000;
+        let Initial {
+            pair: initial,
+            force,
+        } = tokio::task::spawn_blocking(move || initial_pair(&s, credentials.embedded, now))
+            .await
+            .map_err(|e| CertError::Task(e.to_string()))??;
         let identity = ClientIdentity::new(initial.as_ref())?;
         let clients = ApiClients::from_kubeconfig_with_identity(&cfg.client, &identity)
             .await
@@ -239,7 +276,7 @@ impl ClientCertificates {
             },
             initial,
         ));
-        if from_kubeconfig {
+        if force {
             manager.force_rotation();
         }
         Ok(ClientCertificates {
@@ -279,5 +316,163 @@ impl ClientCertificates {
             }
         });
         vec![follow, tokio::spawn(manager.clone().run(shutdown.clone()))]
+    }
+}
+
+#[cfg(test)]
+mod initial_tests {
+    use super::bootstrap::client_credentials;
+    use super::pair::tests::issue;
+    use super::*;
+
+    const NOW: i64 = 2_000_000_000;
+
+    /// A kubeconfig whose user has `user` (YAML lines, indented for `user:`).
+    fn kubeconfig(dir: &std::path::Path, user: &str) -> PathBuf {
+        let path = dir.join("kubelet.kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:6443\"}}\n\
+             users:\n- name: u\n  user:\n{user}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn b64(s: &str) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    #[test]
+    fn files_are_the_fallback_and_only_embedded_data_is_bootstrap_data() {
+        let (_, valid) = issue(
+            "system:node:n",
+            &["system:nodes"],
+            &[],
+            NOW - 60,
+            30 * 86400,
+        );
+        let (_, expired) = issue("system:node:old", &["system:nodes"], &[], NOW - 600, 60);
+        let (_, stored) = issue("system:node:stored", &["system:nodes"], &[], NOW - 60, 600);
+        struct Case<'a> {
+            name: &'static str,
+            /// The cert dir's current link holds this.
+            current: Option<&'a CertPair>,
+            /// The kubeconfig references this pair's files.
+            files: Option<&'a CertPair>,
+            /// The kubeconfig embeds this pair.
+            embedded: Option<&'a CertPair>,
+            /// The common name started from (None: nothing), whether rotated at once, and
+            /// whether the store's current link is there afterwards.
+            want: (Option<&'static str>, bool, bool),
+        }
+        let (valid, expired, stored) = (&valid, &expired, &stored);
+        let cases = [
+            Case {
+                name: "files, empty cert dir: the kubeconfig's certificate is current",
+                current: None,
+                files: Some(valid),
+                embedded: None,
+                want: (Some("system:node:n"), false, false),
+            },
+            Case {
+                name: "embedded, empty cert dir: bootstrap data, stored and rotated",
+                current: None,
+                files: None,
+                embedded: Some(valid),
+                want: (Some("system:node:n"), true, true),
+            },
+            Case {
+                name: "the cert dir's pair wins over the kubeconfig's files",
+                current: Some(stored),
+                files: Some(valid),
+                embedded: None,
+                want: (Some("system:node:stored"), false, true),
+            },
+            Case {
+                name: "the cert dir's pair wins over embedded data",
+                current: Some(stored),
+                files: None,
+                embedded: Some(valid),
+                want: (Some("system:node:stored"), false, true),
+            },
+            Case {
+                name: "expired files, nothing embedded: nothing, rotated",
+                current: None,
+                files: Some(expired),
+                embedded: None,
+                want: (None, true, false),
+            },
+            Case {
+                name: "expired current, embedded data: the embedded pair replaces it",
+                current: Some(expired),
+                files: None,
+                embedded: Some(valid),
+                want: (Some("system:node:n"), true, true),
+            },
+            Case {
+                name: "nothing at all",
+                current: None,
+                files: None,
+                embedded: None,
+                want: (None, true, false),
+            },
+        ];
+        for c in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let cert_dir = dir.path().join("pki");
+            let mut user = String::new();
+            if let Some(p) = c.files {
+                std::fs::write(dir.path().join("node.crt"), &p.cert_pem).unwrap();
+                std::fs::write(dir.path().join("node.key"), &p.key_pem).unwrap();
+                // Relative paths are the kubeconfig directory's, as client-go resolves them.
+                user.push_str("    client-certificate: node.crt\n    client-key: node.key\n");
+            }
+            if let Some(p) = c.embedded {
+                user.push_str(&format!(
+                    "    client-certificate-data: {}\n    client-key-data: {}\n",
+                    b64(&p.cert_pem),
+                    b64(&p.key_pem)
+                ));
+            }
+            if user.is_empty() {
+                user.push_str("    token: abc\n");
+            }
+            let creds = client_credentials(&kubeconfig(dir.path(), &user)).unwrap();
+            assert_eq!(
+                creds.cert_file.is_some(),
+                c.files.is_some(),
+                "{}: {creds:?}",
+                c.name
+            );
+            let store = FileStore::new("kubelet-client", &cert_dir)
+                .with_files(creds.cert_file, creds.key_file);
+            if let Some(p) = c.current {
+                store.update(p, "2033-01-01-00-00-00").unwrap();
+            }
+            let got = initial_pair(&store, creds.embedded, NOW).unwrap();
+            let cn = got.pair.as_ref().map(|p| p.common_name.as_str());
+            let linked = store.current_path().exists();
+            assert_eq!((cn, got.force, linked), c.want, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn missing_certificate_files_leave_nothing_to_start_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = client_credentials(&kubeconfig(
+            dir.path(),
+            "    client-certificate: /nonexistent/node.crt\n    client-key: /nonexistent/node.key\n",
+        ))
+        .unwrap();
+        assert_eq!(
+            creds.cert_file.as_deref(),
+            Some(std::path::Path::new("/nonexistent/node.crt"))
+        );
+        // Neither file exists: the store has nothing; a certificate is requested.
+        let store = FileStore::new("kubelet-client", dir.path().join("pki"))
+            .with_files(creds.cert_file, creds.key_file);
+        let got = initial_pair(&store, None, NOW).unwrap();
+        assert!(got.pair.is_none() && got.force);
     }
 }
