@@ -437,17 +437,40 @@ async fn orphans_are_removed_only_after_all_sources_are_seen() {
     let rt = Arc::new(SimRuntime::new());
     // A pod left in the runtime by an earlier kubelet that no source wants any more.
     let orphan = Arc::new(pod("old", "orphan", vec![]));
-    rt.run_pod_sandbox(&SandboxConfig {
-        pod: orphan,
+    let sandbox = SandboxConfig {
+        pod: orphan.clone(),
         attempt: 0,
         hostname: "old".into(),
         log_directory: "/tmp/x".into(),
         cgroup_parent: None,
         dns: None,
         runtime_handler: String::new(),
-    })
-    .await
-    .expect("sandbox");
+    };
+    let sandbox_id = rt.run_pod_sandbox(&sandbox).await.expect("sandbox");
+    // A dead container of it: container GC (every minute) must leave it to the orphan
+    // cleanup, which waits for every source (Go's `sourcesReady` gate).
+    let dead = rt
+        .create_container(
+            &sandbox_id,
+            &crate::runtime::ContainerConfig {
+                pod: orphan,
+                container: container("c", "img:1"),
+                kind: crate::runtime::ContainerKind::Regular,
+                restart_count: 0,
+                hash: 0,
+                image_ref: "img:1".into(),
+                command: vec![],
+                args: vec![],
+                env: vec![],
+                mounts: vec![],
+                log_path: "c/0.log".into(),
+            },
+            &sandbox,
+        )
+        .await
+        .expect("container");
+    rt.start_container(&dead).await.expect("start");
+    rt.crash(&dead, 1);
     let silent = Arc::new(StaticSource::silent("http"));
     let h = start_with(
         vec![pod("p", "u1", vec![container("c", "img:1")])],
@@ -460,7 +483,8 @@ async fn orphans_are_removed_only_after_all_sources_are_seen() {
         h.phase("u1") == "Running"
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Past a container GC period and many housekeepings.
+    tokio::time::sleep(Duration::from_secs(70)).await;
     assert_eq!(
         h.rt.list_pod_sandboxes(&ListFilter::pod("orphan"))
             .await
@@ -468,6 +492,14 @@ async fn orphans_are_removed_only_after_all_sources_are_seen() {
             .len(),
         1,
         "orphan kept while a source is silent"
+    );
+    assert_eq!(
+        h.rt.list_containers(&ListFilter::pod("orphan"))
+            .await
+            .expect("l")
+            .len(),
+        1,
+        "its dead container kept while a source is silent"
     );
     assert!(!h.handle.sources_ready());
     silent.set(vec![]);
