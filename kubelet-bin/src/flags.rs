@@ -3,7 +3,8 @@
 //! `--flag` (true) or `--flag=false`. Verbosity is `-v N` / `--v=N`.
 //!
 //! Flags that mirror a `KubeletConfiguration` field override the `--config` file only when they
-//! are given on the command line (see [`crate::config::load`]).
+//! are given on the command line (see [`crate::config::load`]). The rest of the Go kubelet's
+//! flags are accepted by [`crate::go_flags`].
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -19,19 +20,31 @@ use crate::config::types::Taint;
 #[command(
     name = "kubelet",
     version,
+    // Go's `--help` and `--version` are flags with values (`--help=false` does nothing).
+    disable_help_flag = true,
+    disable_version_flag = true,
     about = "kubelet-rs: the Kubernetes node agent",
     long_about = "The kubelet runs the pods of its node: static pods from a manifest path or URL, \
                   through a CRI container runtime."
 )]
 pub struct Flags {
+    /// Print this help and exit (`--help=false`: no effect, as in Go).
+    #[arg(short = 'h', long = "help", default_value = "false", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = ArgAction::Set,
+          value_parser = go_bool)]
+    pub help: bool,
+    /// Print the version and exit (`true` or `raw`; `false`: no effect, as in Go).
+    #[arg(long = "version", default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_name = "true|false|raw")]
+    pub version: String,
     /// Path to a KubeletConfiguration file; command-line flags override its values.
-    #[arg(long = "config", value_name = "FILE")]
+    #[arg(long = "config", value_name = "FILE", value_parser = any_path())]
     pub config: Option<PathBuf>,
     /// kubeconfig file for talking to the API server (standalone mode when unset).
-    #[arg(long = "kubeconfig", value_name = "FILE")]
+    #[arg(long = "kubeconfig", value_name = "FILE", value_parser = any_path())]
     pub kubeconfig: Option<PathBuf>,
     /// kubeconfig used to obtain a client certificate for --kubeconfig.
-    #[arg(long = "bootstrap-kubeconfig", value_name = "FILE")]
+    #[arg(long = "bootstrap-kubeconfig", value_name = "FILE", value_parser = any_path())]
     pub bootstrap_kubeconfig: Option<PathBuf>,
     /// Use this name as the node name instead of the host name.
     #[arg(long = "hostname-override", value_name = "NAME")]
@@ -379,11 +392,22 @@ pub struct Flags {
           require_equals = true, default_missing_value = "true", action = ArgAction::Set)]
     pub rotate_certificates: bool,
     /// Credential provider plugin configuration file (CredentialProviderConfig).
-    #[arg(long = "image-credential-provider-config", value_name = "FILE")]
+    #[arg(long = "image-credential-provider-config", value_name = "FILE", value_parser = any_path())]
     pub image_credential_provider_config: Option<PathBuf>,
     /// Directory of the credential provider plugin executables.
-    #[arg(long = "image-credential-provider-bin-dir", value_name = "DIR")]
+    #[arg(long = "image-credential-provider-bin-dir", value_name = "DIR", value_parser = any_path())]
     pub image_credential_provider_bin_dir: Option<PathBuf>,
+}
+
+/// A path value that may be empty (Go takes `--flag=` as unset; clap's path parser refuses it).
+fn any_path() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
+    use clap::builder::TypedValueParser;
+    clap::builder::OsStringValueParser::new().map(PathBuf::from)
+}
+
+/// Go's `strconv.ParseBool` as a clap value parser.
+fn go_bool(s: &str) -> Result<bool, FlagValueError> {
+    crate::go_flags::parse_go_bool("help", s)
 }
 
 /// A flag value that cannot be parsed.

@@ -23,6 +23,7 @@ pub mod app;
 pub mod certificates;
 pub mod config;
 pub mod flags;
+pub mod go_flags;
 pub mod heap_trim;
 pub mod server;
 pub mod telemetry;

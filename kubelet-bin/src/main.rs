@@ -68,6 +68,10 @@ fn main() -> ExitCode {
     let loaded = match config::load(std::env::args_os()) {
         Ok(l) => l,
         Err(ConfigError::Flags(e)) => e.exit(),
+        Err(ConfigError::Help(text) | ConfigError::Version(text)) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             eprintln!("kubelet: {e}");
             return ExitCode::from(1);

@@ -4,6 +4,7 @@
 //! flag defaults apply).
 
 pub mod duration;
+pub mod parsed_only;
 pub mod support;
 pub mod types;
 pub mod validate;
@@ -25,10 +26,16 @@ pub use validate::FieldError;
 /// Why the configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The command line is invalid — or `--help`/`--version` was asked for: the caller should
-    /// `err.exit()` on this variant (clap prints the text and picks the exit code).
+    /// The command line is invalid: the caller should `err.exit()` on this variant (clap
+    /// prints the text and picks the exit code).
     #[error(transparent)]
     Flags(#[from] clap::Error),
+    /// `--help` (or `-h`, `--help=true`) was given: print this to standard output and exit 0.
+    #[error("{0}")]
+    Help(String),
+    /// `--version` (`=true` or `=raw`) was given: print this to standard output and exit 0.
+    #[error("{0}")]
+    Version(String),
     /// A flag's value is malformed.
     #[error(transparent)]
     FlagValue(#[from] FlagValueError),
@@ -463,8 +470,27 @@ pub fn load_with_hostname(
     args: impl IntoIterator<Item = OsString>,
     hostname: impl FnOnce() -> Result<String, String>,
 ) -> Result<LoadedConfig, ConfigError> {
-    let matches = Flags::command().try_get_matches_from(args)?;
-    let flags = Flags::from_arg_matches(&matches)?;
+    let matches = crate::go_flags::register(Flags::command()).try_get_matches_from(args)?;
+    let mut flags = Flags::from_arg_matches(&matches)?;
+    // Go takes an empty path as unset (`--config=` in a unit file).
+    for path in [
+        &mut flags.config,
+        &mut flags.kubeconfig,
+        &mut flags.bootstrap_kubeconfig,
+        &mut flags.image_credential_provider_config,
+        &mut flags.image_credential_provider_bin_dir,
+    ] {
+        if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+            *path = None;
+        }
+    }
+    if flags.help {
+        let help = crate::go_flags::register(Flags::command()).render_help();
+        return Err(ConfigError::Help(help.to_string()));
+    }
+    if flags.version != "false" {
+        return Err(ConfigError::Version(Flags::command().render_version()));
+    }
     let (mut config, warnings) = match flags.config.as_deref() {
         Some(path) => {
             let file = load_file(path)?;
@@ -477,11 +503,13 @@ pub fn load_with_hostname(
         }
     };
     apply_flags(&mut config, &flags, &matches)?;
+    let flag_warnings = crate::go_flags::apply(&mut config, &matches)?;
     let errors = validate::validate(&config);
     if !errors.is_empty() {
         return Err(ConfigError::Invalid { errors });
     }
     let mut warnings = warnings;
+    warnings.extend(flag_warnings);
     warnings.extend(support::unsupported_settings(&config));
     let node_ips = match flags.node_ip.as_deref() {
         Some(v) => flags::parse_node_ips(v)?,

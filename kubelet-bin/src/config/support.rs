@@ -4,7 +4,8 @@
 //! Every field of [`KubeletConfiguration`] is in [`FIELDS`] (a test checks the list against
 //! the type). A field marked [`Support::Ignored`] whose value differs from its default is
 //! reported at start-up ([`unsupported_settings`]); unknown fields of a configuration file
-//! are reported when it is parsed; unknown flags are refused. The README's table is this list.
+//! are reported when it is parsed; flags the Go kubelet does not have are refused (every flag
+//! it has is accepted: [`crate::go_flags`]). The README's table is this list.
 
 use serde_json::Value;
 
@@ -111,6 +112,34 @@ pub const FIELDS: &[(&str, Support)] = {
         ("rotateCertificates", H),
         ("serverTLSBootstrap", H),
         ("tracing", H),
+        // `parsed_only`: Go's fields kubelet-rs parses but does not act on (yet).
+        ("enableContentionProfiling", I),
+        ("cpuManagerPolicy", I),
+        ("cpuManagerPolicyOptions", I),
+        ("cpuManagerReconcilePeriod", I),
+        ("memoryManagerPolicy", I),
+        ("topologyManagerPolicy", I),
+        ("topologyManagerScope", I),
+        ("topologyManagerPolicyOptions", I),
+        ("qosReserved", I),
+        ("reservedMemory", I),
+        ("hairpinMode", I),
+        ("makeIPTablesUtilChains", I),
+        ("iptablesMasqueradeBit", I),
+        ("iptablesDropBit", I),
+        ("protectKernelDefaults", I),
+        ("kernelMemcgNotification", I),
+        ("volumePluginDir", I),
+        ("nodeStatusMaxImages", I),
+        ("podCIDR", I),
+        ("podsPerCore", I),
+        ("localStorageCapacityIsolation", I),
+        ("providerID", I),
+        ("contentType", I),
+        ("enableControllerAttachDetach", I),
+        ("kubeletCgroups", I),
+        ("systemCgroups", I),
+        ("logging", I),
     ]
 };
 

@@ -371,6 +371,9 @@ pub struct KubeletConfiguration {
     /// instead of using `tlsCertFile` or a self-signed one (default false).
     #[serde(rename = "serverTLSBootstrap")]
     pub server_tls_bootstrap: bool,
+    /// The Go fields kubelet-rs parses but does not act on (see [`super::parsed_only`]).
+    #[serde(flatten)]
+    pub parsed_only: super::parsed_only::ParsedOnly,
 }
 
 /// `tracing` of the kubelet configuration (component-base's `TracingConfiguration`).
@@ -474,6 +477,7 @@ impl Default for KubeletConfiguration {
             tracing: None,
             rotate_certificates: false,
             server_tls_bootstrap: false,
+            parsed_only: Default::default(),
         }
     }
 }

@@ -1,0 +1,205 @@
+//! `KubeletConfiguration` fields of the Go kubelet that kubelet-rs parses and type-checks
+//! but does not act on (yet): the resource managers, iptables and kernel settings, the cloud
+//! provider's `providerID`, the system containers, logging. They are part of
+//! [`super::KubeletConfiguration`] (flattened into it), so a configuration file and the
+//! flags that mirror them (`--cpu-manager-policy`, `--provider-id`, …) are read alike, and
+//! each set to other than Go's default is reported once at start-up as not supported
+//! ([`super::support`]). Defaults are Go's (`pkg/kubelet/apis/config/v1beta1/defaults.go`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::duration::GoDuration;
+
+/// One NUMA node's reserved memory (`reservedMemory`, `--reserved-memory`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryReservation {
+    /// The NUMA node.
+    #[serde(rename = "numaNode")]
+    pub numa_node: i32,
+    /// Resource name → quantity (`memory`, `hugepages-1Gi`, …).
+    #[serde(default)]
+    pub limits: BTreeMap<String, String>,
+}
+
+/// `logging.options.json` and `logging.options.text`: split streams and buffering.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StreamOptions {
+    /// Errors to stderr, the rest to stdout.
+    #[serde(rename = "splitStream")]
+    pub split_stream: bool,
+    /// The info stream's buffer (a quantity, `0`: unbuffered).
+    #[serde(rename = "infoBufferSize")]
+    pub info_buffer_size: String,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions {
+            split_stream: false,
+            info_buffer_size: "0".into(),
+        }
+    }
+}
+
+/// `logging.options`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct LoggingOptions {
+    /// The JSON format's options (`--log-json-*`).
+    pub json: StreamOptions,
+    /// The text format's options (`--log-text-*`, Go 1.28+).
+    pub text: StreamOptions,
+}
+
+/// `logging` (component-base's `LoggingConfiguration`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Logging {
+    /// `--logging-format`: `text` (default) or `json`.
+    pub format: String,
+    /// `--log-flush-frequency` (default 5s).
+    #[serde(rename = "flushFrequency")]
+    pub flush_frequency: GoDuration,
+    /// The verbosity (`-v` is the flag form kubelet-rs honours).
+    pub verbosity: u32,
+    /// Per-file verbosity (`--vmodule`).
+    pub vmodule: Vec<serde_json::Value>,
+    /// Format options.
+    pub options: LoggingOptions,
+}
+
+impl Default for Logging {
+    fn default() -> Self {
+        Logging {
+            format: "text".into(),
+            flush_frequency: GoDuration::from_secs(5),
+            verbosity: 0,
+            vmodule: Vec::new(),
+            options: LoggingOptions::default(),
+        }
+    }
+}
+
+/// The parsed-only fields (see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ParsedOnly {
+    /// `--contention-profiling`.
+    #[serde(rename = "enableContentionProfiling")]
+    pub enable_contention_profiling: bool,
+    /// `--cpu-manager-policy`: `none` (default) or `static`.
+    #[serde(rename = "cpuManagerPolicy")]
+    pub cpu_manager_policy: String,
+    /// `--cpu-manager-policy-options`.
+    #[serde(rename = "cpuManagerPolicyOptions")]
+    pub cpu_manager_policy_options: BTreeMap<String, String>,
+    /// `--cpu-manager-reconcile-period` (default 10s).
+    #[serde(rename = "cpuManagerReconcilePeriod")]
+    pub cpu_manager_reconcile_period: GoDuration,
+    /// `--memory-manager-policy`: `None` (default) or `Static`.
+    #[serde(rename = "memoryManagerPolicy")]
+    pub memory_manager_policy: String,
+    /// `--topology-manager-policy` (default `none`).
+    #[serde(rename = "topologyManagerPolicy")]
+    pub topology_manager_policy: String,
+    /// `--topology-manager-scope` (default `container`).
+    #[serde(rename = "topologyManagerScope")]
+    pub topology_manager_scope: String,
+    /// `--topology-manager-policy-options`.
+    #[serde(rename = "topologyManagerPolicyOptions")]
+    pub topology_manager_policy_options: BTreeMap<String, String>,
+    /// `--qos-reserved` (resource → percentage).
+    #[serde(rename = "qosReserved")]
+    pub qos_reserved: BTreeMap<String, String>,
+    /// `--reserved-memory`.
+    #[serde(rename = "reservedMemory")]
+    pub reserved_memory: Vec<MemoryReservation>,
+    /// `--hairpin-mode` (default `promiscuous-bridge`).
+    #[serde(rename = "hairpinMode")]
+    pub hairpin_mode: String,
+    /// `--make-iptables-util-chains` (default true).
+    #[serde(rename = "makeIPTablesUtilChains")]
+    pub make_iptables_util_chains: bool,
+    /// `--iptables-masquerade-bit` (default 14).
+    #[serde(rename = "iptablesMasqueradeBit")]
+    pub iptables_masquerade_bit: i32,
+    /// `--iptables-drop-bit` (default 15).
+    #[serde(rename = "iptablesDropBit")]
+    pub iptables_drop_bit: i32,
+    /// `--protect-kernel-defaults`.
+    #[serde(rename = "protectKernelDefaults")]
+    pub protect_kernel_defaults: bool,
+    /// `--kernel-memcg-notification`.
+    #[serde(rename = "kernelMemcgNotification")]
+    pub kernel_memcg_notification: bool,
+    /// `--volume-plugin-dir` (FlexVolume drivers).
+    #[serde(rename = "volumePluginDir")]
+    pub volume_plugin_dir: String,
+    /// `--node-status-max-images` (default 50).
+    #[serde(rename = "nodeStatusMaxImages")]
+    pub node_status_max_images: i32,
+    /// `--pod-cidr` (standalone mode).
+    #[serde(rename = "podCIDR")]
+    pub pod_cidr: String,
+    /// `--pods-per-core` (default 0: no limit).
+    #[serde(rename = "podsPerCore")]
+    pub pods_per_core: i32,
+    /// `--local-storage-capacity-isolation` (default true).
+    #[serde(rename = "localStorageCapacityIsolation")]
+    pub local_storage_capacity_isolation: bool,
+    /// `--provider-id`: the node's `spec.providerID`.
+    #[serde(rename = "providerID")]
+    pub provider_id: String,
+    /// `--kube-api-content-type` (default protobuf).
+    #[serde(rename = "contentType")]
+    pub content_type: String,
+    /// `--enable-controller-attach-detach` (default true).
+    #[serde(rename = "enableControllerAttachDetach")]
+    pub enable_controller_attach_detach: bool,
+    /// `--kubelet-cgroups`: the kubelet's own cgroup.
+    #[serde(rename = "kubeletCgroups")]
+    pub kubelet_cgroups: String,
+    /// `--system-cgroups`: where non-kernel processes not in a container go.
+    #[serde(rename = "systemCgroups")]
+    pub system_cgroups: String,
+    /// `logging`.
+    pub logging: Logging,
+}
+
+impl Default for ParsedOnly {
+    fn default() -> Self {
+        ParsedOnly {
+            enable_contention_profiling: false,
+            cpu_manager_policy: "none".into(),
+            cpu_manager_policy_options: BTreeMap::new(),
+            cpu_manager_reconcile_period: GoDuration::from_secs(10),
+            memory_manager_policy: "None".into(),
+            topology_manager_policy: "none".into(),
+            topology_manager_scope: "container".into(),
+            topology_manager_policy_options: BTreeMap::new(),
+            qos_reserved: BTreeMap::new(),
+            reserved_memory: Vec::new(),
+            hairpin_mode: "promiscuous-bridge".into(),
+            make_iptables_util_chains: true,
+            iptables_masquerade_bit: 14,
+            iptables_drop_bit: 15,
+            protect_kernel_defaults: false,
+            kernel_memcg_notification: false,
+            volume_plugin_dir: "/usr/libexec/kubernetes/kubelet-plugins/volume/exec/".into(),
+            node_status_max_images: 50,
+            pod_cidr: String::new(),
+            pods_per_core: 0,
+            local_storage_capacity_isolation: true,
+            provider_id: String::new(),
+            content_type: "application/vnd.kubernetes.protobuf".into(),
+            enable_controller_attach_detach: true,
+            kubelet_cgroups: String::new(),
+            system_cgroups: String::new(),
+            logging: Logging::default(),
+        }
+    }
+}

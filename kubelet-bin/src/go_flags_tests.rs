@@ -1,0 +1,337 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::ffi::OsString;
+
+use clap::CommandFactory;
+
+use super::*;
+use crate::config::{load_with_hostname, ConfigError, LoadedConfig};
+use crate::flags::Flags;
+
+/// The 164 `FLAG: --name="value"` lines the Go kubelet 1.25.4 printed on a real node.
+const SEED_FLAGS: &str = include_str!("../testdata/go-1.25-flags.txt");
+
+fn load(args: &[String]) -> Result<LoadedConfig, ConfigError> {
+    let argv = std::iter::once("kubelet".to_string())
+        .chain(args.iter().cloned())
+        .map(OsString::from);
+    load_with_hostname(argv, || Ok("node-a".into()))
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// The seed's flags as an operator's unit file has them ([`flags_from_go_log`]), with that
+/// node's config file; its kubeconfigs are not here (standalone).
+fn seed_command_line(dir: &std::path::Path) -> Vec<String> {
+    let config = dir.join("kubelet-conf.yml");
+    std::fs::write(
+        &config,
+        include_str!("../testdata/seed-kubelet-conf.yml")
+            .replace("cgroupDriver: systemd", "cgroupDriver: cgroupfs"),
+    )
+    .unwrap();
+    flags_from_go_log(SEED_FLAGS)
+        .into_iter()
+        .filter_map(|(name, value)| match name.as_str() {
+            "config" => Some(format!("--config={}", config.display())),
+            "kubeconfig" | "bootstrap-kubeconfig" => None,
+            _ => Some(format!("--{name}={value}")),
+        })
+        .collect()
+}
+
+#[test]
+fn go_flag_lines_become_a_command_line() {
+    let text = "I1205 10:00:00.000000    1234 flags.go:64] FLAG: --cluster-dns=\"[10.96.0.10 10.96.0.11]\"\nFLAG: --v=\"8\"\n\
+                --tls-cipher-suites=\"[]\"\nnot a flag\n--node-labels=\"a=b\"\n";
+    let got = flags_from_go_log(text);
+    let want: Vec<(String, String)> = [
+        ("cluster-dns", "10.96.0.10,10.96.0.11"),
+        ("v", "8"),
+        ("tls-cipher-suites", ""),
+        ("node-labels", "a=b"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(got, want);
+    assert_eq!(flags_from_go_log(SEED_FLAGS).len(), 164);
+}
+
+#[test]
+fn the_seed_nodes_164_flags_are_all_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = seed_command_line(dir.path());
+    assert_eq!(line.len(), 162, "164 flags less the two kubeconfigs");
+    let loaded = load(&line).unwrap_or_else(|e| panic!("refused: {e}"));
+    // Values of the command line and of the file arrive.
+    assert_eq!(loaded.verbosity, 8);
+    assert_eq!(loaded.config.parsed_only.cpu_manager_policy, "none");
+    assert_eq!(loaded.config.oom_score_adj, -999);
+    assert_eq!(
+        loaded
+            .node_labels
+            .get("node.kubernetes.io/node")
+            .map(String::as_str),
+        Some("")
+    );
+    // Go's own deprecation lines for what that node passed at Go's defaults.
+    let w = loaded.warnings.join("\n");
+    assert!(
+        w.contains("Flag --container-runtime has been deprecated, will be removed in 1.27 as the only valid value is 'remote'"),
+        "{w}"
+    );
+    assert!(
+        w.contains(&format!(
+            "Flag --storage-driver-db has been deprecated, {CADVISOR}"
+        )),
+        "{w}"
+    );
+    assert!(w.contains("Flag --logtostderr has been deprecated"), "{w}");
+    // Go deprecates every configuration flag in favour of the file.
+    assert!(
+        w.contains(&format!(
+            "Flag --max-pods has been deprecated, {CONFIG_FILE}"
+        )),
+        "{w}"
+    );
+    // Flags at Go's defaults are not reported as unsupported settings, nor are the file's
+    // fields at Go's defaults; that node's file set two fields kubelet-rs does not act on.
+    let unsupported: Vec<&str> = loaded
+        .warnings
+        .iter()
+        .filter(|w| w.contains("not supported by kubelet-rs"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        unsupported,
+        [
+            "KubeletConfiguration field eventRecordQPS is not supported by kubelet-rs; its value 5 is ignored",
+            "KubeletConfiguration field eventBurst is not supported by kubelet-rs; its value 10 is ignored",
+        ],
+        "{w}"
+    );
+}
+
+#[test]
+fn every_flag_of_the_table_parses_its_default_and_none_is_declared_twice() {
+    let declared: Vec<String> = Flags::command()
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect();
+    let every = serde_json::to_value(KubeletConfiguration::default()).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    for f in TABLE {
+        assert!(seen.insert(f.name), "--{} twice in the table", f.name);
+        assert!(
+            !declared.iter().any(|d| d == f.name),
+            "--{} also in Flags",
+            f.name
+        );
+        to_json(f, &[f.default.to_string()])
+            .unwrap_or_else(|e| panic!("--{}'s default: {e}", f.name));
+        if let Effect::Config(path) = f.effect {
+            let found = path.split('.').try_fold(&every, |v, p| v.get(p));
+            assert!(found.is_some(), "--{}: no field {path}", f.name);
+        }
+    }
+}
+
+#[test]
+fn values_parse_as_go_parses_them() {
+    let f = |name: &str| TABLE.iter().find(|f| f.name == name).unwrap();
+    let v = |name: &str, values: &[&str]| to_json(f(name), &args(values));
+    for (name, values, want) in [
+        ("enable-server", &["True"][..], serde_json::json!(true)),
+        ("enable-server", &["0"][..], serde_json::json!(false)),
+        ("oom-score-adj", &["-999"][..], serde_json::json!(-999)),
+        (
+            "tls-cipher-suites",
+            &["A,B", "C"][..],
+            serde_json::json!(["A", "B", "C"]),
+        ),
+        ("tls-cipher-suites", &[""][..], serde_json::json!([])),
+        (
+            "feature-gates",
+            &["A=true, B=False"][..],
+            serde_json::json!({"A": true, "B": false}),
+        ),
+        (
+            "qos-reserved",
+            &["memory=50%"][..],
+            serde_json::json!({"memory": "50%"}),
+        ),
+        (
+            "cpu-manager-reconcile-period",
+            &["1m30s"][..],
+            serde_json::json!("1m30s"),
+        ),
+        (
+            "reserved-memory",
+            &[
+                "0:memory=1Gi,hugepages-1Gi=2Gi;1:memory=512Mi",
+                "2:memory=1e9",
+            ][..],
+            serde_json::json!([
+                {"numaNode": 0, "limits": {"memory": "1Gi", "hugepages-1Gi": "2Gi"}},
+                {"numaNode": 1, "limits": {"memory": "512Mi"}},
+                {"numaNode": 2, "limits": {"memory": "1e9"}},
+            ]),
+        ),
+        ("log-file-max-size", &["1800"][..], serde_json::json!(1800)),
+    ] {
+        assert_eq!(v(name, values).unwrap(), want, "--{name} {values:?}");
+    }
+    for (name, bad) in [
+        ("enable-server", "yes"),
+        ("oom-score-adj", "x"),
+        ("iptables-drop-bit", "99999999999"),
+        ("cpu-manager-reconcile-period", "10"),
+        ("feature-gates", "A=maybe"),
+        ("feature-gates", "A"),
+        ("reserved-memory", "0:cpu=1"),
+        ("reserved-memory", "memory=1Gi"),
+        ("reserved-memory", "0:memory=lots"),
+        ("log-file-max-size", "-1"),
+    ] {
+        let e = v(name, &[bad]).unwrap_err();
+        assert_eq!(e.flag, f(name).name, "{bad}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("--{name}: invalid value")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn configuration_flags_override_the_file_and_feature_gates_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.yml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         cpuManagerPolicy: none\nstreamingConnectionIdleTimeout: 1h\nenableServer: true\n\
+         featureGates: {EventedPLEG: true, A: true}\nauthentication: {webhook: {cacheTTL: 1m}}\n",
+    )
+    .unwrap();
+    let c = format!("--config={}", config.display());
+    let loaded = load(&args(&[
+        &c,
+        "--cpu-manager-policy=static",
+        "--streaming-connection-idle-timeout=5m",
+        "--feature-gates=A=false,B=true",
+        "--authentication-token-webhook-cache-ttl=3m",
+        "--enable-server=false",
+    ]))
+    .unwrap();
+    let k = &loaded.config;
+    assert_eq!(k.parsed_only.cpu_manager_policy, "static");
+    assert_eq!(k.streaming_connection_idle_timeout.0.as_secs(), 300);
+    assert!(!k.enable_server);
+    assert_eq!(k.authentication.webhook.cache_ttl.0.as_secs(), 180);
+    let gates: Vec<(&str, bool)> = k
+        .feature_gates
+        .iter()
+        .map(|(n, v)| (n.as_str(), *v))
+        .collect();
+    assert_eq!(gates, [("A", false), ("B", true), ("EventedPLEG", true)]);
+    // A configuration flag kubelet-rs does not act on is reported as the file's field is.
+    let w = loaded.warnings.join("\n");
+    assert!(
+        w.contains("KubeletConfiguration field cpuManagerPolicy is not supported by kubelet-rs; its value \"static\" is ignored"),
+        "{w}"
+    );
+    // Not given on the command line: the file's value stays.
+    let loaded = load(&args(&[&c])).unwrap();
+    assert_eq!(
+        loaded.config.streaming_connection_idle_timeout.0.as_secs(),
+        3600
+    );
+}
+
+#[test]
+fn warnings_name_the_flag_with_gos_text() {
+    for (flag, want) in [
+        (
+            "--cloud-provider=external",
+            "flag --cloud-provider=\"external\" is not supported by kubelet-rs; it is ignored",
+        ),
+        (
+            "--lock-file=/var/run/lock/kubelet.lock",
+            "flag --lock-file=\"/var/run/lock/kubelet.lock\" is not supported by kubelet-rs; it is ignored",
+        ),
+        (
+            "--container-runtime=remote",
+            "Flag --container-runtime has been deprecated, will be removed in 1.27 as the only valid value is 'remote' (the Go kubelet no longer has it since 1.27)",
+        ),
+        (
+            "--containerd=/run/other/containerd.sock",
+            "Flag --containerd has been deprecated, This is a cadvisor flag",
+        ),
+        (
+            "--max-pods=50",
+            "Flag --max-pods has been deprecated, This parameter should be set via the config file",
+        ),
+        (
+            "--cpu-manager-policy=none",
+            "Flag --cpu-manager-policy has been deprecated, This parameter should be set via the config file",
+        ),
+    ] {
+        let loaded = load(&args(&[flag])).unwrap();
+        assert!(
+            loaded.warnings.iter().any(|w| w.starts_with(want)),
+            "{flag}: {:?}",
+            loaded.warnings
+        );
+    }
+    // At Go's default, an unsupported flag warns of nothing; nor do flags Go keeps.
+    let loaded = load(&args(&[
+        "--cloud-provider=",
+        "--lock-file=",
+        "--provider-id=",
+        "--hostname-override=n",
+        "--root-dir=/var/lib/kubelet",
+    ]))
+    .unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+}
+
+#[test]
+fn help_and_version_are_go_boolean_flags() {
+    assert!(load(&args(&["--help=false", "--version=false"])).is_ok());
+    for arg in ["--help", "-h", "--help=true", "--help=1"] {
+        match load(&args(&[arg])) {
+            Err(ConfigError::Help(text)) => {
+                assert!(
+                    text.starts_with("kubelet-rs: the Kubernetes node agent"),
+                    "{text}"
+                );
+                assert!(text.contains("--cpu-manager-policy") && text.contains("--root-dir"));
+            }
+            other => panic!("{arg}: {:?}", other.map(|l| l.warnings)),
+        }
+    }
+    for arg in ["--version", "--version=true", "--version=raw"] {
+        match load(&args(&[arg])) {
+            Err(ConfigError::Version(text)) => assert!(text.starts_with("kubelet "), "{text}"),
+            other => panic!("{arg}: {:?}", other.map(|l| l.warnings)),
+        }
+    }
+}
+
+#[test]
+fn a_malformed_value_is_refused_naming_the_flag() {
+    match load(&args(&["--feature-gates=EventedPLEG"])) {
+        Err(ConfigError::FlagValue(e)) => {
+            assert_eq!(
+                e.to_string(),
+                "--feature-gates: invalid value \"EventedPLEG\": expected key=value"
+            )
+        }
+        other => panic!("{:?}", other.map(|l| l.warnings)),
+    }
+    assert!(load(&args(&["--oom-score-adj=lots"])).is_err());
+}

@@ -1,0 +1,99 @@
+//! Issue #33: a real node's Go kubelet 1.25 command line — all 164 flags it printed at
+//! start-up (`kubelet-bin/testdata/go-1.25-flags.txt`) with that node's values, and its
+//! `--config` file — joins the real control plane by bootstrap token and the node goes Ready.
+//! Adapted to this machine only where the node's paths and ports are not ours: the
+//! kubeconfigs, config file, cert and root dirs, containerd socket, static pod dir and client
+//! CA are the test's, the node name and IP are set, the ports are free ones, and the config
+//! file's `cgroupDriver: systemd` is `cgroupfs` (no systemd here).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod join_common;
+
+use join_common::{cleanup, free_port, join_setup, start, wait_ready, JoinSetup};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_nodes_164_flags_join_and_the_node_goes_ready() {
+    let Some(JoinSetup {
+        et,
+        cp,
+        admin,
+        node,
+        etc,
+    }) = join_setup("join-go-flags", true, "").await
+    else {
+        return;
+    };
+    let testdata = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../kubelet-bin/testdata");
+    let read = |f: &str| std::fs::read_to_string(testdata.join(f)).unwrap();
+    let manifests = etc.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let config = etc.join("seed-kubelet-conf.yml");
+    std::fs::write(
+        &config,
+        read("seed-kubelet-conf.yml")
+            .replace("cgroupDriver: systemd", "cgroupDriver: cgroupfs")
+            .replace(
+                "/etc/kubernetes/pki/ca.pem",
+                &cp.client_ca_path().display().to_string(),
+            )
+            .replace(
+                "/etc/kubernetes/manifests",
+                &manifests.display().to_string(),
+            )
+            .replace("port: 10250", &format!("port: {}", free_port()))
+            .replace("readOnlyPort: 10255", "readOnlyPort: 0")
+            .replace("healthzPort: 10248", "healthzPort: 0"),
+    )
+    .unwrap();
+    let root = et.dir.path().join("kubelet");
+    let flags = kubelet_bin::go_flags::flags_from_go_log(&read("go-1.25-flags.txt"));
+    assert_eq!(flags.len(), 164);
+    let ours = |name: &str| -> Option<String> {
+        Some(match name {
+            "bootstrap-kubeconfig" => etc
+                .join("bootstrap-kubelet.kubeconfig")
+                .display()
+                .to_string(),
+            "kubeconfig" => etc.join("kubelet.kubeconfig").display().to_string(),
+            "config" => config.display().to_string(),
+            "cert-dir" => root.join("pki").display().to_string(),
+            "root-dir" => root.display().to_string(),
+            "container-runtime-endpoint" => kubelet_tests::cri::endpoint(),
+            "hostname-override" => node.clone(),
+            "node-ip" => "127.0.0.1".into(),
+            "port" => free_port().to_string(),
+            "read-only-port" | "healthz-port" => "0".into(),
+            _ => return None,
+        })
+    };
+    let args: Vec<String> = flags
+        .iter()
+        .map(|(name, value)| format!("--{name}={}", ours(name).unwrap_or_else(|| value.clone())))
+        .collect();
+    let k = start(&et, &args, false).await;
+    // Go's own deprecation lines for what that node passed.
+    let w = k.loaded.warnings.join("\n");
+    for line in [
+        "Flag --container-runtime has been deprecated, will be removed in 1.27 as the only valid value is 'remote'",
+        "Flag --storage-driver-db has been deprecated, This is a cadvisor flag",
+        "Flag --max-pods has been deprecated, This parameter should be set via the config file",
+    ] {
+        assert!(w.contains(line), "{line}: {w}");
+    }
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let ready = wait_ready(&nodes, &node).await;
+    let labels = ready.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get("node.kubernetes.io/node").map(String::as_str),
+        Some(""),
+        "--node-labels"
+    );
+    k.stop().await;
+    cleanup(&cp, &node, &et.namespace);
+}
