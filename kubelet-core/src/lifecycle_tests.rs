@@ -513,6 +513,27 @@ async fn orphans_are_removed_only_after_all_sources_are_seen() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_kubelet_without_pod_sources_has_seen_all_of_them() {
+    let kubelet = Kubelet::builder()
+        .config(config())
+        .runtime(Arc::new(SimRuntime::new()))
+        .container_manager(Arc::new(FakeContainerManager::default()))
+        .build()
+        .expect("build");
+    let handle = kubelet.handle();
+    assert!(!handle.sources_ready(), "not before it runs");
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(kubelet.run(shutdown.clone()));
+    // Image garbage collection and the orphan cleanup wait for this: nothing is to come.
+    crate::testing::eventually(Duration::from_secs(5), "sources ready", || {
+        std::future::ready(handle.sources_ready().then_some(()))
+    })
+    .await;
+    shutdown.cancel();
+    task.await.expect("join").expect("run");
+}
+
+#[tokio::test(start_paused = true)]
 async fn image_pull_failures_back_off_and_never_policy_fails_fast() {
     let rt = Arc::new(SimRuntime::new());
     rt.fail_pulls("missing:1");

@@ -82,6 +82,11 @@ impl SyncLoop {
         workers: Arc<PodWorkers>,
         merger: PodConfigMerger,
     ) -> Self {
+        // A kubelet without pod sources has seen all of them (Go's `SeenAllSources` of an
+        // empty set); otherwise readiness follows the first snapshots.
+        engine
+            .sources_ready
+            .store(merger.seen_all_sources(), Ordering::Relaxed);
         SyncLoop {
             engine,
             workers,
