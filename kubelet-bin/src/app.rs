@@ -250,7 +250,11 @@ pub fn cluster_member_config(loaded: &LoadedConfig, node_ips: Vec<String>) -> Cl
             time_added: None,
         })
         .collect();
+    cfg.node.node_ip_specified = !loaded.node_ips.is_empty();
     cfg.node.node_ips = node_ips;
+    cfg.node.provider_id = c.provider_id.clone();
+    cfg.node.external_cloud_provider = loaded.external_cloud_provider;
+    cfg.node.max_images = c.node_status_max_images;
     cfg.node.register_node = c.register_node;
     cfg.node.status_update_frequency = c.node_status_update_frequency.0;
     cfg.node.status_report_frequency = c.node_status_report_frequency.0;
@@ -550,5 +554,18 @@ mod tests {
         assert_eq!(cfg.node.node_ips, ["10.0.0.7"]);
         assert_eq!(cfg.lease.duration_seconds, 40);
         assert_eq!(cfg.lease.renew_interval, Duration::from_secs(10));
+        assert!(!cfg.node.external_cloud_provider && cfg.node.provider_id.is_empty());
+        assert_eq!(cfg.node.max_images, 50);
+        assert!(!cfg.node.node_ip_specified, "detected, not given");
+        let l = load(&[
+            "--cloud-provider=external",
+            "--provider-id=gce://project/zone/node-a",
+            "--node-status-max-images=-1",
+            "--node-ip=10.0.0.8",
+        ]);
+        let cfg = cluster_member_config(&l, vec!["10.0.0.8".into()]);
+        assert!(cfg.node.external_cloud_provider && cfg.node.node_ip_specified);
+        assert_eq!(cfg.node.provider_id, "gce://project/zone/node-a");
+        assert_eq!(cfg.node.max_images, -1);
     }
 }

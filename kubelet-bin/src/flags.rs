@@ -397,6 +397,10 @@ pub struct Flags {
     /// Directory of the credential provider plugin executables.
     #[arg(long = "image-credential-provider-bin-dir", value_name = "DIR", value_parser = any_path())]
     pub image_credential_provider_bin_dir: Option<PathBuf>,
+    /// The cloud provider: `external` (a cloud controller manager initializes the node) or
+    /// empty.
+    #[arg(long = "cloud-provider", default_value = "", value_name = "PROVIDER")]
+    pub cloud_provider: String,
 }
 
 /// A path value that may be empty (Go takes `--flag=` as unset; clap's path parser refuses it).

@@ -220,7 +220,6 @@ pub const TABLE: &[GoFlag] = &[
     config("log-text-info-buffer-size", Str, "0", "logging.options.text.infoBufferSize", "Text format: info stream buffer size"),
     config("log-text-split-stream", Bool, "false", "logging.options.text.splitStream", "Text format: errors to stderr, info to stdout"),
     // Flags of the Go kubelet (not configuration fields) kubelet-rs does not act on.
-    unsupported("cloud-provider", Str, "", "The cloud provider ('external' or empty)"),
     removed(
         deprecated(
             unsupported("cloud-config", Str, "", "The cloud provider's configuration file"),

@@ -256,8 +256,8 @@ fn configuration_flags_override_the_file_and_feature_gates_merge() {
 fn warnings_name_the_flag_with_gos_text() {
     for (flag, want) in [
         (
-            "--cloud-provider=external",
-            "flag --cloud-provider=\"external\" is not supported by kubelet-rs; it is ignored",
+            "--cloud-provider=aws",
+            "--cloud-provider=\"aws\": in-tree cloud providers are not supported by kubelet-rs",
         ),
         (
             "--lock-file=/var/run/lock/kubelet.lock",
@@ -289,7 +289,7 @@ fn warnings_name_the_flag_with_gos_text() {
     }
     // At Go's default, an unsupported flag warns of nothing; nor do flags Go keeps.
     let loaded = load(&args(&[
-        "--cloud-provider=",
+        "--cloud-provider=external",
         "--lock-file=",
         "--provider-id=",
         "--hostname-override=n",

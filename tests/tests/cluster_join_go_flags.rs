@@ -97,3 +97,62 @@ async fn the_seed_nodes_164_flags_join_and_the_node_goes_ready() {
     k.stop().await;
     cleanup(&cp, &node, &et.namespace);
 }
+
+/// `--cloud-provider=external` with `--provider-id`, as every node of a cloud cluster with a
+/// cloud controller manager runs: the node registers with `spec.providerID`, the
+/// `node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule` taint (for the cloud
+/// controller manager to remove; this control plane has none, so it stays) and its
+/// `--node-ip` annotated, and goes Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_cloud_provider_node_registers_tainted_with_its_provider_id() {
+    let Some(JoinSetup {
+        et,
+        cp,
+        admin,
+        node,
+        etc,
+    }) = join_setup("join-cloud-external", true, "").await
+    else {
+        return;
+    };
+    let provider_id = format!("kubelet-rs://lab/{node}");
+    let mut args = join_common::command_line(&etc, &et.dir.path().join("kubelet"), &node);
+    args.push("--cloud-provider=external".into());
+    args.push(format!("--provider-id={provider_id}"));
+    let k = start(&et, &args, false).await;
+    assert!(
+        !k.loaded
+            .warnings
+            .iter()
+            .any(|w| w.contains("cloud-provider")),
+        "{:?}",
+        k.loaded.warnings
+    );
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let ready = wait_ready(&nodes, &node).await;
+    let spec = ready.spec.clone().unwrap_or_default();
+    assert_eq!(spec.provider_id.as_deref(), Some(provider_id.as_str()));
+    let taints: Vec<(String, Option<String>, String)> = spec
+        .taints
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| (t.key, t.value, t.effect))
+        .collect();
+    assert!(
+        taints.contains(&(
+            "node.cloudprovider.kubernetes.io/uninitialized".into(),
+            Some("true".into()),
+            "NoSchedule".into()
+        )),
+        "{taints:?}"
+    );
+    let annotations = ready.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("alpha.kubernetes.io/provided-node-ip")
+            .map(String::as_str),
+        Some("127.0.0.1")
+    );
+    k.stop().await;
+    cleanup(&cp, &node, &et.namespace);
+}

@@ -137,6 +137,9 @@ pub struct LoadedConfig {
     pub maximum_dead_containers: i32,
     /// `--pod-infra-container-image`: never garbage collected.
     pub pod_infra_container_image: String,
+    /// `--cloud-provider=external`: a cloud controller manager initializes the node (see
+    /// `kubelet_sources::apiserver::node::NodeConfig::external_cloud_provider`).
+    pub external_cloud_provider: bool,
 }
 
 impl LoadedConfig {
@@ -510,6 +513,13 @@ pub fn load_with_hostname(
     }
     let mut warnings = warnings;
     warnings.extend(flag_warnings);
+    match flags.cloud_provider.as_str() {
+        "" | "external" => {}
+        other => warnings.push(format!(
+            "--cloud-provider={other:?}: in-tree cloud providers are not supported by kubelet-rs \
+             (current Go kubelets accept only \"external\"); the node registers without a cloud provider"
+        )),
+    }
     warnings.extend(support::unsupported_settings(&config));
     let node_ips = match flags.node_ip.as_deref() {
         Some(v) => flags::parse_node_ips(v)?,
@@ -540,6 +550,7 @@ pub fn load_with_hostname(
         maximum_dead_containers_per_container: flags.maximum_dead_containers_per_container,
         maximum_dead_containers: flags.maximum_dead_containers,
         pod_infra_container_image: flags.pod_infra_container_image.clone(),
+        external_cloud_provider: flags.cloud_provider == "external",
     })
 }
 

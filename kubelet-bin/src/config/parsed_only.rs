@@ -1,6 +1,6 @@
 //! `KubeletConfiguration` fields of the Go kubelet that kubelet-rs parses and type-checks
-//! but does not act on (yet): the resource managers, iptables and kernel settings, the cloud
-//! provider's `providerID`, the system containers, logging. They are part of
+//! but does not act on (yet): the resource managers, iptables and kernel settings, the system
+//! containers, logging. They are part of
 //! [`super::KubeletConfiguration`] (flattened into it), so a configuration file and the
 //! flags that mirror them (`--cpu-manager-policy`, `--provider-id`, …) are read alike, and
 //! each set to other than Go's default is reported once at start-up as not supported
@@ -139,9 +139,6 @@ pub struct ParsedOnly {
     /// `--volume-plugin-dir` (FlexVolume drivers).
     #[serde(rename = "volumePluginDir")]
     pub volume_plugin_dir: String,
-    /// `--node-status-max-images` (default 50).
-    #[serde(rename = "nodeStatusMaxImages")]
-    pub node_status_max_images: i32,
     /// `--pod-cidr` (standalone mode).
     #[serde(rename = "podCIDR")]
     pub pod_cidr: String,
@@ -151,9 +148,6 @@ pub struct ParsedOnly {
     /// `--local-storage-capacity-isolation` (default true).
     #[serde(rename = "localStorageCapacityIsolation")]
     pub local_storage_capacity_isolation: bool,
-    /// `--provider-id`: the node's `spec.providerID`.
-    #[serde(rename = "providerID")]
-    pub provider_id: String,
     /// `--kube-api-content-type` (default protobuf).
     #[serde(rename = "contentType")]
     pub content_type: String,
@@ -190,11 +184,9 @@ impl Default for ParsedOnly {
             protect_kernel_defaults: false,
             kernel_memcg_notification: false,
             volume_plugin_dir: "/usr/libexec/kubernetes/kubelet-plugins/volume/exec/".into(),
-            node_status_max_images: 50,
             pod_cidr: String::new(),
             pods_per_core: 0,
             local_storage_capacity_isolation: true,
-            provider_id: String::new(),
             content_type: "application/vnd.kubernetes.protobuf".into(),
             enable_controller_attach_detach: true,
             kubelet_cgroups: String::new(),

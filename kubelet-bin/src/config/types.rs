@@ -371,6 +371,12 @@ pub struct KubeletConfiguration {
     /// instead of using `tlsCertFile` or a self-signed one (default false).
     #[serde(rename = "serverTLSBootstrap")]
     pub server_tls_bootstrap: bool,
+    /// The node's `spec.providerID` at registration (`--provider-id`).
+    #[serde(rename = "providerID")]
+    pub provider_id: String,
+    /// Images reported in the node status, largest first (default 50; -1: all).
+    #[serde(rename = "nodeStatusMaxImages")]
+    pub node_status_max_images: i32,
     /// The Go fields kubelet-rs parses but does not act on (see [`super::parsed_only`]).
     #[serde(flatten)]
     pub parsed_only: super::parsed_only::ParsedOnly,
@@ -477,6 +483,8 @@ impl Default for KubeletConfiguration {
             tracing: None,
             rotate_certificates: false,
             server_tls_bootstrap: false,
+            provider_id: String::new(),
+            node_status_max_images: 50,
             parsed_only: Default::default(),
         }
     }

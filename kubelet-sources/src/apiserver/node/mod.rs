@@ -102,7 +102,23 @@ pub struct NodeConfig {
     pub kubelet_port: i32,
     /// Reported kubelet (and kube-proxy) version.
     pub kubelet_version: String,
+    /// `providerID` (`--provider-id`): the node's `spec.providerID` at registration.
+    pub provider_id: String,
+    /// `--cloud-provider=external`: the node registers with the
+    /// [`EXTERNAL_CLOUD_PROVIDER_TAINT`] for the cloud controller manager to remove, an
+    /// `--node-ip` given is annotated ([`PROVIDED_NODE_IP`]), and addresses the node already
+    /// has (the cloud controller manager's) are left as they are.
+    pub external_cloud_provider: bool,
+    /// `--node-ip` was given (not detected).
+    pub node_ip_specified: bool,
 }
+
+/// The taint a node registers with under an external cloud provider (Go's
+/// `cloudproviderapi.TaintExternalCloudProvider`), value `true`, effect `NoSchedule`.
+pub const EXTERNAL_CLOUD_PROVIDER_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// The annotation carrying `--node-ip` under an external cloud provider (Go's
+/// `cloudproviderapi.AnnotationAlphaProvidedIPAddr`).
+pub const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
 
 impl NodeConfig {
     /// Go's defaults for a node name.
@@ -120,6 +136,9 @@ impl NodeConfig {
             max_images: 50,
             kubelet_port: 10250,
             kubelet_version: kubelet_version(),
+            provider_id: String::new(),
+            external_cloud_provider: false,
+            node_ip_specified: false,
         }
     }
 }

@@ -5,14 +5,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use super::setters::{set_node_status, SetterContext};
-use super::{go_arch, NodeConfig, CONTROLLER_MANAGED_ATTACH_DETACH};
+use super::{
+    go_arch, NodeConfig, CONTROLLER_MANAGED_ATTACH_DETACH, EXTERNAL_CLOUD_PROVIDER_TAINT,
+    PROVIDED_NODE_IP,
+};
 use crate::apiserver::{req_err, ApiError};
 
 /// The Node the kubelet registers (Go's `initialNode`), status filled by the setters.
@@ -22,22 +25,34 @@ pub fn initial_node(ctx: &SetterContext<'_>) -> Node {
     for (k, v) in &cfg.labels {
         labels.insert(k.clone(), v.clone());
     }
+    let mut annotations: BTreeMap<String, String> = [(
+        CONTROLLER_MANAGED_ATTACH_DETACH.to_string(),
+        "true".to_string(),
+    )]
+    .into_iter()
+    .collect();
+    let mut taints = cfg.taints.clone();
+    if cfg.external_cloud_provider {
+        taints.push(Taint {
+            key: EXTERNAL_CLOUD_PROVIDER_TAINT.into(),
+            value: Some("true".into()),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        });
+        if cfg.node_ip_specified && !cfg.node_ips.is_empty() {
+            annotations.insert(PROVIDED_NODE_IP.into(), cfg.node_ips.join(","));
+        }
+    }
     let mut node = Node {
         metadata: ObjectMeta {
             name: Some(cfg.node_name.clone()),
             labels: Some(labels),
-            annotations: Some(
-                [(
-                    CONTROLLER_MANAGED_ATTACH_DETACH.to_string(),
-                    "true".to_string(),
-                )]
-                .into_iter()
-                .collect(),
-            ),
+            annotations: Some(annotations),
             ..Default::default()
         },
         spec: Some(NodeSpec {
-            taints: (!cfg.taints.is_empty()).then(|| cfg.taints.clone()),
+            taints: (!taints.is_empty()).then_some(taints),
+            provider_id: (!cfg.provider_id.is_empty()).then(|| cfg.provider_id.clone()),
             ..Default::default()
         }),
         status: None,
@@ -186,7 +201,73 @@ async fn try_register(api: &Api<Node>, node: &Node) -> Result<Node, ApiError> {
 mod tests {
     use super::*;
     use crate::apiserver::node::fixtures::{cond, observed, t};
-    use k8s_openapi::api::core::v1::Taint;
+
+    #[test]
+    fn an_external_cloud_provider_taints_and_annotates_the_initial_node() {
+        let o = observed();
+        let now = t(0);
+        for (external, specified, provider_id) in [
+            (false, true, ""),
+            (true, false, "aws:///eu-west-1a/i-0abc"),
+            (true, true, "aws:///eu-west-1a/i-0abc"),
+        ] {
+            let mut cfg = NodeConfig::new("n1");
+            cfg.external_cloud_provider = external;
+            cfg.node_ip_specified = specified;
+            cfg.node_ips = vec!["10.0.0.5".into()];
+            cfg.provider_id = provider_id.into();
+            let node = initial_node(&SetterContext {
+                config: &cfg,
+                observed: &o,
+                now: &now,
+            });
+            let spec = node.spec.as_ref().unwrap();
+            let taints: Vec<(&str, Option<&str>, &str)> = spec
+                .taints
+                .iter()
+                .flatten()
+                .map(|t| (t.key.as_str(), t.value.as_deref(), t.effect.as_str()))
+                .collect();
+            let want_taints = if external {
+                vec![(EXTERNAL_CLOUD_PROVIDER_TAINT, Some("true"), "NoSchedule")]
+            } else {
+                vec![]
+            };
+            assert_eq!(taints, want_taints, "external {external}");
+            assert_eq!(
+                spec.provider_id.as_deref(),
+                (!provider_id.is_empty()).then_some(provider_id)
+            );
+            let annotation = node
+                .metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .get(PROVIDED_NODE_IP);
+            assert_eq!(
+                annotation.map(String::as_str),
+                (external && specified).then_some("10.0.0.5")
+            );
+            // The cloud controller manager's addresses stay under an external provider;
+            // without one the kubelet's own come back.
+            let mut node = node;
+            let ccm = vec![k8s_openapi::api::core::v1::NodeAddress {
+                type_: "InternalIP".into(),
+                address: "192.168.1.9".into(),
+            }];
+            crate::apiserver::node::setters::status(&mut node).addresses = Some(ccm.clone());
+            set_node_status(
+                &mut node,
+                &SetterContext {
+                    config: &cfg,
+                    observed: &o,
+                    now: &now,
+                },
+            );
+            let kept = node.status.as_ref().unwrap().addresses.as_ref() == Some(&ccm);
+            assert_eq!(kept, external, "external {external}");
+        }
+    }
 
     #[test]
     fn initial_node_has_labels_taints_status() {

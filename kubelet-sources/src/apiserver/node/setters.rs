@@ -54,8 +54,18 @@ pub(crate) fn status(node: &mut Node) -> &mut NodeStatus {
     node.status.get_or_insert_with(Default::default)
 }
 
-/// InternalIP per node IP, then Hostname.
+/// InternalIP per node IP, then Hostname; under an external cloud provider, only while the
+/// node has no addresses (the cloud controller manager's win, as in Go).
 pub fn set_addresses(node: &mut Node, ctx: &SetterContext<'_>) {
+    if ctx.config.external_cloud_provider
+        && node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .is_some_and(|a| !a.is_empty())
+    {
+        return;
+    }
     let mut addrs: Vec<NodeAddress> = ctx
         .config
         .node_ips
