@@ -11,12 +11,12 @@
 
 mod join_common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use join_common::{
-    audit_of, cleanup, command_line, create_namespace, eventually, free_port, join_control_plane,
-    join_setup, pod, start, wait_ready, write_config, JoinSetup,
+    audit_of, cleanup, command_line, create_namespace, csrs_of, eventually, free_port,
+    join_control_plane, join_setup, pod, start, token_id, wait_ready, write_config, JoinSetup,
+    CLIENT_SIGNER, SERVING_SIGNER,
 };
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -27,34 +27,11 @@ use kubelet_sources::apiserver::certificate::CertPair;
 use kubelet_tests::cri::BUSYBOX_IMAGE;
 use kubelet_tests::engine::EngineTest;
 
-const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
-
-/// CSRs of `signer` requested by `user`.
-async fn csrs_of(admin: &kube::Client, signer: &str, user: &str) -> Vec<CertificateSigningRequest> {
-    Api::<CertificateSigningRequest>::all(admin.clone())
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|c| c.spec.signer_name == signer && c.spec.username.as_deref() == Some(user))
-        .collect()
-}
-
 fn approved_and_issued(c: &CertificateSigningRequest) -> bool {
     let st = c.status.as_ref();
     st.and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Approved"))
         && st.and_then(|s| s.certificate.as_ref()).is_some()
-}
-
-/// The token id of a bootstrap kubeconfig made by the script (`bootstrap-kubelet-<id>...`).
-fn token_id(path: &Path) -> String {
-    let name = path.file_name().unwrap().to_string_lossy();
-    name.trim_start_matches("bootstrap-kubelet-")
-        .trim_end_matches(".kubeconfig")
-        .to_string()
 }
 
 async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {

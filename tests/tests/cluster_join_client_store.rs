@@ -26,27 +26,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
-use join_common::{eventually, join_setup, JoinSetup};
-use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use kube::Api;
+use join_common::{csrs_of, eventually, join_setup, token_id, JoinSetup, CLIENT_SIGNER};
 use kubelet_sources::apiserver::certificate::bootstrap::Outcome;
 use kubelet_sources::apiserver::certificate::{ClientCertConfig, ClientCertificates, FileStore};
 use kubelet_sources::apiserver::client::ClientConfig;
 use kubelet_tests::cluster::ControlPlane;
 use tokio_util::sync::CancellationToken;
 
-const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-
 /// How many client CSRs `user` has made.
-async fn csrs_of(admin: &kube::Client, user: &str) -> usize {
-    Api::<CertificateSigningRequest>::all(admin.clone())
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|c| c.spec.signer_name == CLIENT_SIGNER && c.spec.username.as_deref() == Some(user))
-        .count()
+async fn client_csrs(admin: &kube::Client, user: &str) -> usize {
+    csrs_of(admin, CLIENT_SIGNER, user).await.len()
 }
 
 /// How a case's kubeconfig carries its client certificate.
@@ -131,13 +120,7 @@ async fn the_client_store_falls_back_to_the_kubeconfigs_files_as_go_does() {
     let identity = cp.node_identity(&node).await.unwrap();
     let (expired_cert, expired_key) = expired_pair(et.dir.path(), &node);
     let bootstrap = cp.bootstrap_kubeconfig("1h").await.unwrap();
-    let token_id = bootstrap
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .trim_start_matches("bootstrap-kubelet-")
-        .trim_end_matches(".kubeconfig")
-        .to_string();
+    let token_id = token_id(&bootstrap);
     let node_user = format!("system:node:{node}");
     let bootstrap_user = format!("system:bootstrap:{token_id}");
     use Creds::{Embedded, Files};
@@ -216,8 +199,8 @@ async fn the_client_store_falls_back_to_the_kubeconfigs_files_as_go_does() {
         }
         let cert_dir = dir.join("pki");
         let before = (
-            csrs_of(&admin, &node_user).await,
-            csrs_of(&admin, &bootstrap_user).await,
+            client_csrs(&admin, &node_user).await,
+            client_csrs(&admin, &bootstrap_user).await,
         );
         let certs = ClientCertificates::load(&ClientCertConfig {
             client: ClientConfig::new(&kubeconfig),
@@ -236,8 +219,8 @@ async fn the_client_store_falls_back_to_the_kubeconfigs_files_as_go_does() {
         let tasks = certs.start(&shutdown);
         let counts = || async {
             (
-                csrs_of(&admin, &node_user).await - before.0,
-                csrs_of(&admin, &bootstrap_user).await - before.1,
+                client_csrs(&admin, &node_user).await - before.0,
+                client_csrs(&admin, &bootstrap_user).await - before.1,
             )
         };
         if case.node_csrs > 0 {

@@ -24,6 +24,35 @@ use kubelet_tests::engine::EngineTest;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// The signer of kubelet client certificates.
+pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+/// The signer of kubelet serving certificates.
+pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
+
+/// CSRs of `signer` requested by `user`.
+pub async fn csrs_of(
+    admin: &kube::Client,
+    signer: &str,
+    user: &str,
+) -> Vec<k8s_openapi::api::certificates::v1::CertificateSigningRequest> {
+    Api::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>::all(admin.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|c| c.spec.signer_name == signer && c.spec.username.as_deref() == Some(user))
+        .collect()
+}
+
+/// The token id of a bootstrap kubeconfig made by the script (`bootstrap-kubelet-<id>...`).
+pub fn token_id(path: &Path) -> String {
+    let name = path.file_name().unwrap().to_string_lossy();
+    name.trim_start_matches("bootstrap-kubelet-")
+        .trim_end_matches(".kubeconfig")
+        .to_string()
+}
+
 /// A running kubelet of a join test.
 pub struct JoinKubelet {
     pub loaded: LoadedConfig,
