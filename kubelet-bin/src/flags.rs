@@ -397,6 +397,14 @@ pub struct Flags {
     /// Directory of the credential provider plugin executables.
     #[arg(long = "image-credential-provider-bin-dir", value_name = "DIR", value_parser = any_path())]
     pub image_credential_provider_bin_dir: Option<PathBuf>,
+    /// The lock file the kubelet holds an exclusive `flock` on while it runs (empty: none).
+    #[arg(long = "lock-file", value_name = "FILE", value_parser = any_path())]
+    pub lock_file: Option<PathBuf>,
+    /// Exit when another process opens the lock file (needs `--lock-file`).
+    #[arg(long = "exit-on-lock-contention", default_value = "false", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = ArgAction::Set,
+          value_parser = go_bool)]
+    pub exit_on_lock_contention: bool,
     /// The cloud provider: `external` (a cloud controller manager initializes the node) or
     /// empty.
     #[arg(long = "cloud-provider", default_value = "", value_name = "PROVIDER")]
@@ -409,9 +417,9 @@ fn any_path() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
     clap::builder::OsStringValueParser::new().map(PathBuf::from)
 }
 
-/// Go's `strconv.ParseBool` as a clap value parser.
-fn go_bool(s: &str) -> Result<bool, FlagValueError> {
-    crate::go_flags::parse_go_bool("help", s)
+/// Go's `strconv.ParseBool` as a clap value parser (clap names the flag in its error).
+fn go_bool(s: &str) -> Result<bool, String> {
+    crate::go_flags::parse_go_bool("", s).map_err(|_| "not a boolean (strconv.ParseBool)".into())
 }
 
 /// A flag value that cannot be parsed.

@@ -228,8 +228,6 @@ pub const TABLE: &[GoFlag] = &[
         "1.34",
     ),
     unsupported("config-dir", Str, "", "Drop-in KubeletConfiguration directory"),
-    unsupported("lock-file", Str, "", "The kubelet's lock file"),
-    unsupported("exit-on-lock-contention", Bool, "false", "Exit when the lock file is contended"),
     unsupported("runtime-cgroups", Str, "", "Cgroup of the container runtime (for stats)"),
     unsupported("vmodule", Str, "", "Per-file log verbosity (pattern=N,...)"),
     removed(

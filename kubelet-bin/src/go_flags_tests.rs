@@ -260,8 +260,8 @@ fn warnings_name_the_flag_with_gos_text() {
             "--cloud-provider=\"aws\": in-tree cloud providers are not supported by kubelet-rs",
         ),
         (
-            "--lock-file=/var/run/lock/kubelet.lock",
-            "flag --lock-file=\"/var/run/lock/kubelet.lock\" is not supported by kubelet-rs; it is ignored",
+            "--runtime-cgroups=/system.slice/containerd.service",
+            "flag --runtime-cgroups=\"/system.slice/containerd.service\" is not supported by kubelet-rs; it is ignored",
         ),
         (
             "--container-runtime=remote",
@@ -297,6 +297,17 @@ fn warnings_name_the_flag_with_gos_text() {
     ]))
     .unwrap();
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(loaded.lock_file, None, "--lock-file= is unset");
+    let loaded = load(&args(&[
+        "--lock-file=/run/kubelet.lock",
+        "--exit-on-lock-contention",
+    ]))
+    .unwrap();
+    assert_eq!(
+        loaded.lock_file.as_deref(),
+        Some(std::path::Path::new("/run/kubelet.lock"))
+    );
+    assert!(loaded.exit_on_lock_contention);
 }
 
 #[test]

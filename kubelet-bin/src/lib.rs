@@ -25,5 +25,6 @@ pub mod config;
 pub mod flags;
 pub mod go_flags;
 pub mod heap_trim;
+pub mod lock_file;
 pub mod server;
 pub mod telemetry;

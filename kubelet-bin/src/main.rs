@@ -96,6 +96,13 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         let shutdown = CancellationToken::new();
+        // Go's `run` takes the lock before anything else; it is held until the end.
+        let _lock = kubelet_bin::lock_file::take(
+            loaded.lock_file.as_deref(),
+            loaded.exit_on_lock_contention,
+            &shutdown,
+        )
+        .await?;
         tokio::spawn(wait_for_signal(shutdown.clone()));
         tokio::spawn(kubelet_bin::heap_trim::run(
             kubelet_bin::heap_trim::PERIOD,

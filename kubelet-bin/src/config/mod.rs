@@ -137,6 +137,10 @@ pub struct LoadedConfig {
     pub maximum_dead_containers: i32,
     /// `--pod-infra-container-image`: never garbage collected.
     pub pod_infra_container_image: String,
+    /// `--lock-file` (see [`crate::lock_file`]).
+    pub lock_file: Option<PathBuf>,
+    /// `--exit-on-lock-contention`.
+    pub exit_on_lock_contention: bool,
     /// `--cloud-provider=external`: a cloud controller manager initializes the node (see
     /// `kubelet_sources::apiserver::node::NodeConfig::external_cloud_provider`).
     pub external_cloud_provider: bool,
@@ -482,6 +486,7 @@ pub fn load_with_hostname(
         &mut flags.bootstrap_kubeconfig,
         &mut flags.image_credential_provider_config,
         &mut flags.image_credential_provider_bin_dir,
+        &mut flags.lock_file,
     ] {
         if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
             *path = None;
@@ -551,6 +556,8 @@ pub fn load_with_hostname(
         maximum_dead_containers: flags.maximum_dead_containers,
         pod_infra_container_image: flags.pod_infra_container_image.clone(),
         external_cloud_provider: flags.cloud_provider == "external",
+        lock_file: flags.lock_file.clone(),
+        exit_on_lock_contention: flags.exit_on_lock_contention,
     })
 }
 
