@@ -346,3 +346,21 @@ fn a_malformed_value_is_refused_naming_the_flag() {
     }
     assert!(load(&args(&["--oom-score-adj=lots"])).is_err());
 }
+
+#[test]
+fn the_logging_format_flag_is_honoured_and_validated() {
+    let loaded = load(&args(&["--logging-format=json"])).unwrap();
+    assert_eq!(loaded.config.parsed_only.logging.format, "json");
+    assert!(
+        !loaded.warnings.iter().any(|w| w.contains("not supported")),
+        "{:?}",
+        loaded.warnings
+    );
+    match load(&args(&["--logging-format=yaml"])) {
+        Err(ConfigError::Invalid { errors }) => {
+            let text = format!("{errors:?}");
+            assert!(text.contains("logging.format"), "{text}");
+        }
+        other => panic!("{:?}", other.map(|l| l.warnings)),
+    }
+}

@@ -25,6 +25,7 @@ pub mod config;
 pub mod flags;
 pub mod go_flags;
 pub mod heap_trim;
+pub mod json_log;
 pub mod lock_file;
 pub mod server;
 pub mod telemetry;

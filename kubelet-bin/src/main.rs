@@ -22,10 +22,16 @@ fn init_logging(
         _ => "debug,kubelet_core=trace,kubelet_runtime_cri=trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(filter);
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = if loaded.config.parsed_only.logging.format == "json" {
+        fmt.event_format(kubelet_bin::json_log::ComponentBaseJson)
+            .with_filter(filter)
+            .boxed()
+    } else {
+        fmt.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_filter(filter)
+            .boxed()
+    };
     let (otel, telemetry) = match &loaded.config.tracing {
         Some(t) => {
             let (layer, telemetry) = kubelet_bin::telemetry::install(

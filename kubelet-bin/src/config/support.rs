@@ -156,6 +156,13 @@ pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {
     if let Some(Value::Object(gates)) = set.get_mut("featureGates") {
         gates.retain(|name, _| !HONOURED_FEATURE_GATES.contains(&name.as_str()));
     }
+    // `logging.format` is honoured (text, json); the rest of `logging` is reported.
+    let mut default = default;
+    for c in [&mut set, &mut default] {
+        if let Some(Value::Object(logging)) = c.get_mut("logging") {
+            logging.remove("format");
+        }
+    }
     FIELDS
         .iter()
         .filter(|(_, s)| *s == Support::Ignored)
@@ -194,6 +201,24 @@ mod tests {
                 "{name} twice"
             );
         }
+    }
+
+    #[test]
+    fn the_logging_format_is_honoured_and_the_rest_of_logging_reported() {
+        let mut c = KubeletConfiguration::default();
+        c.parsed_only.logging.format = "json".into();
+        assert!(unsupported_settings(&c).is_empty());
+        c.parsed_only.logging.options.json.split_stream = true;
+        let w = unsupported_settings(&c);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("KubeletConfiguration field logging is not supported"),
+            "{w:?}"
+        );
+        assert!(
+            !w[0].contains("format"),
+            "the honoured part is not named: {w:?}"
+        );
     }
 
     #[test]

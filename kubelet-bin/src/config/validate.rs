@@ -354,6 +354,13 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
             format!("unsupported value {other:?} (supported: cgroupfs)"),
         ),
     }
+    match c.parsed_only.logging.format.as_str() {
+        "text" | "json" => {}
+        other => errs.add(
+            "logging.format",
+            format!("unsupported value {other:?} (supported: text, json)"),
+        ),
+    }
     match c.authorization.mode.as_str() {
         "AlwaysAllow" | "Webhook" => {}
         other => errs.add(
