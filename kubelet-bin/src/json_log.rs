@@ -127,7 +127,7 @@ where
     ) -> fmt::Result {
         let mut fields = Fields::default();
         event.record(&mut fields);
-        let ts = std::time::SystemTime::now()
+        let ts = kubelet_core::clock::wall_now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
