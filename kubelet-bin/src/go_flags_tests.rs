@@ -121,6 +121,16 @@ fn every_flag_of_the_table_parses_its_default_and_none_is_declared_twice() {
         .get_arguments()
         .filter_map(|a| a.get_long().map(str::to_string))
         .collect();
+    // Go's deprecations of declared flags are looked up by the id `name` with `_` for `-`.
+    for (name, _) in DECLARED_DEPRECATED {
+        let arg = Flags::command()
+            .get_arguments()
+            .find(|a| a.get_long() == Some(name))
+            .unwrap_or_else(|| panic!("--{name} is not declared"))
+            .get_id()
+            .to_string();
+        assert_eq!(arg, name.replace('-', "_"), "--{name}'s id");
+    }
     let every = serde_json::to_value(KubeletConfiguration::default()).unwrap();
     let mut seen = std::collections::HashSet::new();
     for f in TABLE {

@@ -337,7 +337,8 @@ fn bootstrap_key(store: &FileStore, stored: Option<&CertPair>) -> Result<String,
     Ok(key)
 }
 
-async fn blocking<T: Send + 'static>(
+/// Runs blocking file IO on tokio's blocking pool.
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, CertError> + Send + 'static,
 ) -> Result<T, CertError> {
     tokio::task::spawn_blocking(f)

@@ -233,21 +233,22 @@ impl ClientCertificates {
                 identity: None,
             });
         }
-        let kubeconfig = cfg.client.kubeconfig.clone();
-        let credentials =
-            tokio::task::spawn_blocking(move || bootstrap::client_credentials(&kubeconfig))
-                .await
-                .map_err(|e| CertError::Task(e.to_string()))??;
-        let store = FileStore::new("kubelet-client", &cfg.cert_dir)
-            .with_files(credentials.cert_file, credentials.key_file);
-        let s = store.clone();
+        let (kubeconfig, cert_dir) = (cfg.client.kubeconfig.clone(), cfg.cert_dir.clone());
         let now = kubelet_core::clock::now_unix_nanos() / 1_000_000_000;
-        let Initial {
-            pair: initial,
-            force,
-        } = tokio::task::spawn_blocking(move || initial_pair(&s, credentials.embedded, now))
-            .await
-            .map_err(|e| CertError::Task(e.to_string()))??;
+        let (
+            store,
+            Initial {
+                pair: initial,
+                force,
+            },
+        ) = bootstrap::blocking(move || {
+            let credentials = bootstrap::client_credentials(&kubeconfig)?;
+            let store = FileStore::new("kubelet-client", &cert_dir)
+                .with_files(credentials.cert_file, credentials.key_file);
+            let initial = initial_pair(&store, credentials.embedded, now)?;
+            Ok((store, initial))
+        })
+        .await?;
         let identity = ClientIdentity::new(initial.as_ref())?;
         let clients = ApiClients::from_kubeconfig_with_identity(&cfg.client, &identity)
             .await
