@@ -40,6 +40,10 @@ pub struct Flags {
     /// Path to a KubeletConfiguration file; command-line flags override its values.
     #[arg(long = "config", value_name = "FILE", value_parser = any_path())]
     pub config: Option<PathBuf>,
+    /// Drop-in configuration directory: its `*.conf` KubeletConfiguration files are merged
+    /// over `--config` in lexical order; command-line flags still win.
+    #[arg(long = "config-dir", value_name = "DIR", value_parser = any_path())]
+    pub config_dir: Option<PathBuf>,
     /// kubeconfig file for talking to the API server (standalone mode when unset).
     #[arg(long = "kubeconfig", value_name = "FILE", value_parser = any_path())]
     pub kubeconfig: Option<PathBuf>,
@@ -155,6 +159,10 @@ pub struct Flags {
     /// Root cgroup for pods.
     #[arg(long = "cgroup-root", default_value = "", value_name = "CGROUP")]
     pub cgroup_root: String,
+    /// The container runtime's cgroup, reported as the `runtime` system container of
+    /// `/stats/summary`.
+    #[arg(long = "runtime-cgroups", default_value = "", value_name = "CGROUP")]
+    pub runtime_cgroups: String,
     /// Create the QoS cgroup hierarchy.
     #[arg(long = "cgroups-per-qos", default_value = "true", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", action = ArgAction::Set)]

@@ -227,8 +227,6 @@ pub const TABLE: &[GoFlag] = &[
         ),
         "1.34",
     ),
-    unsupported("config-dir", Str, "", "Drop-in KubeletConfiguration directory"),
-    unsupported("runtime-cgroups", Str, "", "Cgroup of the container runtime (for stats)"),
     unsupported("vmodule", Str, "", "Per-file log verbosity (pattern=N,...)"),
     removed(
         deprecated(

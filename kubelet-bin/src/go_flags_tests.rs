@@ -70,6 +70,10 @@ fn the_seed_nodes_164_flags_are_all_accepted() {
     assert_eq!(loaded.verbosity, 8);
     assert_eq!(loaded.config.parsed_only.cpu_manager_policy, "none");
     assert_eq!(loaded.config.oom_score_adj, -999);
+    assert!(
+        loaded.config.allowed_unsafe_sysctls.is_empty(),
+        "pflag's empty string slice (printed \"[]\") is no sysctl, not one named \"\""
+    );
     assert_eq!(
         loaded
             .node_labels
@@ -224,7 +228,7 @@ fn configuration_flags_override_the_file_and_feature_gates_merge() {
         &config,
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
          cpuManagerPolicy: none\nstreamingConnectionIdleTimeout: 1h\nenableServer: true\n\
-         featureGates: {EventedPLEG: true, A: true}\nauthentication: {webhook: {cacheTTL: 1m}}\n",
+         featureGates: {EventedPLEG: true, MemoryQoS: true}\nauthentication: {webhook: {cacheTTL: 1m}}\n",
     )
     .unwrap();
     let c = format!("--config={}", config.display());
@@ -232,7 +236,7 @@ fn configuration_flags_override_the_file_and_feature_gates_merge() {
         &c,
         "--cpu-manager-policy=static",
         "--streaming-connection-idle-timeout=5m",
-        "--feature-gates=A=false,B=true",
+        "--feature-gates=MemoryQoS=false,CPUManagerPolicyAlphaOptions=true",
         "--authentication-token-webhook-cache-ttl=3m",
         "--enable-server=false",
     ]))
@@ -247,7 +251,14 @@ fn configuration_flags_override_the_file_and_feature_gates_merge() {
         .iter()
         .map(|(n, v)| (n.as_str(), *v))
         .collect();
-    assert_eq!(gates, [("A", false), ("B", true), ("EventedPLEG", true)]);
+    assert_eq!(
+        gates,
+        [
+            ("CPUManagerPolicyAlphaOptions", true),
+            ("EventedPLEG", true),
+            ("MemoryQoS", false)
+        ]
+    );
     // A configuration flag kubelet-rs does not act on is reported as the file's field is.
     let w = loaded.warnings.join("\n");
     assert!(
@@ -270,8 +281,8 @@ fn warnings_name_the_flag_with_gos_text() {
             "--cloud-provider=\"aws\": in-tree cloud providers are not supported by kubelet-rs",
         ),
         (
-            "--runtime-cgroups=/system.slice/containerd.service",
-            "flag --runtime-cgroups=\"/system.slice/containerd.service\" is not supported by kubelet-rs; it is ignored",
+            "--housekeeping-interval=20s",
+            "flag --housekeeping-interval=\"20s\" is not supported by kubelet-rs; it is ignored",
         ),
         (
             "--container-runtime=remote",

@@ -2,7 +2,8 @@
 //!
 //! The command line ([`flags`]) and the `KubeletConfiguration` file ([`config`]) of the
 //! kubelet-rs binary, merged with the Go kubelet's precedence: flags given on the command line
-//! override the `--config` file, which overrides the defaults; and the composition of the
+//! override the `--config` file and its drop-in directory, which override the defaults;
+//! feature gates checked as Go checks them ([`feature_gates`]); and the composition of the
 //! stock kubelet ([`app`]) from the library crates, with its certificates and registry
 //! credentials ([`certificates`]). [`heap_trim`] keeps the process's own heap small (glibc's
 //! free pages given back).
@@ -22,6 +23,7 @@
 pub mod app;
 pub mod certificates;
 pub mod config;
+pub mod feature_gates;
 pub mod flags;
 pub mod go_flags;
 pub mod heap_trim;

@@ -37,6 +37,7 @@ mod manager;
 pub mod oom;
 pub mod quantity;
 mod stats;
+pub mod system_containers;
 
 pub use cgroups::{CgroupManager, CgroupMode, CgroupName, ResourceConfig, Usage};
 pub use error::Error;

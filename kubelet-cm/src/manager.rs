@@ -25,6 +25,7 @@ use crate::error::Error;
 use crate::helpers::{hugepage_size_bytes, resource_config_for_pod};
 use crate::machine::{check_swap, read_machine_info, MachineInfo};
 use crate::stats::CgroupStats;
+use crate::system_containers::SystemCgroups;
 
 /// The node-allocatable cgroup Go creates under `cgroupRoot` when `cgroupsPerQOS` is on.
 pub const NODE_ALLOCATABLE_CGROUP: &str = "kubepods";
@@ -65,6 +66,8 @@ pub struct CmConfig {
     pub reserved_system_cpus: String,
     /// `enforceNodeAllocatable` (default `["pods"]`).
     pub enforce_node_allocatable: Vec<String>,
+    /// The system containers reported in the summary (kubelet, runtime, misc).
+    pub system_cgroups: SystemCgroups,
 }
 
 impl Default for CmConfig {
@@ -93,6 +96,7 @@ impl Default for CmConfig {
             .collect(),
             reserved_system_cpus: String::new(),
             enforce_node_allocatable: vec![ENFORCE_PODS.to_string()],
+            system_cgroups: SystemCgroups::default(),
         }
     }
 }

@@ -12,24 +12,32 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kubelet_core::stats::{
-    DirUsage, FsUsage, InterfaceStats, MachineInfo, NodeStatsProvider, PodSample, RlimitSample,
-    Sample, SampleRequest, StatsError, DU_MAX_ENTRIES,
+    system_container, DirUsage, FsUsage, InterfaceStats, MachineInfo, NodeStatsProvider, PodSample,
+    RlimitSample, Sample, SampleRequest, StatsError, SystemContainerSample, DU_MAX_ENTRIES,
 };
 
 use crate::cgroups::CgroupName;
 use crate::host_root::under;
 use crate::manager::Inner;
+use crate::system_containers::created_at;
 
 /// Measurements over the container manager's cgroups. See the module docs.
 #[derive(Debug, Clone)]
 pub struct CgroupStats {
     inner: Arc<Inner>,
     machine: Arc<MachineInfo>,
+    /// When this provider was made (Unix nanoseconds): the `kubelet` system container's
+    /// start time, as Go's summary provider reports its own creation.
+    created: i64,
 }
 
 impl CgroupStats {
     pub(crate) fn new(inner: Arc<Inner>, machine: Arc<MachineInfo>) -> Self {
-        CgroupStats { inner, machine }
+        CgroupStats {
+            inner,
+            machine,
+            created: kubelet_core::clock::now_unix_nanos(),
+        }
     }
 
     /// Takes the sample (blocking file reads).
@@ -43,9 +51,31 @@ impl CgroupStats {
                 None
             }
         };
+        let boot = self.machine.boot_time_seconds.saturating_mul(1_000_000_000);
+        let system_containers = self
+            .inner
+            .config
+            .system_cgroups
+            .resolve(root, cgroups.mode())
+            .into_iter()
+            .filter_map(|(name, cgroup)| {
+                let created_at = if name == system_container::KUBELET {
+                    Some(self.created)
+                } else {
+                    created_at(cgroups, &cgroup, boot)
+                };
+                Some(SystemContainerSample {
+                    name: name.to_string(),
+                    usage: usage(&cgroup)?,
+                    created_at,
+                })
+            })
+            .collect();
         let mut sample = Sample {
             node: usage(&CgroupName::root()),
             pods_cgroup: usage(self.inner.node_cgroup()),
+            pods_cgroup_created_at: created_at(cgroups, self.inner.node_cgroup(), boot),
+            system_containers,
             rlimit: read_rlimit(root),
             node_interfaces: request
                 .network

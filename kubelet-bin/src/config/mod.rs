@@ -3,6 +3,7 @@
 //! override the file, the file overrides the defaults; without a file the Go kubelet's legacy
 //! flag defaults apply).
 
+pub mod drop_in;
 pub mod duration;
 pub mod parsed_only;
 pub mod support;
@@ -72,6 +73,15 @@ pub enum ConfigError {
         /// Every problem found.
         errors: Vec<FieldError>,
     },
+    /// A feature gate is unknown, or set against its lock (each in Go's words).
+    #[error("failed to set feature gates from initial flags-based config: {}", errors.join("; "))]
+    FeatureGates {
+        /// Every refusal.
+        errors: Vec<String>,
+    },
+    /// The drop-in configuration directory (`--config-dir`) cannot be read.
+    #[error(transparent)]
+    DropIn(#[from] drop_in::DropInError),
     /// The node name cannot be determined.
     #[error("cannot determine the node name: {reason}")]
     NodeName {
@@ -141,6 +151,8 @@ pub struct LoadedConfig {
     pub lock_file: Option<PathBuf>,
     /// `--exit-on-lock-contention`.
     pub exit_on_lock_contention: bool,
+    /// `--runtime-cgroups`: the runtime's cgroup (the summary's `runtime` system container).
+    pub runtime_cgroups: String,
     /// `--cloud-provider=external`: a cloud controller manager initializes the node (see
     /// `kubelet_sources::apiserver::node::NodeConfig::external_cloud_provider`).
     pub external_cloud_provider: bool,
@@ -165,7 +177,8 @@ impl LoadedConfig {
             cluster_domain: c.cluster_domain.clone(),
             resolv_conf: PathBuf::from(&c.resolv_conf),
             pod_logs_dir: PathBuf::from(&c.pod_logs_dir),
-            evented_pleg: c.feature_gates.get("EventedPLEG").copied().unwrap_or(false),
+            evented_pleg: crate::feature_gates::FeatureGates::new(&c.feature_gates)
+                .enabled("EventedPLEG"),
             allowed_unsafe_sysctls: c.allowed_unsafe_sysctls.clone(),
             minimum_container_ttl: self.minimum_container_ttl,
             max_dead_containers_per_container: usize::try_from(
@@ -251,48 +264,71 @@ impl LoadedConfig {
 /// Parses a configuration file's contents (YAML or JSON). `path` is used in errors and to
 /// resolve relative paths in the file (as Go does, relative to the file's directory).
 pub fn parse_config(bytes: &[u8], path: &Path) -> Result<FileConfig, ConfigError> {
-    let parse_err = |reason: String| ConfigError::ParseFile {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let field_err = |field: &str, reason: String| ConfigError::FileField {
-        path: path.to_path_buf(),
-        field: field.to_string(),
-        reason,
-    };
-    // Bounded like a manifest: size, depth and YAML alias expansion.
+    let value = decode_config_value(bytes, path)?;
+    let mut file = typed_config(&value, path)?;
+    resolve_relative_paths(&mut file.config, path);
+    Ok(file)
+}
+
+/// Decodes a configuration document (bounded like a manifest: size, depth and YAML alias
+/// expansion) and checks its `kind` and `apiVersion`.
+pub(crate) fn decode_config_value(bytes: &[u8], path: &Path) -> Result<Value, ConfigError> {
     let value: Value =
         kubelet_sources::decode::decode_one(bytes, &kubelet_sources::decode::MANIFEST_LIMITS)
-            .map_err(|e| parse_err(e.to_string()))?;
+            .map_err(|e| ConfigError::ParseFile {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
     let Value::Object(map) = &value else {
-        return Err(parse_err("the file is not a YAML/JSON object".into()));
+        return Err(ConfigError::ParseFile {
+            path: path.to_path_buf(),
+            reason: "the file is not a YAML/JSON object".into(),
+        });
     };
-    match map.get("kind").and_then(Value::as_str) {
-        Some(types::KIND) => {}
-        Some(other) => {
-            return Err(field_err(
-                "kind",
-                format!("must be {:?}, got {other:?}", types::KIND),
-            ))
-        }
-        None => return Err(field_err("kind", "required value".into())),
+    for (field, want) in [("kind", types::KIND), ("apiVersion", types::API_VERSION)] {
+        let reason = match map.get(field).and_then(Value::as_str) {
+            Some(got) if got == want => continue,
+            Some(other) => format!("must be {want:?}, got {other:?}"),
+            None => "required value".into(),
+        };
+        return Err(ConfigError::FileField {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            reason,
+        });
     }
-    match map.get("apiVersion").and_then(Value::as_str) {
-        Some(types::API_VERSION) => {}
-        Some(other) => {
-            return Err(field_err(
-                "apiVersion",
-                format!("must be {:?}, got {other:?}", types::API_VERSION),
-            ))
-        }
-        None => return Err(field_err("apiVersion", "required value".into())),
-    }
-    let mut config: KubeletConfiguration = serde_path_to_error::deserialize(&value)
-        .map_err(|e| field_err(&e.path().to_string(), e.inner().to_string()))?;
-    let reencoded = serde_json::to_value(&config).map_err(|e| parse_err(e.to_string()))?;
+    Ok(value)
+}
+
+/// The configuration a decoded document holds, with a warning for each field of `value`
+/// that kubelet-rs does not know (`path` names the file in both).
+pub(crate) fn typed_config(value: &Value, path: &Path) -> Result<FileConfig, ConfigError> {
+    let config: KubeletConfiguration =
+        serde_path_to_error::deserialize(value).map_err(|e| ConfigError::FileField {
+            path: path.to_path_buf(),
+            field: e.path().to_string(),
+            reason: e.inner().to_string(),
+        })?;
+    let reencoded = serde_json::to_value(&config).map_err(|e| ConfigError::ParseFile {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    Ok(FileConfig {
+        warnings: unknown_field_warnings(value, &reencoded, path),
+        config,
+    })
+}
+
+/// A warning for each field of `given` that is not in `understood` (the configuration it
+/// decoded to, encoded again).
+pub(crate) fn unknown_field_warnings(
+    given: &Value,
+    understood: &Value,
+    path: &Path,
+) -> Vec<String> {
     let mut unknown = Vec::new();
-    kubelet_sources::static_pod::unknown_fields(&value, &reencoded, "", &mut unknown);
-    let warnings = unknown
+    kubelet_sources::static_pod::unknown_fields(given, understood, "", &mut unknown);
+    unknown
         .into_iter()
         .map(|f| {
             format!(
@@ -300,9 +336,7 @@ pub fn parse_config(bytes: &[u8], path: &Path) -> Result<FileConfig, ConfigError
                 path.display()
             )
         })
-        .collect();
-    resolve_relative_paths(&mut config, path);
-    Ok(FileConfig { config, warnings })
+        .collect()
 }
 
 /// Resolves relative paths of the file against its directory (Go's `resolveRelativePaths`).
@@ -325,6 +359,12 @@ fn resolve_relative_paths(c: &mut KubeletConfiguration, file: &Path) {
 /// Reads and parses a configuration file (synchronous: call it before starting the runtime,
 /// or from `spawn_blocking`).
 pub fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    parse_config(&read_bounded(path)?, path)
+}
+
+/// Reads a regular file of at most one byte over the manifest limit (the decoder refuses
+/// that byte as too large).
+pub(crate) fn read_bounded(path: &Path) -> Result<Vec<u8>, ConfigError> {
     use std::io::Read as _;
     let read_err = |source| ConfigError::ReadFile {
         path: path.to_path_buf(),
@@ -337,11 +377,10 @@ pub fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
             "not a regular file",
         )));
     }
-    // At most one byte over the limit is read: `parse_config` refuses it as too large.
     let limit = kubelet_sources::decode::MANIFEST_LIMITS.max_bytes as u64 + 1;
     let mut bytes = Vec::new();
     file.take(limit).read_to_end(&mut bytes).map_err(read_err)?;
-    parse_config(&bytes, path)
+    Ok(bytes)
 }
 
 /// Overlays the flags that were given on the command line onto `c`.
@@ -408,7 +447,8 @@ fn apply_flags(c: &mut KubeletConfiguration, f: &Flags, m: &ArgMatches) -> Resul
         c.cluster_dns = flags::parse_list(&f.cluster_dns);
     }
     if set("allowed_unsafe_sysctls") {
-        c.allowed_unsafe_sysctls = f.allowed_unsafe_sysctls.clone();
+        // pflag's string slice: an empty value is an empty list.
+        c.allowed_unsafe_sysctls = flags::parse_list(&f.allowed_unsafe_sysctls);
     }
     if set("enforce_node_allocatable") {
         c.enforce_node_allocatable = flags::parse_list(&f.enforce_node_allocatable);
@@ -482,6 +522,7 @@ pub fn load_with_hostname(
     // Go takes an empty path as unset (`--config=` in a unit file).
     for path in [
         &mut flags.config,
+        &mut flags.config_dir,
         &mut flags.kubeconfig,
         &mut flags.bootstrap_kubeconfig,
         &mut flags.image_credential_provider_config,
@@ -499,7 +540,7 @@ pub fn load_with_hostname(
     if flags.version != "false" {
         return Err(ConfigError::Version(Flags::command().render_version()));
     }
-    let (mut config, warnings) = match flags.config.as_deref() {
+    let (mut config, mut warnings) = match flags.config.as_deref() {
         Some(path) => {
             let file = load_file(path)?;
             (file.config, file.warnings)
@@ -510,14 +551,26 @@ pub fn load_with_hostname(
             (c, Vec::new())
         }
     };
+    if let Some(dir) = flags.config_dir.as_deref() {
+        let merged = drop_in::merge_drop_ins(&config, dir)?;
+        config = merged.config;
+        warnings.extend(merged.warnings);
+    }
     apply_flags(&mut config, &flags, &matches)?;
     let flag_warnings = crate::go_flags::apply(&mut config, &matches)?;
+    // Go sets the gates before it validates the rest.
+    let gates = crate::feature_gates::check(&config.feature_gates);
+    if !gates.errors.is_empty() {
+        return Err(ConfigError::FeatureGates {
+            errors: gates.errors,
+        });
+    }
     let errors = validate::validate(&config);
     if !errors.is_empty() {
         return Err(ConfigError::Invalid { errors });
     }
-    let mut warnings = warnings;
     warnings.extend(flag_warnings);
+    warnings.extend(gates.warnings);
     match flags.cloud_provider.as_str() {
         "" | "external" => {}
         other => warnings.push(format!(
@@ -526,6 +579,7 @@ pub fn load_with_hostname(
         )),
     }
     warnings.extend(support::unsupported_settings(&config));
+    warnings.extend(support::system_cgroup_warnings(&config));
     let node_ips = match flags.node_ip.as_deref() {
         Some(v) => flags::parse_node_ips(v)?,
         None => Vec::new(),
@@ -556,6 +610,7 @@ pub fn load_with_hostname(
         maximum_dead_containers: flags.maximum_dead_containers,
         pod_infra_container_image: flags.pod_infra_container_image.clone(),
         external_cloud_provider: flags.cloud_provider == "external",
+        runtime_cgroups: flags.runtime_cgroups.clone(),
         lock_file: flags.lock_file.clone(),
         exit_on_lock_contention: flags.exit_on_lock_contention,
     })

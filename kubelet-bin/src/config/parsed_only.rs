@@ -1,6 +1,6 @@
 //! `KubeletConfiguration` fields of the Go kubelet that kubelet-rs parses and type-checks
-//! but does not act on (yet): the resource managers, iptables and kernel settings, the system
-//! containers, logging. They are part of
+//! but does not act on (yet): the resource managers, iptables and kernel settings,
+//! logging. They are part of
 //! [`super::KubeletConfiguration`] (flattened into it), so a configuration file and the
 //! flags that mirror them (`--cpu-manager-policy`, `--provider-id`, …) are read alike, and
 //! each set to other than Go's default is reported once at start-up as not supported
@@ -154,12 +154,6 @@ pub struct ParsedOnly {
     /// `--enable-controller-attach-detach` (default true).
     #[serde(rename = "enableControllerAttachDetach")]
     pub enable_controller_attach_detach: bool,
-    /// `--kubelet-cgroups`: the kubelet's own cgroup.
-    #[serde(rename = "kubeletCgroups")]
-    pub kubelet_cgroups: String,
-    /// `--system-cgroups`: where non-kernel processes not in a container go.
-    #[serde(rename = "systemCgroups")]
-    pub system_cgroups: String,
     /// `logging`.
     pub logging: Logging,
 }
@@ -189,8 +183,6 @@ impl Default for ParsedOnly {
             local_storage_capacity_isolation: true,
             content_type: "application/vnd.kubernetes.protobuf".into(),
             enable_controller_attach_detach: true,
-            kubelet_cgroups: String::new(),
-            system_cgroups: String::new(),
             logging: Logging::default(),
         }
     }

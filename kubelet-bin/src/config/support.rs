@@ -20,9 +20,6 @@ pub enum Support {
     Ignored,
 }
 
-/// The `featureGates` kubelet-rs implements (the others are reported when set).
-pub const HONOURED_FEATURE_GATES: &[&str] = &["EventedPLEG", "KubeletTracing"];
-
 /// Every `KubeletConfiguration` field kubelet-rs parses, by its name in the file, and whether
 /// it is honoured.
 pub const FIELDS: &[(&str, Support)] = {
@@ -103,7 +100,7 @@ pub const FIELDS: &[(&str, Support)] = {
         ("containerRuntimeEndpoint", H),
         ("imageServiceEndpoint", H),
         ("shutdownGracePeriod", I),
-        ("featureGates", I),
+        ("featureGates", H),
         ("allowedUnsafeSysctls", H),
         ("enableSystemLogHandler", H),
         ("enableProfilingHandler", H),
@@ -114,6 +111,8 @@ pub const FIELDS: &[(&str, Support)] = {
         ("tracing", H),
         ("providerID", H),
         ("nodeStatusMaxImages", H),
+        ("kubeletCgroups", H),
+        ("systemCgroups", H),
         // `parsed_only`: Go's fields kubelet-rs parses but does not act on (yet).
         ("enableContentionProfiling", I),
         ("cpuManagerPolicy", I),
@@ -137,11 +136,30 @@ pub const FIELDS: &[(&str, Support)] = {
         ("localStorageCapacityIsolation", I),
         ("contentType", I),
         ("enableControllerAttachDetach", I),
-        ("kubeletCgroups", I),
-        ("systemCgroups", I),
         ("logging", I),
     ]
 };
+
+/// What kubelet-rs leaves undone of `kubeletCgroups` and `systemCgroups`: they are reported
+/// as system containers, but the Go kubelet also moves processes into them.
+pub fn system_cgroup_warnings(c: &KubeletConfiguration) -> Vec<String> {
+    let mut w = Vec::new();
+    if !c.kubelet_cgroups.is_empty() {
+        w.push(format!(
+            "kubeletCgroups {:?} is reported as the kubelet system container, but kubelet-rs does \
+             not move itself into it as the Go kubelet does: start kubelet-rs in that cgroup",
+            c.kubelet_cgroups
+        ));
+    }
+    if !c.system_cgroups.is_empty() {
+        w.push(format!(
+            "systemCgroups {:?} is reported as the misc system container, but kubelet-rs does \
+             not move the node's other processes into it as the Go kubelet does",
+            c.system_cgroups
+        ));
+    }
+    w
+}
 
 /// One warning line per field kubelet-rs does not honour that differs from its default.
 pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {
@@ -152,10 +170,6 @@ pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {
         return Vec::new();
     };
     let mut set = set;
-    // Feature gates kubelet-rs implements are honoured; only the others are reported.
-    if let Some(Value::Object(gates)) = set.get_mut("featureGates") {
-        gates.retain(|name, _| !HONOURED_FEATURE_GATES.contains(&name.as_str()));
-    }
     // `logging.format` is honoured (text, json); the rest of `logging` is reported.
     let mut default = default;
     for c in [&mut set, &mut default] {
@@ -226,10 +240,7 @@ mod tests {
         assert!(unsupported_settings(&KubeletConfiguration::default()).is_empty());
         let c = KubeletConfiguration {
             max_open_files: 4096,
-            feature_gates: BTreeMap::from([
-                ("GracefulNodeShutdown".to_string(), true),
-                ("EventedPLEG".to_string(), true),
-            ]),
+            feature_gates: BTreeMap::from([("GracefulNodeShutdown".to_string(), false)]),
             eviction_soft: BTreeMap::from([("memory.available".to_string(), "1Gi".to_string())]),
             ..KubeletConfiguration::default()
         };
@@ -237,7 +248,6 @@ mod tests {
             unsupported_settings(&c),
             [
                 "KubeletConfiguration field maxOpenFiles is not supported by kubelet-rs; its value 4096 is ignored",
-                "KubeletConfiguration field featureGates is not supported by kubelet-rs; its value {\"GracefulNodeShutdown\":true} is ignored",
             ]
         );
     }

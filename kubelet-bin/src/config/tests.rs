@@ -680,7 +680,8 @@ fn tracing_configuration_is_validated_as_component_base_does() {
         assert!(
             !l.warnings
                 .iter()
-                .any(|w| w.contains("tracing") || w.contains("KubeletTracing")),
+                .any(|w| (w.contains("tracing") || w.contains("KubeletTracing"))
+                    && !w.starts_with("Setting GA feature gate KubeletTracing=true")),
             "{body:?}: {:?}",
             l.warnings
         );
@@ -717,13 +718,12 @@ fn tracing_configuration_is_validated_as_component_base_does() {
             "tracing.endpoint: \"otel:99999\": invalid port",
         ),
         (
+            // GA and locked on since 1.34: the gate cannot be turned off any more.
             "featureGates:\n  KubeletTracing: false\ntracing: {}\n",
-            "tracing: tracing should not be configured if KubeletTracing feature flag is disabled",
+            "failed to set feature gates from initial flags-based config: cannot set feature gate KubeletTracing to false, feature is locked to true",
         ),
     ] {
         let err = load(body).unwrap_err().to_string();
         assert!(err.contains(want), "{body:?}: {err}");
     }
-    // The gate off without a tracing configuration is fine (nothing to export).
-    assert!(load("featureGates:\n  KubeletTracing: false\n").is_ok());
 }

@@ -377,6 +377,14 @@ pub struct KubeletConfiguration {
     /// Images reported in the node status, largest first (default 50; -1: all).
     #[serde(rename = "nodeStatusMaxImages")]
     pub node_status_max_images: i32,
+    /// `--kubelet-cgroups`: the kubelet's cgroup, reported as the `kubelet` system container
+    /// of the summary (empty: the cgroup the kubelet runs in).
+    #[serde(rename = "kubeletCgroups")]
+    pub kubelet_cgroups: String,
+    /// `--system-cgroups`: the cgroup of the node's non-kernel processes outside containers,
+    /// reported as the `misc` system container (requires `cgroupRoot`).
+    #[serde(rename = "systemCgroups")]
+    pub system_cgroups: String,
     /// The Go fields kubelet-rs parses but does not act on (see [`super::parsed_only`]).
     #[serde(flatten)]
     pub parsed_only: super::parsed_only::ParsedOnly,
@@ -485,6 +493,8 @@ impl Default for KubeletConfiguration {
             server_tls_bootstrap: false,
             provider_id: String::new(),
             node_status_max_images: 50,
+            kubelet_cgroups: String::new(),
+            system_cgroups: String::new(),
             parsed_only: Default::default(),
         }
     }

@@ -153,12 +153,9 @@ pub fn log_max_size(text: &str) -> Result<i64, String> {
     resources::value(&Quantity(text.to_string())).map_err(|e| format!("{text:?}: {e}"))
 }
 
-/// Go's `KubeletTracing` gate: beta and on by default since 1.27.
+/// Go's `KubeletTracing` gate (beta and on by default since 1.27, GA and locked on since).
 pub fn kubelet_tracing_enabled(c: &KubeletConfiguration) -> bool {
-    c.feature_gates
-        .get("KubeletTracing")
-        .copied()
-        .unwrap_or(true)
+    crate::feature_gates::FeatureGates::new(&c.feature_gates).enabled("KubeletTracing")
 }
 
 /// component-base's `ValidateTracingConfiguration` under `tracing`, and the kubelet's check
@@ -194,6 +191,23 @@ fn tracing_configuration(errs: &mut Errors, c: &KubeletConfiguration) {
     }
 }
 
+/// Go's checks of `systemCgroups`: it needs `cgroupRoot` (validation) and cannot be the root
+/// cgroup (the container manager's).
+fn system_cgroups(errs: &mut Errors, c: &KubeletConfiguration) {
+    if c.system_cgroups.is_empty() {
+        return;
+    }
+    if c.cgroup_root.is_empty() {
+        errs.add(
+            "systemCgroups",
+            "systemCgroups (--system-cgroups) was specified and cgroupRoot (--cgroup-root) was not specified",
+        );
+    }
+    if c.system_cgroups == "/" {
+        errs.add("systemCgroups", "system container cannot be root (\"/\")");
+    }
+}
+
 /// Validates the configuration, returning every problem found (empty: valid).
 pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
     let mut errs = Errors(Vec::new());
@@ -216,6 +230,7 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
             format!("{} must be between 1ms and 1s", c.cpu_cfs_quota_period),
         );
     }
+    system_cgroups(&mut errs, c);
     // Go's validation (1.29+): absolute and normalized.
     let logs = Path::new(&c.pod_logs_dir);
     if !logs.is_absolute() {

@@ -66,20 +66,33 @@ pub(super) fn summary(
             )
         })
         .flatten();
-    let system_containers = match (sample.pods_cgroup.as_ref(), config.allocatable_memory) {
-        (Some(u), Some(allocatable)) => vec![ContainerStats {
+    let boot = c.machine.boot_time_seconds.saturating_mul(1_000_000_000);
+    // Go's order is a map's; the summary lists kubelet, runtime, misc, then pods. System
+    // containers have no filesystem (Go clears `logs` and `rootfs`).
+    let mut system_containers: Vec<ContainerStats> = sample
+        .system_containers
+        .iter()
+        .map(|s| ContainerStats {
+            name: s.name.clone(),
+            start_time: rfc3339(s.created_at.unwrap_or(boot)),
+            cpu: Some(cpu(RateKey::SystemContainer(s.name.clone()), &s.usage)),
+            memory: Some(memory(&s.usage, &time, None)),
+            ..Default::default()
+        })
+        .collect();
+    if let (Some(u), Some(allocatable)) = (sample.pods_cgroup.as_ref(), config.allocatable_memory) {
+        system_containers.push(ContainerStats {
             name: SYSTEM_CONTAINER_PODS.to_string(),
-            start_time: rfc3339(c.machine.boot_time_seconds.saturating_mul(1_000_000_000)),
+            start_time: rfc3339(sample.pods_cgroup_created_at.unwrap_or(boot)),
             cpu: Some(cpu(RateKey::PodsCgroup, u)),
             memory: Some(memory(u, &time, Some(allocatable))),
             ..Default::default()
-        }],
-        _ => Vec::new(),
-    };
+        });
+    }
     let node = NodeStats {
         node_name: config.node_name.clone(),
         system_containers,
-        start_time: rfc3339(c.machine.boot_time_seconds.saturating_mul(1_000_000_000)),
+        start_time: rfc3339(boot),
         cpu: sample.node.as_ref().map(|u| cpu(RateKey::Node, u)),
         memory: sample
             .node

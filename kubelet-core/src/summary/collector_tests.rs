@@ -391,6 +391,11 @@ async fn eviction_inputs_rootfs_volumes_ephemeral_storage_pids_and_the_pods_cgro
     let pods_sc = &s.node.system_containers[0];
     assert_eq!(pods_sc.name, "pods");
     assert_eq!(
+        s.node.system_containers.len(),
+        1,
+        "no other system container measured"
+    );
+    assert_eq!(
         pods_sc.memory.as_ref().unwrap().available_bytes,
         Some(4 * GIB),
         "allocatable − the pods' working set"
@@ -493,4 +498,48 @@ async fn a_selection_of_pods_keeps_the_others_samples_and_none_lists_nothing() {
         runtime_calls(&sim),
         [before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 2]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_containers_the_provider_measures_come_before_pods_with_rates() {
+    let (_sim, stats, _collector, web, _ids) = fixture().await;
+    let collector = SummaryCollector::new(
+        stats.clone(),
+        Arc::new(SimRuntime::new()),
+        SummaryConfig {
+            allocatable_memory: Some(6 * GIB),
+            ..config()
+        },
+    );
+    let created = 1_700_000_100_000_000_000;
+    stats.set_pods_cgroup_usage(Some(CgroupUsage::new(0, GIB)));
+    stats.set_system_container("kubelet", CgroupUsage::new(0, 50), Some(created));
+    stats.set_system_container("runtime", CgroupUsage::new(0, 70), None);
+    let pods = [entry(&web)];
+    collector.summary(&pods, false).await.unwrap();
+    tokio::time::advance(Duration::from_secs(1)).await;
+    stats.set_system_container("kubelet", CgroupUsage::new(100_000_000, 60), Some(created));
+    stats.set_system_container("runtime", CgroupUsage::new(300_000_000, 70), None);
+    let s = collector.summary(&pods, false).await.unwrap();
+    let sc = &s.node.system_containers;
+    let names: Vec<&str> = sc.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["kubelet", "runtime", "pods"]);
+    let (kubelet, runtime) = (&sc[0], &sc[1]);
+    assert_eq!(
+        kubelet.start_time, "2023-11-14T22:15:00Z",
+        "its creation time"
+    );
+    assert_eq!(runtime.start_time, s.node.start_time, "unknown: boot time");
+    assert_eq!(
+        kubelet.cpu.as_ref().unwrap().usage_nano_cores,
+        Some(100_000_000)
+    );
+    assert_eq!(
+        runtime.cpu.as_ref().unwrap().usage_nano_cores,
+        Some(300_000_000)
+    );
+    let mem = kubelet.memory.as_ref().unwrap();
+    assert_eq!(mem.working_set_bytes, 60);
+    assert_eq!(mem.available_bytes, None, "only pods has an allocatable");
+    assert!(kubelet.rootfs.is_none() && kubelet.logs.is_none());
 }

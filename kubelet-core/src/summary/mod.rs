@@ -10,6 +10,7 @@
 //! |---|---|
 //! | node `cpu`, `memory` | the root cgroup ([`NodeStatsProvider`](crate::stats::NodeStatsProvider)); `availableBytes` = capacity − working set |
 //! | node `systemContainers["pods"]` | the cgroup all pods run under; `availableBytes` = allocatable − working set |
+//! | node `systemContainers["kubelet"/"runtime"/"misc"]` | the kubelet's, the runtime's and the system cgroups, when configured (the kubelet's own cgroup otherwise); start time = the cgroup's creation |
 //! | node `network`, pod `network` | `/proc/…/net/dev` of the node and of a process in each pod |
 //! | node `fs` (nodefs) | `statvfs` of the kubelet root dir |
 //! | node `runtime.imageFs` | CRI `ImageFsInfo` (used bytes and inodes) on `statvfs` of its mount point; else `statvfs` of the configured image store |
@@ -52,8 +53,9 @@ pub struct Summary {
 pub struct NodeStats {
     /// The node name.
     pub node_name: String,
-    /// System containers: `pods` ([`SYSTEM_CONTAINER_PODS`], the cgroup all pods run
-    /// under) when it is measured; the kubelet's and the runtime's are not reported.
+    /// System containers: `kubelet`, `runtime` and `misc` when the provider measures them
+    /// ([`crate::stats::system_container`]), then `pods` ([`SYSTEM_CONTAINER_PODS`], the
+    /// cgroup all pods run under).
     #[serde(default)]
     pub system_containers: Vec<ContainerStats>,
     /// Boot time.

@@ -21,6 +21,8 @@ pub(crate) enum RateKey {
     Node,
     /// The cgroup all pods run under (the `pods` system container).
     PodsCgroup,
+    /// A system container other than `pods`, by name.
+    SystemContainer(String),
     /// A pod cgroup, by pod uid.
     Pod(String),
     /// A container cgroup, by runtime container id.

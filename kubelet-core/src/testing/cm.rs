@@ -13,7 +13,7 @@ use crate::cm::{CmError, ContainerManager, PodResources, ResourceList};
 use crate::pod;
 use crate::stats::{
     CpuTopology, DirUsage, FsUsage, InterfaceStats, MachineInfo, NodeStatsProvider, PodSample,
-    ResourceUsage, RlimitSample, Sample, SampleRequest, StatsError,
+    ResourceUsage, RlimitSample, Sample, SampleRequest, StatsError, SystemContainerSample,
 };
 
 /// Reports the capacity it was given, remembers which pods it "set up" and measures the
@@ -171,6 +171,7 @@ struct FakeStatsState {
     directories: HashMap<PathBuf, DirUsage>,
     disk_usage: HashMap<PathBuf, DirUsage>,
     pods_cgroup: Option<CgroupUsage>,
+    system_containers: Vec<(String, CgroupUsage, Option<i64>)>,
     rlimit: Option<RlimitSample>,
     process_counts: HashMap<String, u64>,
     requests: Vec<SampleRequest>,
@@ -335,6 +336,15 @@ impl FakeNodeStats {
         self.state().pods_cgroup = usage;
     }
 
+    /// A system container (`kubelet`, `runtime`, `misc`) the provider measures, with its
+    /// creation time in Unix nanoseconds; set again to replace.
+    pub fn set_system_container(&self, name: &str, usage: CgroupUsage, created_at: Option<i64>) {
+        let mut st = self.state();
+        st.system_containers.retain(|(n, _, _)| n != name);
+        st.system_containers
+            .push((name.to_string(), usage, created_at));
+    }
+
     /// The node's process limits (`None`, the default: not measured).
     pub fn set_rlimit(&self, rlimit: Option<RlimitSample>) {
         self.state().rlimit = rlimit;
@@ -407,6 +417,16 @@ impl NodeStatsProvider for FakeNodeStats {
                 .filter_map(|p| st.disk_usage.get(p).map(|d| (p.clone(), *d)))
                 .collect(),
             pods_cgroup: st.pods_cgroup.map(|u| u.at(now)),
+            pods_cgroup_created_at: None,
+            system_containers: st
+                .system_containers
+                .iter()
+                .map(|(name, u, created_at)| SystemContainerSample {
+                    name: name.clone(),
+                    usage: u.at(now),
+                    created_at: *created_at,
+                })
+                .collect(),
             rlimit: st.rlimit,
         };
         if st.requests.len() >= KEPT_REQUESTS {

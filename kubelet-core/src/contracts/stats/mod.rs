@@ -41,8 +41,8 @@ use async_trait::async_trait;
 
 pub use machine::{CpuTopology, HugePages, MachineInfo};
 pub use sample::{
-    nanocores, DirUsage, FsUsage, InterfaceStats, PodSample, PodSampleRequest, ResourceUsage,
-    RlimitSample, Sample, SampleRequest, DU_MAX_ENTRIES,
+    nanocores, system_container, DirUsage, FsUsage, InterfaceStats, PodSample, PodSampleRequest,
+    ResourceUsage, RlimitSample, Sample, SampleRequest, SystemContainerSample, DU_MAX_ENTRIES,
 };
 
 /// Errors producing stats.

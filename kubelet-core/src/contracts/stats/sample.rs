@@ -155,6 +155,28 @@ pub struct PodSample {
     pub process_count: Option<u64>,
 }
 
+/// Names of the node's system containers besides `pods` (Go's `statsapi.SystemContainer*`).
+pub mod system_container {
+    /// The kubelet's own cgroup (`--kubelet-cgroups`, else the cgroup it runs in).
+    pub const KUBELET: &str = "kubelet";
+    /// The container runtime's cgroup (`--runtime-cgroups`).
+    pub const RUNTIME: &str = "runtime";
+    /// The cgroup of the node's other non-kernel processes (`--system-cgroups`).
+    pub const MISC: &str = "misc";
+}
+
+/// One measured system container of the node (kubelet, runtime, misc).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SystemContainerSample {
+    /// Its name in the summary ([`system_container`]).
+    pub name: String,
+    /// The cgroup's usage.
+    pub usage: ResourceUsage,
+    /// When the cgroup was created, in Unix nanoseconds (cAdvisor's `CreationTime`), if
+    /// known.
+    pub created_at: Option<i64>,
+}
+
 /// The answer to a [`SampleRequest`]; what could not be measured is absent.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {
@@ -175,6 +197,10 @@ pub struct Sample {
     pub pods_cgroup: Option<ResourceUsage>,
     /// The node's process limits (always read).
     pub rlimit: Option<RlimitSample>,
+    /// The system containers the provider knows of and could measure (always read).
+    pub system_containers: Vec<SystemContainerSample>,
+    /// When the pods cgroup was created, in Unix nanoseconds, if known.
+    pub pods_cgroup_created_at: Option<i64>,
 }
 
 #[cfg(test)]

@@ -1,0 +1,303 @@
+//! Issue #33: the seed node's Go kubelet 1.25 command line — all 164 flags it printed at
+//! start-up (`kubelet-bin/testdata/go-1.25-flags.txt`) and its `--config` file — starts the
+//! real `kubelet` binary in standalone mode: its static pod runs, `/healthz` answers, and
+//! `/stats/summary` reports the system containers the cgroup flags name.
+//!
+//! Adapted to this machine only where the node's paths and ports are not ours: no kubeconfigs
+//! (standalone), the test's config file, cert, root and static pod dirs, the containerd of a
+//! node environment instance of its own (`KUBELET_RS_NODE_INSTANCE=flags`: a real kubelet
+//! lists every sandbox of its runtime, and would remove other tests' pods as orphans), free
+//! ports, a cgroup root of that instance, and the three system cgroups (the seed's are empty)
+//! with processes moved into them. The config file's `cgroupDriver: systemd` is `cgroupfs`
+//! (no systemd here).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use kubelet_core::testing::poll_until;
+
+const INSTANCE: &str = "flags";
+const CGROUP_ROOT: &str = "/kubelet-rs-flags";
+
+fn node_env(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(kubelet_tests::scripts::script("node-env.sh"))
+        .args(args)
+        .env("KUBELET_RS_NODE_INSTANCE", INSTANCE)
+        .output()
+        .expect("running node-env.sh");
+    assert!(
+        out.status.success(),
+        "node-env.sh {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The instance goes down at the end, whatever happened.
+struct Instance;
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(kubelet_tests::scripts::script("node-env.sh"))
+            .arg("down")
+            .env("KUBELET_RS_NODE_INSTANCE", INSTANCE)
+            .output();
+    }
+}
+
+/// The kubelet process is stopped at the end (SIGTERM, then SIGKILL).
+struct Kubelet(Child);
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        let pid = self.0.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..100 {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Every mounted cgroup hierarchy (v1 controllers, and the unified one).
+fn hierarchies() -> Vec<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 2 && (f[2] == "cgroup" || f[2] == "cgroup2")).then(|| PathBuf::from(f[1]))
+        })
+        .collect()
+}
+
+/// Creates `cgroup` in every hierarchy and moves `pid` into it in each.
+fn move_into(cgroup: &str, pid: u32) {
+    for h in hierarchies() {
+        let dir = h.join(cgroup.trim_start_matches('/'));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        if pid != 0 {
+            // Some v1 hierarchies refuse a task (e.g. a cpuset without cpus): the ones that
+            // account CPU and memory must take it.
+            let moved = std::fs::write(dir.join("cgroup.procs"), pid.to_string());
+            let name = h.display().to_string();
+            if name.contains("cpuacct") || name.contains("memory") || name.ends_with("cgroup") {
+                moved.unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", dir.display()));
+            }
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// The `kubelet` binary of this checkout, built if it is not (a no-op when fresh).
+fn kubelet_binary() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "-q", "-p", "kubelet-bin", "--bin", "kubelet"])
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "building the kubelet binary");
+    // deps/<test binary> → the profile directory.
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("kubelet"))
+        .expect("the profile directory")
+}
+
+async fn get(url: &str) -> Option<String> {
+    let r = reqwest::get(url).await.ok()?;
+    r.status().is_success().then_some(())?;
+    r.text().await.ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
+    // The shared node environment stands for "this machine can run containerd" (skipped
+    // without it, a failure in CI).
+    if kubelet_tests::cri::runtime_or_skip("standalone-go-flags")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let binary = kubelet_binary();
+    let _instance = Instance;
+    node_env(&["up"]);
+    let env = node_env(&["env"]);
+    let setting = |key: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("{key} in {env}"))
+            .to_string()
+    };
+    let endpoint = setting("KUBELET_RS_CRI_ENDPOINT");
+    let run_dir = setting("KUBELET_RS_RUN_DIR");
+    let containerd_pid: u32 =
+        std::fs::read_to_string(format!("{run_dir}/containerd/containerd.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(
+        manifests.join("web.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: default\nspec:\n  \
+         containers:\n  - name: app\n    image: kubelet-rs.local/busybox:1.0\n    \
+         imagePullPolicy: Never\n    command: [sh, -c, 'while true; do sleep 1; done']\n",
+    )
+    .unwrap();
+    let testdata = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap())
+        .join("../kubelet-bin/testdata");
+    let read = |f: &str| std::fs::read_to_string(testdata.join(f)).unwrap();
+    let (port, read_only, healthz) = (free_port(), free_port(), free_port());
+    let config = dir.join("kubelet-conf.yml");
+    std::fs::write(
+        &config,
+        read("seed-kubelet-conf.yml")
+            .replace("cgroupDriver: systemd", "cgroupDriver: cgroupfs")
+            .replace(
+                "/etc/kubernetes/manifests",
+                &manifests.display().to_string(),
+            ),
+    )
+    .unwrap();
+    // The cgroup root and the three system cgroups (the seed node's flags leave them
+    // empty): the runtime's holds the instance's containerd, the system one a process of
+    // the node's, the kubelet's the kubelet (moved in once it runs).
+    move_into(CGROUP_ROOT, 0);
+    move_into(&format!("{CGROUP_ROOT}/runtime"), containerd_pid);
+    let mut system_process = Command::new("sleep").arg("600").spawn().unwrap();
+    move_into(&format!("{CGROUP_ROOT}/system"), system_process.id());
+    let root = dir.join("kubelet");
+    let flags = kubelet_bin::go_flags::flags_from_go_log(&read("go-1.25-flags.txt"));
+    assert_eq!(flags.len(), 164);
+    let ours = |name: &str| -> Option<String> {
+        Some(match name {
+            "bootstrap-kubeconfig" | "kubeconfig" => String::new(),
+            "config" => config.display().to_string(),
+            "cert-dir" => root.join("pki").display().to_string(),
+            "root-dir" => root.display().to_string(),
+            "pod-manifest-path" => manifests.display().to_string(),
+            "container-runtime-endpoint" => endpoint.clone(),
+            "hostname-override" => "standalone-flags".into(),
+            "node-ip" => "127.0.0.1".into(),
+            "port" => port.to_string(),
+            "read-only-port" => read_only.to_string(),
+            "healthz-port" => healthz.to_string(),
+            "cgroup-root" => CGROUP_ROOT.into(),
+            "kubelet-cgroups" => format!("{CGROUP_ROOT}/kubelet"),
+            "runtime-cgroups" => format!("{CGROUP_ROOT}/runtime"),
+            "system-cgroups" => format!("{CGROUP_ROOT}/system"),
+            _ => return None,
+        })
+    };
+    let args: Vec<String> = flags
+        .iter()
+        .map(|(name, value)| format!("--{name}={}", ours(name).unwrap_or_else(|| value.clone())))
+        .collect();
+    let log = dir.join("kubelet.log");
+    let child = Command::new(&binary)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let kubelet = Kubelet(child);
+    move_into(&format!("{CGROUP_ROOT}/kubelet"), kubelet.0.id());
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let tail = |text: String| text.lines().rev().take(60).collect::<Vec<_>>().join("\n");
+
+    let healthy = poll_until(Duration::from_secs(60), || async {
+        get(&format!("http://127.0.0.1:{healthz}/healthz")).await
+    })
+    .await;
+    assert_eq!(healthy.as_deref(), Some("ok"), "{}", tail(log_text()));
+    let pods_url = format!("http://127.0.0.1:{read_only}/pods");
+    let running = poll_until(Duration::from_secs(90), || async {
+        let text = get(&pods_url).await?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let items = v["items"].as_array()?;
+        items
+            .iter()
+            .any(|p| {
+                p["metadata"]["name"] == "web-standalone-flags" && p["status"]["phase"] == "Running"
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(
+        running.is_some(),
+        "static pod not running: {}",
+        tail(log_text())
+    );
+
+    // The system containers, from the cgroups the flags name.
+    let summary_url = format!("http://127.0.0.1:{read_only}/stats/summary");
+    let summary = poll_until(Duration::from_secs(30), || async {
+        let v: serde_json::Value = serde_json::from_str(&get(&summary_url).await?).ok()?;
+        let all_rated = ["kubelet", "runtime", "misc", "pods"].iter().all(|name| {
+            v["node"]["systemContainers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["name"] == *name && c["cpu"]["usageNanoCores"].is_u64())
+        });
+        if !all_rated {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        all_rated.then_some(v)
+    })
+    .await
+    .unwrap_or_else(|| panic!("system containers with CPU rates: {}", tail(log_text())));
+    let containers = summary["node"]["systemContainers"].as_array().unwrap();
+    let of = |name: &str| containers.iter().find(|c| c["name"] == name).unwrap();
+    for name in ["kubelet", "runtime"] {
+        let c = of(name);
+        assert!(
+            c["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0,
+            "{c}"
+        );
+        assert!(c["memory"]["workingSetBytes"].as_u64().unwrap() > 0, "{c}");
+        assert!(c.get("rootfs").is_none() && c.get("logs").is_none(), "{c}");
+    }
+    assert!(
+        of("pods")["memory"]["availableBytes"].is_u64(),
+        "{}",
+        of("pods")
+    );
+
+    // Go's own deprecation lines for what that node passed, and the warning for what
+    // kubelet-rs leaves undone of the system cgroups.
+    let text = log_text();
+    for line in [
+        "Flag --container-runtime has been deprecated, will be removed in 1.27 as the only valid value is 'remote'",
+        "Flag --storage-driver-db has been deprecated, This is a cadvisor flag",
+        "Flag --kubelet-cgroups has been deprecated, This parameter should be set via the config file",
+        "kubelet-rs does not move the node's other processes into it",
+    ] {
+        assert!(text.contains(line), "{line}: {}", tail(text.clone()));
+    }
+    drop(kubelet);
+    let _ = system_process.kill();
+    let _ = system_process.wait();
+}
