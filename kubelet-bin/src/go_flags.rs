@@ -11,6 +11,8 @@
 //!   line, overrides the `--config` file (Go's `kubeletConfigFlagPrecedence`; feature gates
 //!   are merged, the flag's winning). The field is honoured or reported as the file's would
 //!   be ([`crate::config::support`]).
+//! - [`Effect::Klog`]: one of klog's output flags kubelet-rs acts on
+//!   ([`crate::logging::KlogFlags`]).
 //! - [`Effect::Unsupported`]: the Go kubelet acts on it and kubelet-rs does not: a warning
 //!   when it is set to other than Go's default.
 //!
@@ -49,6 +51,8 @@ pub enum Kind {
     MapBool,
     /// `--reserved-memory`: `numa:type=quantity[,type=quantity…][;numa:…]`.
     ReservedMemory,
+    /// klog's `--vmodule`: `pattern=N[,pattern=N…]`.
+    VModule,
 }
 
 /// What a flag does in kubelet-rs. See the module docs.
@@ -58,6 +62,8 @@ pub enum Effect {
     Config(&'static str),
     /// Go acts on it, kubelet-rs does not.
     Unsupported,
+    /// One of klog's flags kubelet-rs acts on ([`crate::logging::KlogFlags`]).
+    Klog,
 }
 
 /// One flag of the Go kubelet.
@@ -162,6 +168,14 @@ const fn klog(name: &'static str, kind: Kind, default: &'static str, help: &'sta
     )
 }
 
+/// A klog flag kubelet-rs acts on.
+const fn klog_honoured(flag: GoFlag) -> GoFlag {
+    GoFlag {
+        effect: Effect::Klog,
+        ..flag
+    }
+}
+
 use Kind::*;
 
 /// Every flag of the Go kubelet that [`crate::flags::Flags`] does not declare.
@@ -227,7 +241,7 @@ pub const TABLE: &[GoFlag] = &[
         ),
         "1.34",
     ),
-    unsupported("vmodule", Str, "", "Per-file log verbosity (pattern=N,...)"),
+    config_flag(config("vmodule", VModule, "", "logging.vmodule", "Per-module log verbosity (pattern=N,...)")),
     removed(
         deprecated(
             unsupported("container-runtime", Str, "remote", "The container runtime ('remote')"),
@@ -273,16 +287,16 @@ pub const TABLE: &[GoFlag] = &[
     ),
     // klog's flags (deprecated by KEP 2845, gone from the kubelet since 1.26).
     klog("add-dir-header", Bool, "false", "Add the file directory to log headers"),
-    klog("alsologtostderr", Bool, "false", "Log to standard error as well as files"),
+    klog_honoured(klog("alsologtostderr", Bool, "false", "Log to standard error as well as files")),
     klog("log-backtrace-at", Str, ":0", "Emit a stack trace at file:N"),
     klog("log-dir", Str, "", "Log file directory"),
-    klog("log-file", Str, "", "Log file"),
-    klog("log-file-max-size", Uint64, "1800", "Maximum log file size in MB"),
-    klog("logtostderr", Bool, "true", "Log to standard error instead of files"),
+    klog_honoured(klog("log-file", Str, "", "Log file")),
+    klog_honoured(klog("log-file-max-size", Uint64, "1800", "Maximum log file size in MB")),
+    klog_honoured(klog("logtostderr", Bool, "true", "Log to standard error instead of files")),
     klog("one-output", Bool, "false", "Write logs of a severity only to their own file"),
-    klog("skip-headers", Bool, "false", "No header prefixes in log messages"),
-    klog("skip-log-headers", Bool, "false", "No headers in log files"),
-    klog("stderrthreshold", Str, "2", "Logs at or above this severity go to stderr"),
+    klog_honoured(klog("skip-headers", Bool, "false", "No header prefixes in log messages")),
+    klog_honoured(klog("skip-log-headers", Bool, "false", "No headers in log files")),
+    klog_honoured(klog("stderrthreshold", Str, "2", "Logs at or above this severity go to stderr")),
     // cAdvisor's flags the Go kubelet registers.
     cadvisor("application-metrics-count-limit", Int32, "100"),
     cadvisor("boot-id-file", Str, "/proc/sys/kernel/random/boot_id"),
@@ -540,6 +554,16 @@ pub fn to_json(f: &GoFlag, values: &[String]) -> Result<Value, FlagValueError> {
             Value::Object(out)
         }
         ReservedMemory => parse_reserved_memory(f.name, values)?,
+        VModule => {
+            let mut items = Vec::new();
+            for v in values {
+                items.extend(
+                    crate::logging::vmodule::parse(v)
+                        .map_err(|reason| invalid(f.name, v, reason))?,
+                );
+            }
+            serde_json::to_value(items).map_err(|e| invalid(f.name, last, e.to_string()))?
+        }
     })
 }
 
@@ -601,6 +625,7 @@ pub fn apply(
                 };
                 set_path(root, path, value, f.kind == MapBool);
             }
+            Effect::Klog => {}
             Effect::Unsupported => {
                 let given = values.last().map(String::as_str).unwrap_or_default();
                 if given != f.default {

@@ -371,7 +371,7 @@ fn a_malformed_value_is_refused_naming_the_flag() {
 #[test]
 fn the_logging_format_flag_is_honoured_and_validated() {
     let loaded = load(&args(&["--logging-format=json"])).unwrap();
-    assert_eq!(loaded.config.parsed_only.logging.format, "json");
+    assert_eq!(loaded.config.logging.format, "json");
     assert!(
         !loaded.warnings.iter().any(|w| w.contains("not supported")),
         "{:?}",
@@ -384,4 +384,34 @@ fn the_logging_format_flag_is_honoured_and_validated() {
         }
         other => panic!("{:?}", other.map(|l| l.warnings)),
     }
+}
+
+#[test]
+fn verbosity_and_vmodule_flags_win_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.yml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         logging:\n  verbosity: 3\n  vmodule:\n  - {filePattern: pod_workers, verbosity: 5}\n",
+    )
+    .unwrap();
+    let c = format!("--config={}", config.display());
+    let loaded = load(&args(&[&c])).unwrap();
+    assert_eq!((loaded.verbosity, loaded.log.verbosity), (3, 3));
+    assert_eq!(loaded.log.vmodule[0].file_pattern, "pod_workers");
+    let loaded = load(&args(&[&c, "--v=6", "--vmodule=prober*=2,client=4"])).unwrap();
+    assert_eq!((loaded.verbosity, loaded.config.logging.verbosity), (6, 6));
+    let vmodule: Vec<(&str, u32)> = loaded
+        .log
+        .vmodule
+        .iter()
+        .map(|i| (i.file_pattern.as_str(), i.verbosity))
+        .collect();
+    assert_eq!(vmodule, [("prober*", 2), ("client", 4)]);
+    assert!(
+        !loaded.warnings.iter().any(|w| w.contains("vmodule")),
+        "--vmodule is not deprecated: {:?}",
+        loaded.warnings
+    );
 }

@@ -29,5 +29,6 @@ pub mod go_flags;
 pub mod heap_trim;
 pub mod json_log;
 pub mod lock_file;
+pub mod logging;
 pub mod server;
 pub mod telemetry;

@@ -5,33 +5,18 @@ use std::process::ExitCode;
 
 use kubelet_bin::config::{self, ConfigError};
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
-/// Logs to stderr (filtered by `-v` or `RUST_LOG`) and, with a `tracing` configuration, the
+/// Logs as configured ([`kubelet_bin::logging`]: filtered by `-v`/`--vmodule` or `RUST_LOG`,
+/// to standard error or klog's `--log-file`) and, with a `tracing` configuration, the
 /// OpenTelemetry exporter (its own filter: only the exported spans). Runs inside the tokio
 /// runtime: the exporter's task and channel live on it.
 fn init_logging(
     loaded: &config::LoadedConfig,
 ) -> anyhow::Result<Option<kubelet_bin::telemetry::Telemetry>> {
+    use anyhow::Context as _;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::Layer;
-    let level = match loaded.verbosity {
-        0..=1 => "info",
-        2..=4 => "info,kubelet_core=debug,kubelet_runtime_cri=debug,kubelet_sources=debug,kubelet_cm=debug,kubelet_bin=debug",
-        _ => "debug,kubelet_core=trace,kubelet_runtime_cri=trace",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let fmt = if loaded.config.parsed_only.logging.format == "json" {
-        fmt.event_format(kubelet_bin::json_log::ComponentBaseJson)
-            .with_filter(filter)
-            .boxed()
-    } else {
-        fmt.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_filter(filter)
-            .boxed()
-    };
+    let fmt = loaded.log.layer().context("opening the log output")?;
     let (otel, telemetry) = match &loaded.config.tracing {
         Some(t) => {
             let (layer, telemetry) = kubelet_bin::telemetry::install(

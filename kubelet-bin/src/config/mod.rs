@@ -5,6 +5,7 @@
 
 pub mod drop_in;
 pub mod duration;
+pub mod logging;
 pub mod parsed_only;
 pub mod support;
 pub mod types;
@@ -151,6 +152,8 @@ pub struct LoadedConfig {
     pub lock_file: Option<PathBuf>,
     /// `--exit-on-lock-contention`.
     pub exit_on_lock_contention: bool,
+    /// The log output: format, verbosity, destinations (`logging` and klog's flags).
+    pub log: crate::logging::LogSettings,
     /// `--runtime-cgroups`: the runtime's cgroup (the summary's `runtime` system container).
     pub runtime_cgroups: String,
     /// `--cloud-provider=external`: a cloud controller manager initializes the node (see
@@ -558,6 +561,10 @@ pub fn load_with_hostname(
     }
     apply_flags(&mut config, &flags, &matches)?;
     let flag_warnings = crate::go_flags::apply(&mut config, &matches)?;
+    // `-v` is `logging.verbosity`'s flag: given, it wins over the file.
+    if matches.value_source("verbosity") == Some(ValueSource::CommandLine) {
+        config.logging.verbosity = u32::from(flags.verbosity);
+    }
     // Go sets the gates before it validates the rest.
     let gates = crate::feature_gates::check(&config.feature_gates);
     if !gates.errors.is_empty() {
@@ -578,6 +585,9 @@ pub fn load_with_hostname(
              (current Go kubelets accept only \"external\"); the node registers without a cloud provider"
         )),
     }
+    let klog = crate::logging::KlogFlags::from_matches(&matches)?;
+    let (log, log_warnings) = crate::logging::LogSettings::new(&config.logging, &klog);
+    warnings.extend(log_warnings);
     warnings.extend(support::unsupported_settings(&config));
     warnings.extend(support::system_cgroup_warnings(&config));
     let node_ips = match flags.node_ip.as_deref() {
@@ -603,7 +613,8 @@ pub fn load_with_hostname(
         node_labels,
         root_dir: flags.root_dir.clone(),
         runonce: flags.runonce,
-        verbosity: flags.verbosity,
+        verbosity: u8::try_from(log.verbosity).unwrap_or(u8::MAX),
+        log,
         warnings,
         minimum_container_ttl: flags.minimum_container_ttl_duration.0,
         maximum_dead_containers_per_container: flags.maximum_dead_containers_per_container,

@@ -1,6 +1,5 @@
 //! `KubeletConfiguration` fields of the Go kubelet that kubelet-rs parses and type-checks
-//! but does not act on (yet): the resource managers, iptables and kernel settings,
-//! logging. They are part of
+//! but does not act on (yet): the resource managers, iptables and kernel settings. They are part of
 //! [`super::KubeletConfiguration`] (flattened into it), so a configuration file and the
 //! flags that mirror them (`--cpu-manager-policy`, `--provider-id`, …) are read alike, and
 //! each set to other than Go's default is reported once at start-up as not supported
@@ -22,66 +21,6 @@ pub struct MemoryReservation {
     /// Resource name → quantity (`memory`, `hugepages-1Gi`, …).
     #[serde(default)]
     pub limits: BTreeMap<String, String>,
-}
-
-/// `logging.options.json` and `logging.options.text`: split streams and buffering.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct StreamOptions {
-    /// Errors to stderr, the rest to stdout.
-    #[serde(rename = "splitStream")]
-    pub split_stream: bool,
-    /// The info stream's buffer (a quantity, `0`: unbuffered).
-    #[serde(rename = "infoBufferSize")]
-    pub info_buffer_size: String,
-}
-
-impl Default for StreamOptions {
-    fn default() -> Self {
-        StreamOptions {
-            split_stream: false,
-            info_buffer_size: "0".into(),
-        }
-    }
-}
-
-/// `logging.options`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default)]
-pub struct LoggingOptions {
-    /// The JSON format's options (`--log-json-*`).
-    pub json: StreamOptions,
-    /// The text format's options (`--log-text-*`, Go 1.28+).
-    pub text: StreamOptions,
-}
-
-/// `logging` (component-base's `LoggingConfiguration`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Logging {
-    /// `--logging-format`: `text` (default) or `json`.
-    pub format: String,
-    /// `--log-flush-frequency` (default 5s).
-    #[serde(rename = "flushFrequency")]
-    pub flush_frequency: GoDuration,
-    /// The verbosity (`-v` is the flag form kubelet-rs honours).
-    pub verbosity: u32,
-    /// Per-file verbosity (`--vmodule`).
-    pub vmodule: Vec<serde_json::Value>,
-    /// Format options.
-    pub options: LoggingOptions,
-}
-
-impl Default for Logging {
-    fn default() -> Self {
-        Logging {
-            format: "text".into(),
-            flush_frequency: GoDuration::from_secs(5),
-            verbosity: 0,
-            vmodule: Vec::new(),
-            options: LoggingOptions::default(),
-        }
-    }
 }
 
 /// The parsed-only fields (see the module docs).
@@ -154,8 +93,6 @@ pub struct ParsedOnly {
     /// `--enable-controller-attach-detach` (default true).
     #[serde(rename = "enableControllerAttachDetach")]
     pub enable_controller_attach_detach: bool,
-    /// `logging`.
-    pub logging: Logging,
 }
 
 impl Default for ParsedOnly {
@@ -183,7 +120,6 @@ impl Default for ParsedOnly {
             local_storage_capacity_isolation: true,
             content_type: "application/vnd.kubernetes.protobuf".into(),
             enable_controller_attach_detach: true,
-            logging: Logging::default(),
         }
     }
 }

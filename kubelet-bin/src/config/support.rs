@@ -111,6 +111,7 @@ pub const FIELDS: &[(&str, Support)] = {
         ("tracing", H),
         ("providerID", H),
         ("nodeStatusMaxImages", H),
+        ("logging", H),
         ("kubeletCgroups", H),
         ("systemCgroups", H),
         // `parsed_only`: Go's fields kubelet-rs parses but does not act on (yet).
@@ -136,7 +137,6 @@ pub const FIELDS: &[(&str, Support)] = {
         ("localStorageCapacityIsolation", I),
         ("contentType", I),
         ("enableControllerAttachDetach", I),
-        ("logging", I),
     ]
 };
 
@@ -169,14 +169,15 @@ pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {
     ) else {
         return Vec::new();
     };
-    let mut set = set;
-    // `logging.format` is honoured (text, json); the rest of `logging` is reported.
-    let mut default = default;
-    for c in [&mut set, &mut default] {
-        if let Some(Value::Object(logging)) = c.get_mut("logging") {
-            logging.remove("format");
-        }
-    }
+    let buffers = [("json", &c.logging.options.json), ("text", &c.logging.options.text)]
+        .into_iter()
+        .filter(|(_, o)| o.info_buffer_size != "0")
+        .map(|(format, o)| {
+            format!(
+                "KubeletConfiguration field logging.options.{format}.infoBufferSize is not supported by kubelet-rs; its value {:?} is ignored (lines are written unbuffered)",
+                o.info_buffer_size
+            )
+        });
     FIELDS
         .iter()
         .filter(|(_, s)| *s == Support::Ignored)
@@ -185,6 +186,7 @@ pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {
             let value = set.get(*name).map(Value::to_string).unwrap_or_default();
             format!("KubeletConfiguration field {name} is not supported by kubelet-rs; its value {value} is ignored")
         })
+        .chain(buffers)
         .collect()
 }
 
@@ -218,20 +220,16 @@ mod tests {
     }
 
     #[test]
-    fn the_logging_format_is_honoured_and_the_rest_of_logging_reported() {
+    fn logging_is_honoured_but_for_the_info_buffers() {
         let mut c = KubeletConfiguration::default();
-        c.parsed_only.logging.format = "json".into();
+        c.logging.format = "json".into();
+        c.logging.verbosity = 4;
+        c.logging.options.json.split_stream = true;
         assert!(unsupported_settings(&c).is_empty());
-        c.parsed_only.logging.options.json.split_stream = true;
-        let w = unsupported_settings(&c);
-        assert_eq!(w.len(), 1, "{w:?}");
-        assert!(
-            w[0].starts_with("KubeletConfiguration field logging is not supported"),
-            "{w:?}"
-        );
-        assert!(
-            !w[0].contains("format"),
-            "the honoured part is not named: {w:?}"
+        c.logging.options.json.info_buffer_size = "64Ki".into();
+        assert_eq!(
+            unsupported_settings(&c),
+            ["KubeletConfiguration field logging.options.json.infoBufferSize is not supported by kubelet-rs; its value \"64Ki\" is ignored (lines are written unbuffered)"]
         );
     }
 

@@ -153,7 +153,7 @@ fn yaml_file_loads_with_warnings_and_relative_paths() {
     // A Go field kubelet-rs parses but does not act on, set to other than Go's default; the
     // file's `logging: {format: json}` is honoured.
     assert!(l.warnings[0].contains("field cpuManagerPolicy is not supported by kubelet-rs"));
-    assert_eq!(c.parsed_only.logging.format, "json");
+    assert_eq!(c.logging.format, "json");
     let e = l.engine_config();
     assert_eq!(e.max_pods, 20);
     assert_eq!(e.sync_frequency, Duration::from_secs(30));

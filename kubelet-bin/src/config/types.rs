@@ -385,6 +385,8 @@ pub struct KubeletConfiguration {
     /// reported as the `misc` system container (requires `cgroupRoot`).
     #[serde(rename = "systemCgroups")]
     pub system_cgroups: String,
+    /// `logging`: format, verbosity, per-file verbosity, stream options.
+    pub logging: super::logging::Logging,
     /// The Go fields kubelet-rs parses but does not act on (see [`super::parsed_only`]).
     #[serde(flatten)]
     pub parsed_only: super::parsed_only::ParsedOnly,
@@ -495,6 +497,7 @@ impl Default for KubeletConfiguration {
             node_status_max_images: 50,
             kubelet_cgroups: String::new(),
             system_cgroups: String::new(),
+            logging: Default::default(),
             parsed_only: Default::default(),
         }
     }

@@ -369,12 +369,8 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
             format!("unsupported value {other:?} (supported: cgroupfs)"),
         ),
     }
-    match c.parsed_only.logging.format.as_str() {
-        "text" | "json" => {}
-        other => errs.add(
-            "logging.format",
-            format!("unsupported value {other:?} (supported: text, json)"),
-        ),
+    for (field, reason) in c.logging.validate() {
+        errs.add(field, reason);
     }
     match c.authorization.mode.as_str() {
         "AlwaysAllow" | "Webhook" => {}
