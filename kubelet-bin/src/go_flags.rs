@@ -567,8 +567,9 @@ pub fn to_json(f: &GoFlag, values: &[String]) -> Result<Value, FlagValueError> {
     })
 }
 
-/// Sets the field at a dotted path of a JSON object (creating objects on the way); maps of
-/// feature gates are merged (Go keeps the file's gates the flag does not name).
+/// Sets the field at a dotted path of a JSON object (creating objects on the way); with
+/// `merge`, maps are merged (Go keeps the file's feature gates the flag does not name) and
+/// lists appended to.
 fn set_path(root: &mut Value, path: &str, value: Value, merge: bool) {
     let mut at = root;
     for part in path.split('.') {
@@ -580,6 +581,7 @@ fn set_path(root: &mut Value, path: &str, value: Value, merge: bool) {
     }
     match (at, value) {
         (Value::Object(existing), Value::Object(new)) if merge => existing.extend(new),
+        (Value::Array(existing), Value::Array(new)) if merge => existing.extend(new),
         (slot, value) => *slot = value,
     }
 }
@@ -623,7 +625,9 @@ pub fn apply(
                             .map_err(|e| invalid(f.name, &values.join(","), e.to_string()))?,
                     ),
                 };
-                set_path(root, path, value, f.kind == MapBool);
+                // Feature gates merge with the file's; `--vmodule` entries follow the file's
+                // (component-base's flag appends to the list it was bound to).
+                set_path(root, path, value, matches!(f.kind, MapBool | VModule));
             }
             Effect::Klog => {}
             Effect::Unsupported => {

@@ -387,7 +387,7 @@ fn the_logging_format_flag_is_honoured_and_validated() {
 }
 
 #[test]
-fn verbosity_and_vmodule_flags_win_over_the_file() {
+fn the_verbosity_flag_wins_over_the_file_and_vmodule_flags_add_to_it() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("c.yml");
     std::fs::write(
@@ -408,7 +408,11 @@ fn verbosity_and_vmodule_flags_win_over_the_file() {
         .iter()
         .map(|i| (i.file_pattern.as_str(), i.verbosity))
         .collect();
-    assert_eq!(vmodule, [("prober*", 2), ("client", 4)]);
+    assert_eq!(
+        vmodule,
+        [("pod_workers", 5), ("prober*", 2), ("client", 4)],
+        "the flag's entries follow the file's"
+    );
     assert!(
         !loaded.warnings.iter().any(|w| w.contains("vmodule")),
         "--vmodule is not deprecated: {:?}",

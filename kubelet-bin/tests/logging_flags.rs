@@ -18,7 +18,11 @@ fn run(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kubelet"))
         .arg(format!("--root-dir={}", root.display()))
         .arg(format!("--container-runtime-endpoint={endpoint}"))
-        .args(["--cgroups-per-qos=false", "--enforce-node-allocatable="])
+        .args([
+            "--cgroups-per-qos=false",
+            "--enforce-node-allocatable=",
+            "--fail-swap-on=false",
+        ])
         .args(args)
         .output()
         .expect("running the kubelet binary")
@@ -126,6 +130,7 @@ fn json_lines_split_between_stdout_and_stderr() {
         &[
             "--logging-format=json",
             "--log-json-split-stream=true",
+            "--feature-gates=LoggingAlphaOptions=true",
             "--v=4",
         ],
     );
@@ -168,11 +173,15 @@ fn go_refusals_of_logging_settings() {
         ),
         (
             &["--vmodule=client"][..],
-            "syntax error: expect comma-separated list of filename=N",
+            "\"client\" does not have the pattern=N format",
         ),
         (
             &["--vmodule=client=-1"][..],
-            "negative value for vmodule level",
+            "parsing verbosity in \"client=-1\": strconv.ParseUint",
+        ),
+        (
+            &["--log-json-split-stream=true", "--logging-format=json"][..],
+            "logging.options.json.splitStream: Forbidden: Feature LoggingAlphaOptions is disabled",
         ),
         (&["--stderrthreshold=LOUD"][..], "--stderrthreshold"),
     ] {

@@ -2,8 +2,9 @@
 //! `runtime`, `misc`), as the Go kubelet finds them.
 //!
 //! - `kubelet`: `--kubelet-cgroups` (`kubeletCgroups`); when unset, the cgroup the kubelet
-//!   process runs in (Go's `getContainer(os.Getpid())`: the `name=systemd` hierarchy's path
-//!   on a systemd host, else the `cpu` controller's; cgroup v2's single path).
+//!   process runs in (Go's `getContainer(os.Getpid())`: on cgroup v1, when cpu and memory
+//!   agree, the `name=systemd` hierarchy's path on a systemd host, else theirs; cgroup v2's
+//!   single path).
 //! - `runtime`: `--runtime-cgroups`; not reported when unset.
 //! - `misc`: `--system-cgroups` (`systemCgroups`); not reported when unset.
 //!
@@ -72,11 +73,12 @@ fn read_bounded(path: &Path) -> Option<String> {
 }
 
 /// A process's cgroup from its `/proc/<pid>/cgroup` (Go's `getContainer`): on cgroup v2 the
-/// single path; on v1 the `name=systemd` path when there is one, else the `cpu`
-/// controller's.
+/// single path; on v1, when the `cpu` and `memory` controllers have the same path, the
+/// `name=systemd` path if there is one, else that path (none when they differ).
 pub fn process_cgroup(proc_cgroup: &str, mode: CgroupMode) -> Option<String> {
     let mut unified = None;
     let mut cpu = None;
+    let mut memory = None;
     let mut systemd = None;
     for line in proc_cgroup.lines() {
         let mut parts = line.splitn(3, ':');
@@ -90,6 +92,7 @@ pub fn process_cgroup(proc_cgroup: &str, mode: CgroupMode) -> Option<String> {
         for c in controllers.split(',') {
             match c {
                 "cpu" => cpu = Some(path),
+                "memory" => memory = Some(path),
                 "name=systemd" => systemd = Some(path),
                 _ => {}
             }
@@ -97,7 +100,11 @@ pub fn process_cgroup(proc_cgroup: &str, mode: CgroupMode) -> Option<String> {
     }
     let chosen = match mode {
         CgroupMode::V2 => unified,
-        CgroupMode::V1 | CgroupMode::Hybrid => systemd.or(cpu),
+        // Go accounts the kubelet only in a cgroup where cpu and memory are the same.
+        CgroupMode::V1 | CgroupMode::Hybrid => match (cpu, memory) {
+            (Some(c), Some(m)) if c == m => systemd.or(Some(c)),
+            _ => None,
+        },
     };
     chosen.map(str::to_string)
 }
@@ -135,6 +142,8 @@ mod tests {
     #[test]
     fn the_process_cgroup_is_chosen_as_go_chooses_it() {
         let cases = [
+            ("4:cpu,cpuacct:/a\n3:memory:/b\n", CgroupMode::V1, None),
+            ("4:cpu,cpuacct:/a\n", CgroupMode::V1, None),
             (
                 V1,
                 CgroupMode::Hybrid,

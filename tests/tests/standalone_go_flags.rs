@@ -68,6 +68,17 @@ impl Drop for Kubelet {
     }
 }
 
+/// A process of "the node's" in the system cgroup, killed at the end (the instance's `down`
+/// can only remove an empty cgroup).
+struct NodeProcess(Child);
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Every mounted cgroup hierarchy (v1 controllers, and the unified one).
 fn hierarchies() -> Vec<PathBuf> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
@@ -104,20 +115,36 @@ fn free_port() -> u16 {
         .expect("free port")
 }
 
-/// The `kubelet` binary of this checkout, built if it is not (a no-op when fresh).
+/// The `kubelet` binary of this checkout, built in this test's profile if it is not (a no-op
+/// when fresh).
 fn kubelet_binary() -> PathBuf {
+    // deps/<test binary> → the profile's directory (`debug` is the `dev` profile's).
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the profile directory")
+        .to_path_buf();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_string(),
+        Some(name) => name.to_string(),
+    };
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "-q", "-p", "kubelet-bin", "--bin", "kubelet"])
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "kubelet-bin",
+            "--bin",
+            "kubelet",
+            "--profile",
+        ])
+        .arg(&profile)
         .status()
         .expect("cargo build");
     assert!(status.success(), "building the kubelet binary");
-    // deps/<test binary> → the profile directory.
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("kubelet"))
-        .expect("the profile directory")
+    profile_dir.join("kubelet")
 }
 
 async fn get(url: &str) -> Option<String> {
@@ -186,8 +213,8 @@ async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
     // the node's, the kubelet's the kubelet (moved in once it runs).
     move_into(CGROUP_ROOT, 0);
     move_into(&format!("{CGROUP_ROOT}/runtime"), containerd_pid);
-    let mut system_process = Command::new("sleep").arg("600").spawn().unwrap();
-    move_into(&format!("{CGROUP_ROOT}/system"), system_process.id());
+    let system_process = NodeProcess(Command::new("sleep").arg("600").spawn().unwrap());
+    move_into(&format!("{CGROUP_ROOT}/system"), system_process.0.id());
     let root = dir.join("kubelet");
     let flags = kubelet_bin::go_flags::flags_from_go_log(&read("go-1.25-flags.txt"));
     assert_eq!(flags.len(), 164);
@@ -298,6 +325,5 @@ async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
         assert!(text.contains(line), "{line}: {}", tail(text.clone()));
     }
     drop(kubelet);
-    let _ = system_process.kill();
-    let _ = system_process.wait();
+    drop(system_process);
 }

@@ -12,7 +12,7 @@
 //! directory (Go resolves only the main file's).
 //!
 //! Reading is bounded: each file as a manifest ([`kubelet_sources::decode::MANIFEST_LIMITS`]),
-//! at most [`MAX_ENTRIES`] directory entries in all.
+//! at most [`MAX_TOTAL_BYTES`] in all, at most [`MAX_ENTRIES`] directory entries.
 
 use std::path::{Path, PathBuf};
 
@@ -27,16 +27,27 @@ pub const DROP_IN_EXTENSION: &str = "conf";
 /// The most directory entries (files and directories, at any depth) one walk visits.
 pub const MAX_ENTRIES: usize = 4096;
 
+/// The most bytes all drop-in files together may hold (each is also bounded as a manifest).
+pub const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;
+
 /// Why the drop-in directory could not be merged (wrapped in [`ConfigError::DropIn`]).
 #[derive(Debug, thiserror::Error)]
 pub enum DropInError {
     /// The directory (or one under it) cannot be read.
-    #[error("failed to walk through kubelet dropin directory {dir:?}: {error}")]
+    #[error("failed to walk through kubelet dropin directory {dir:?}: {}: {error}", path.display())]
     Walk {
-        /// The directory that failed.
+        /// The drop-in directory (`--config-dir`).
         dir: PathBuf,
+        /// The directory that could not be read.
+        path: PathBuf,
         /// The I/O error.
         error: std::io::Error,
+    },
+    /// The files add up to more than [`MAX_TOTAL_BYTES`].
+    #[error("kubelet dropin directory {dir:?}: the .conf files add up to more than {MAX_TOTAL_BYTES} bytes")]
+    TooLarge {
+        /// The drop-in directory.
+        dir: PathBuf,
     },
     /// More entries than [`MAX_ENTRIES`].
     #[error("kubelet dropin directory {dir:?} has more than {MAX_ENTRIES} entries")]
@@ -61,7 +72,8 @@ fn walk(
     files: &mut Vec<PathBuf>,
 ) -> Result<(), DropInError> {
     let walk_err = |error| DropInError::Walk {
-        dir: dir.to_path_buf(),
+        dir: top.to_path_buf(),
+        path: dir.to_path_buf(),
         error,
     };
     let mut entries = Vec::new();
@@ -119,8 +131,16 @@ pub fn merge_drop_ins(base: &KubeletConfiguration, dir: &Path) -> Result<FileCon
         reason: e.to_string(),
     })?;
     let mut patches = Vec::with_capacity(files.len());
+    let mut total = 0usize;
     for path in files {
         let bytes = super::read_bounded(&path)?;
+        total = total.saturating_add(bytes.len());
+        if total > MAX_TOTAL_BYTES {
+            return Err(DropInError::TooLarge {
+                dir: dir.to_path_buf(),
+            }
+            .into());
+        }
         let patch = decode_config_value(&bytes, &path)?;
         merge_patch(&mut merged, &patch);
         // Each step must still be a configuration: the error names the file that broke it.

@@ -10,6 +10,9 @@ use super::duration::GoDuration;
 /// is matched against).
 pub const MAX_VMODULE_ENTRIES: usize = 64;
 
+/// The largest verbosity component-base accepts (it must fit an `int32`).
+pub const MAX_VERBOSITY: u32 = 2_147_483_647;
+
 /// `logging.options.json` and `logging.options.text`: split streams and buffering.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -91,8 +94,9 @@ impl Logging {
         }
     }
 
-    /// component-base's `ValidateAndApply` checks: `(field, reason)` pairs.
-    pub fn validate(&self) -> Vec<(String, String)> {
+    /// component-base's `ValidateAndApply` checks, as `(field, reason)` pairs in Go's words;
+    /// `alpha_options`: the `LoggingAlphaOptions` gate (split streams and info buffers).
+    pub fn validate(&self, alpha_options: bool) -> Vec<(String, String)> {
         let mut errs = Vec::new();
         match self.format.as_str() {
             "text" | "json" => {}
@@ -100,6 +104,15 @@ impl Logging {
                 "logging.format".to_string(),
                 format!("unsupported value {other:?} (supported: text, json)"),
             )),
+        }
+        if self.verbosity > MAX_VERBOSITY {
+            errs.push((
+                "logging.verbosity".into(),
+                format!(
+                    "Invalid value: {}: Must be <= {MAX_VERBOSITY}",
+                    self.verbosity
+                ),
+            ));
         }
         if self.format != "text" && !self.vmodule.is_empty() {
             errs.push((
@@ -114,17 +127,47 @@ impl Logging {
             ));
         }
         for (i, item) in self.vmodule.iter().enumerate() {
+            let field = format!("logging.vmodule[{i}]");
             let p = &item.file_pattern;
             if p.is_empty() {
                 errs.push((
-                    format!("logging.vmodule[{i}].filePattern"),
-                    "Required value: file pattern must not be empty".into(),
+                    field.clone(),
+                    "Required value: File pattern must not be empty".into(),
                 ));
-            } else if p.contains(['=', ',']) {
+            }
+            if p.contains(['=', ',']) {
                 errs.push((
-                    format!("logging.vmodule[{i}].filePattern"),
-                    format!("Invalid value: {p:?}: must not contain = or ,"),
+                    field.clone(),
+                    format!(
+                        "Invalid value: {p:?}: File pattern must not contain equal sign or comma"
+                    ),
                 ));
+            }
+            if item.verbosity > MAX_VERBOSITY {
+                errs.push((
+                    field,
+                    format!(
+                        "Invalid value: {}: Must be <= {MAX_VERBOSITY}",
+                        item.verbosity
+                    ),
+                ));
+            }
+        }
+        if !alpha_options {
+            for (format, o) in [("json", &self.options.json), ("text", &self.options.text)] {
+                let forbidden = "Forbidden: Feature LoggingAlphaOptions is disabled".to_string();
+                if o.split_stream {
+                    errs.push((
+                        format!("logging.options.{format}.splitStream"),
+                        forbidden.clone(),
+                    ));
+                }
+                if o.info_buffer_size != "0" {
+                    errs.push((
+                        format!("logging.options.{format}.infoBufferSize"),
+                        forbidden,
+                    ));
+                }
             }
         }
         errs

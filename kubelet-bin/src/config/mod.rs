@@ -1,7 +1,9 @@
-//! The kubelet's configuration: the `KubeletConfiguration` file (`--config`), the command-line
-//! flags, and how they combine (Go's precedence: flags explicitly given on the command line
-//! override the file, the file overrides the defaults; without a file the Go kubelet's legacy
-//! flag defaults apply).
+//! The kubelet's configuration: the `KubeletConfiguration` file (`--config`), its drop-in
+//! directory (`--config-dir`, [`drop_in`]), the command-line flags, and how they combine (Go's
+//! precedence: flags explicitly given on the command line override the drop-ins, which
+//! override the file, which overrides the defaults; without a file the Go kubelet's legacy
+//! flag defaults apply). Feature gates are then checked ([`crate::feature_gates`]) and the
+//! whole validated ([`validate`]).
 
 pub mod drop_in;
 pub mod duration;

@@ -369,7 +369,9 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
             format!("unsupported value {other:?} (supported: cgroupfs)"),
         ),
     }
-    for (field, reason) in c.logging.validate() {
+    let alpha_options =
+        crate::feature_gates::FeatureGates::new(&c.feature_gates).enabled("LoggingAlphaOptions");
+    for (field, reason) in c.logging.validate(alpha_options) {
         errs.add(field, reason);
     }
     match c.authorization.mode.as_str() {

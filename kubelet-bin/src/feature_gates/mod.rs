@@ -13,6 +13,11 @@
 //! - a gate kubelet-rs does not implement ([`IMPLEMENTED`]) set to other than its default is
 //!   reported as not supported.
 //!
+//! The policy for a node moving from an older Go kubelet: what cannot be honoured any more is
+//! refused (a value against the newest lock: that feature can no longer be turned off or
+//! on), what has merely become meaningless is accepted with a warning (a gate Go has since
+//! removed, set to the value it was locked to or to any value when it was not locked).
+//!
 //! `AllAlpha` / `AllBeta` set every alpha / beta gate not set explicitly ([`FeatureGates::enabled`]).
 //! Refusals are collected and returned together, each in Go's words; the caller wraps them as
 //! Go does (`failed to set feature gates from initial flags-based config: …`).
@@ -73,7 +78,7 @@ pub(crate) const fn gate(
 }
 
 /// The gates kubelet-rs acts on.
-pub const IMPLEMENTED: &[&str] = &["EventedPLEG", "KubeletTracing"];
+pub const IMPLEMENTED: &[&str] = &["EventedPLEG", "KubeletTracing", "LoggingAlphaOptions"];
 
 /// The gate of that name, if a Go kubelet from 1.25 on knows it.
 pub fn lookup(name: &str) -> Option<&'static Gate> {
@@ -238,7 +243,7 @@ mod tests {
             (
                 &[("AllAlpha", true)],
                 &[],
-                &["feature gate AllAlpha=true: of the gates it sets, kubelet-rs acts only on EventedPLEG, KubeletTracing"],
+                &["feature gate AllAlpha=true: of the gates it sets, kubelet-rs acts only on EventedPLEG, KubeletTracing, LoggingAlphaOptions"],
             ),
         ];
         for (set, errors, warnings) in cases {

@@ -38,7 +38,7 @@ pub struct KlogFlags {
     /// `--log-file-max-size` in MB (default 1800; 0: no limit).
     pub log_file_max_size_mb: u64,
     /// `--stderrthreshold` (default ERROR, 2).
-    pub stderr_threshold: u8,
+    pub stderr_threshold: i32,
     /// `--skip-headers`.
     pub skip_headers: bool,
 }
@@ -86,7 +86,7 @@ impl KlogFlags {
             k.stderr_threshold = sink::parse_severity(v).ok_or_else(|| FlagValueError {
                 flag: "stderrthreshold",
                 value: v.clone(),
-                reason: "not a severity (INFO, WARNING, ERROR, FATAL or 0-3)".into(),
+                reason: "not a severity (INFO, WARNING, ERROR, FATAL or a number)".into(),
             })?;
         }
         Ok(k)
@@ -114,12 +114,20 @@ impl LogSettings {
     pub fn new(logging: &Logging, klog: &KlogFlags) -> (LogSettings, Vec<String>) {
         let mut warnings = Vec::new();
         let destination = match (&klog.log_file, klog.logtostderr) {
-            (Some(path), false) => Destination::File {
-                path: path.clone(),
-                max_bytes: klog.log_file_max_size_mb.saturating_mul(1024 * 1024),
-                stderr_threshold: klog.stderr_threshold,
-                also_to_stderr: klog.alsologtostderr,
-            },
+            (Some(path), false) => {
+                if logging.split_stream() {
+                    warnings.push(format!(
+                        "logging.options.{}.splitStream has no effect with --log-file: kubelet-rs writes every line to the file",
+                        logging.format
+                    ));
+                }
+                Destination::File {
+                    path: path.clone(),
+                    max_bytes: klog.log_file_max_size_mb.saturating_mul(1024 * 1024),
+                    stderr_threshold: klog.stderr_threshold,
+                    also_to_stderr: klog.alsologtostderr,
+                }
+            }
             (file, to_stderr) => {
                 if file.is_some() && to_stderr {
                     warnings.push(

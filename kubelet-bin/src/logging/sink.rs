@@ -30,14 +30,15 @@ pub fn severity(level: &Level) -> u8 {
     }
 }
 
-/// klog's `--stderrthreshold` value: a severity name or number.
-pub fn parse_severity(text: &str) -> Option<u8> {
+/// klog's `--stderrthreshold` value: a severity name, or any 32-bit number (klog takes
+/// one; above 2 nothing logged reaches standard error, below 1 everything does).
+pub fn parse_severity(text: &str) -> Option<i32> {
     match text.trim().to_ascii_uppercase().as_str() {
-        "INFO" | "0" => Some(0),
-        "WARNING" | "1" => Some(1),
-        "ERROR" | "2" => Some(2),
-        "FATAL" | "3" => Some(3),
-        _ => None,
+        "INFO" => Some(0),
+        "WARNING" => Some(1),
+        "ERROR" => Some(2),
+        "FATAL" => Some(3),
+        number => number.parse().ok(),
     }
 }
 
@@ -56,7 +57,7 @@ pub enum Destination {
         /// Truncate beyond this many bytes (0: never).
         max_bytes: u64,
         /// Lines of at least this severity also go to standard error.
-        stderr_threshold: u8,
+        stderr_threshold: i32,
         /// Every line also goes to standard error.
         also_to_stderr: bool,
     },
@@ -187,7 +188,7 @@ impl Sink {
             } => LineWriter {
                 file: self.file.clone(),
                 stdout: false,
-                stderr: *also_to_stderr || sev >= *stderr_threshold,
+                stderr: *also_to_stderr || i32::from(sev) >= *stderr_threshold,
             },
         }
     }
@@ -272,6 +273,8 @@ mod tests {
             ("warning", Some(1)),
             ("INFO", Some(0)),
             ("FATAL", Some(3)),
+            ("7", Some(7)),
+            ("-1", Some(-1)),
             ("loud", None),
         ] {
             assert_eq!(parse_severity(text), want, "{text}");

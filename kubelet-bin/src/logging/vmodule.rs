@@ -44,25 +44,23 @@ pub fn max_level(v: u32, target: &str) -> LevelFilter {
     }
 }
 
-/// klog's `--vmodule` syntax: `pattern=N` entries separated by commas (empty entries
-/// skipped).
+/// The `--vmodule` flag's syntax as component-base parses it (`VModuleConfiguration`'s
+/// pflag): `pattern=N` entries separated by commas, empty entries skipped, N an unsigned
+/// 31-bit number; Go's error texts.
 pub fn parse(text: &str) -> Result<Vec<VModuleItem>, String> {
     let mut items = Vec::new();
     for entry in text.split(',') {
         if entry.is_empty() {
             continue;
         }
-        let Some((pattern, level)) = entry.split_once('=') else {
-            return Err("syntax error: expect comma-separated list of filename=N".into());
+        let parts: Vec<&str> = entry.split('=').collect();
+        let (pattern, level) = match parts[..] {
+            [p, l] if !p.is_empty() && !l.is_empty() => (p, l),
+            _ => return Err(format!("{entry:?} does not have the pattern=N format")),
         };
-        if pattern.is_empty() {
-            return Err("syntax error: expect comma-separated list of filename=N".into());
-        }
-        let level: i64 = level
-            .parse()
-            .map_err(|_| "syntax error: expect comma-separated list of filename=N".to_string())?;
-        let verbosity =
-            u32::try_from(level).map_err(|_| "negative value for vmodule level".to_string())?;
+        let verbosity = parse_uint31(level).map_err(|e| {
+            format!("parsing verbosity in {entry:?}: strconv.ParseUint: parsing {level:?}: {e}")
+        })?;
         items.push(VModuleItem {
             file_pattern: pattern.to_string(),
             verbosity,
@@ -74,17 +72,30 @@ pub fn parse(text: &str) -> Result<Vec<VModuleItem>, String> {
     Ok(items)
 }
 
-/// The verbosity for `target`: the first matching `--vmodule` entry's, else `v`.
+/// Go's `strconv.ParseUint(s, 10, 31)`.
+fn parse_uint31(s: &str) -> Result<u32, &'static str> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("invalid syntax");
+    }
+    match s.parse::<u64>() {
+        Ok(v) if v <= i32::MAX as u64 => u32::try_from(v).map_err(|_| "value out of range"),
+        _ => Err("value out of range"),
+    }
+}
+
+/// The verbosity for `target`: the first matching `--vmodule` entry's, else `v`. Entries
+/// at 0 are ignored, as klog ignores them.
 pub fn verbosity_for(v: u32, vmodule: &[VModuleItem], target: &str) -> u32 {
     let name = target.rsplit("::").next().unwrap_or(target);
     vmodule
         .iter()
+        .filter(|item| item.verbosity != 0)
         .find(|item| glob_match(&item.file_pattern, name))
         .map_or(v, |item| item.verbosity)
 }
 
 /// Go's `filepath.Match` on one path segment: `*` any run of characters, `?` one, `[…]` a
-/// class (`^` or `!` negates, `a-z` ranges), `\` escapes. A malformed class matches
+/// class (`^` negates, `a-z` ranges), `\` escapes. A malformed class matches
 /// nothing. Linear in the pattern times the name (no backtracking blow-up).
 pub fn glob_match(pattern: &str, name: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
@@ -157,7 +168,7 @@ impl Class {
 /// Parses `[…]` at the start of `p`: the class and how many pattern characters it took.
 fn class(p: &[char]) -> Option<(Class, usize)> {
     let mut i = 1;
-    let negated = matches!(p.get(i), Some('^' | '!'));
+    let negated = p.get(i) == Some(&'^');
     if negated {
         i += 1;
     }
@@ -210,7 +221,11 @@ mod tests {
             ("*", "", true),
             ("", "", true),
             ("[ps]od*", "pod_workers", true),
-            ("[!p]od*", "pod_workers", false),
+            ("[^p]od*", "pod_workers", false),
+            // `!` is no negation in filepath.Match: a member of the class.
+            ("[!p]od*", "pod_workers", true),
+            ("[!p]od*", "!od", true),
+            ("[!p]od*", "rod", false),
             ("[^a-o]od*", "pod_workers", true),
             ("[a-c]", "b", true),
             ("[a-c]", "d", false),
@@ -228,27 +243,33 @@ mod tests {
 
     #[test]
     fn vmodule_parses_as_klog_and_the_first_match_wins() {
-        let items = parse("pod_workers=4,,prober*=2,*=1").unwrap();
-        assert_eq!(items.len(), 3);
+        let items = parse("pod_workers=4,,prober*=2,stats=0,*=1").unwrap();
+        assert_eq!(items.len(), 4);
         assert_eq!(verbosity_for(0, &items, "kubelet_core::pod_workers"), 4);
         assert_eq!(verbosity_for(0, &items, "kubelet_core::prober_manager"), 2);
-        assert_eq!(verbosity_for(0, &items, "kubelet_cm::stats"), 1);
+        assert_eq!(
+            verbosity_for(0, &items, "kubelet_cm::stats"),
+            1,
+            "stats=0 is ignored: the next match applies"
+        );
         assert_eq!(verbosity_for(6, &[], "kubelet_cm::stats"), 6);
         assert!(parse("").unwrap().is_empty());
         for (bad, want) in [
-            (
-                "pod_workers",
-                "syntax error: expect comma-separated list of filename=N",
-            ),
-            (
-                "=3",
-                "syntax error: expect comma-separated list of filename=N",
-            ),
+            ("pod_workers", "\"pod_workers\" does not have the pattern=N format"),
+            ("=3", "\"=3\" does not have the pattern=N format"),
+            ("a=1=2", "\"a=1=2\" does not have the pattern=N format"),
             (
                 "a=x",
-                "syntax error: expect comma-separated list of filename=N",
+                "parsing verbosity in \"a=x\": strconv.ParseUint: parsing \"x\": invalid syntax",
             ),
-            ("a=-1", "negative value for vmodule level"),
+            (
+                "a=-1",
+                "parsing verbosity in \"a=-1\": strconv.ParseUint: parsing \"-1\": invalid syntax",
+            ),
+            (
+                "a=2147483648",
+                "parsing verbosity in \"a=2147483648\": strconv.ParseUint: parsing \"2147483648\": value out of range",
+            ),
         ] {
             assert_eq!(parse(bad).unwrap_err(), want, "{bad}");
         }
