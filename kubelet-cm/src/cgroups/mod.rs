@@ -255,6 +255,12 @@ pub struct ResourceConfig {
 /// Resource usage of a cgroup at one point in time (the core stats sample type).
 pub use kubelet_core::stats::ResourceUsage as Usage;
 
+/// cAdvisor's `isMemoryUnlimited`: a limit above 2^62 bytes (the kernel's "no limit",
+/// rounded to pages) is none.
+pub fn memory_unlimited(limit_bytes: u64) -> bool {
+    limit_bytes > 1 << 62
+}
+
 /// Working set as cAdvisor computes it: usage minus inactive file pages, floored at zero.
 pub(crate) fn working_set(usage: u64, inactive_file: u64) -> u64 {
     usage.saturating_sub(inactive_file)

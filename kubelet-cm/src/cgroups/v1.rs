@@ -232,26 +232,33 @@ impl CgroupManager for V1Manager {
             Some(d) => read_u64(&d.join("cpuacct.usage"))?,
             None => 0,
         };
-        let (memory_usage_bytes, memory_working_set_bytes, memory_rss_bytes, memory_cache_bytes) =
-            match self.dir("memory", name) {
-                Some(d) => {
-                    let usage = read_u64(&d.join("memory.usage_in_bytes"))?;
-                    let stat = read_keyed(&d.join("memory.stat"))?;
-                    let inactive = stat.get("total_inactive_file").copied().unwrap_or(0);
-                    let rss = stat.get("total_rss").copied().unwrap_or(0);
-                    let cache = stat.get("total_cache").copied().unwrap_or(0);
-                    (usage, working_set(usage, inactive), rss, cache)
-                }
-                None => (0, 0, 0, 0),
-            };
-        Ok(Usage {
+        let mut u = Usage {
             timestamp,
             cpu_usage_ns,
-            memory_usage_bytes,
-            memory_working_set_bytes,
-            memory_rss_bytes,
-            memory_cache_bytes,
-        })
+            memory_usage_bytes: 0,
+            memory_working_set_bytes: 0,
+            memory_rss_bytes: 0,
+            memory_cache_bytes: 0,
+            memory_page_faults: 0,
+            memory_major_page_faults: 0,
+            memory_limit_bytes: None,
+        };
+        if let Some(d) = self.dir("memory", name) {
+            let usage = read_u64(&d.join("memory.usage_in_bytes"))?;
+            let stat = read_keyed(&d.join("memory.stat"))?;
+            let at = |key: &str| stat.get(key).copied().unwrap_or(0);
+            u.memory_usage_bytes = usage;
+            u.memory_working_set_bytes = working_set(usage, at("total_inactive_file"));
+            u.memory_rss_bytes = at("total_rss");
+            u.memory_cache_bytes = at("total_cache");
+            // cAdvisor's container data: the cgroup's own counters, not total_*.
+            u.memory_page_faults = at("pgfault");
+            u.memory_major_page_faults = at("pgmajfault");
+            u.memory_limit_bytes = read_u64(&d.join("memory.limit_in_bytes"))
+                .ok()
+                .filter(|l| !crate::cgroups::memory_unlimited(*l));
+        }
+        Ok(u)
     }
 
     fn paths(&self, name: &CgroupName) -> Vec<PathBuf> {

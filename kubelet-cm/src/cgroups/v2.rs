@@ -183,14 +183,27 @@ impl CgroupManager for V2Manager {
             })?;
             mi.mem_total.saturating_sub(mi.mem_free)
         };
-        let inactive = stat.get("inactive_file").copied().unwrap_or(0);
+        let at = |key: &str| stat.get(key).copied().unwrap_or(0);
+        let max = dir.join("memory.max");
+        let memory_limit_bytes = if max.exists() {
+            crate::cgroups::read_file(&max)?
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|l| !crate::cgroups::memory_unlimited(*l))
+        } else {
+            None
+        };
         Ok(Usage {
             timestamp,
             cpu_usage_ns,
             memory_usage_bytes: usage,
-            memory_working_set_bytes: working_set(usage, inactive),
-            memory_rss_bytes: stat.get("anon").copied().unwrap_or(0),
-            memory_cache_bytes: stat.get("file").copied().unwrap_or(0),
+            memory_working_set_bytes: working_set(usage, at("inactive_file")),
+            memory_rss_bytes: at("anon"),
+            memory_cache_bytes: at("file"),
+            memory_page_faults: at("pgfault"),
+            memory_major_page_faults: at("pgmajfault"),
+            memory_limit_bytes,
         })
     }
 

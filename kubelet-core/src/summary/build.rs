@@ -256,13 +256,19 @@ fn rootfs_stats(layer: &FilesystemUsage, image_fs: Option<&FsStats>, time: &str)
     }
 }
 
+/// Memory stats of a cgroup; `capacity` (the node's, or allocatable for `pods`) stands in for
+/// the cgroup's own limit.
 fn memory(u: &ResourceUsage, time: &str, capacity: Option<u64>) -> MemoryStats {
     MemoryStats {
         time: time.to_string(),
-        available_bytes: capacity.map(|c| c.saturating_sub(u.memory_working_set_bytes)),
+        available_bytes: capacity
+            .or(u.memory_limit_bytes)
+            .map(|c| c.saturating_sub(u.memory_working_set_bytes)),
         usage_bytes: u.memory_usage_bytes,
         working_set_bytes: u.memory_working_set_bytes,
         rss_bytes: u.memory_rss_bytes,
+        page_faults: Some(u.memory_page_faults),
+        major_page_faults: Some(u.memory_major_page_faults),
         cache_bytes: Some(u.memory_cache_bytes),
     }
 }

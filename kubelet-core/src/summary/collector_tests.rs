@@ -519,7 +519,11 @@ async fn system_containers_the_provider_measures_come_before_pods_with_rates() {
     collector.summary(&pods, false).await.unwrap();
     tokio::time::advance(Duration::from_secs(1)).await;
     stats.set_system_container("kubelet", CgroupUsage::new(100_000_000, 60), Some(created));
-    stats.set_system_container("runtime", CgroupUsage::new(300_000_000, 70), None);
+    stats.set_system_container(
+        "runtime",
+        CgroupUsage::new(300_000_000, 70).with_limit(1000),
+        None,
+    );
     let s = collector.summary(&pods, false).await.unwrap();
     let sc = &s.node.system_containers;
     let names: Vec<&str> = sc.iter().map(|c| c.name.as_str()).collect();
@@ -540,6 +544,12 @@ async fn system_containers_the_provider_measures_come_before_pods_with_rates() {
     );
     let mem = kubelet.memory.as_ref().unwrap();
     assert_eq!(mem.working_set_bytes, 60);
-    assert_eq!(mem.available_bytes, None, "only pods has an allocatable");
+    assert_eq!(mem.available_bytes, None, "no limit, no allocatable");
+    assert_eq!((mem.page_faults, mem.major_page_faults), (Some(0), Some(0)));
+    assert_eq!(
+        runtime.memory.as_ref().unwrap().available_bytes,
+        Some(930),
+        "a limit: limit − working set, as cAdvisor"
+    );
     assert!(kubelet.rootfs.is_none() && kubelet.logs.is_none());
 }

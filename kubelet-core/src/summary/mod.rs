@@ -10,7 +10,7 @@
 //! |---|---|
 //! | node `cpu`, `memory` | the root cgroup ([`NodeStatsProvider`](crate::stats::NodeStatsProvider)); `availableBytes` = capacity − working set |
 //! | node `systemContainers["pods"]` | the cgroup all pods run under; `availableBytes` = allocatable − working set |
-//! | node `systemContainers["kubelet"/"runtime"/"misc"]` | the kubelet's, the runtime's and the system cgroups, when configured (the kubelet's own cgroup otherwise); start time = the cgroup's creation |
+//! | node `systemContainers["kubelet"/"runtime"/"misc"]` | the kubelet's, the runtime's and the system cgroups, when configured (the kubelet's own cgroup otherwise); start time: the cgroup's creation (the kubelet's: when the stats provider was made, as Go) |
 //! | node `network`, pod `network` | `/proc/…/net/dev` of the node and of a process in each pod |
 //! | node `fs` (nodefs) | `statvfs` of the kubelet root dir |
 //! | node `runtime.imageFs` | CRI `ImageFsInfo` (used bytes and inodes) on `statvfs` of its mount point; else `statvfs` of the configured image store |
@@ -140,7 +140,8 @@ pub struct CpuStats {
 pub struct MemoryStats {
     /// Sample time.
     pub time: String,
-    /// Node: capacity minus working set.
+    /// Node: capacity minus working set; `pods`: allocatable minus working set; a cgroup
+    /// with a memory limit: the limit minus working set (cAdvisor's); else none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub available_bytes: Option<u64>,
     /// Total usage (page cache included).
@@ -149,6 +150,12 @@ pub struct MemoryStats {
     pub working_set_bytes: u64,
     /// Anonymous memory.
     pub rss_bytes: u64,
+    /// Page faults (cAdvisor's container data: on cgroup v1, the cgroup's own tasks').
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_faults: Option<u64>,
+    /// Major page faults.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub major_page_faults: Option<u64>,
     /// Page cache (not part of Go's Summary API, so never serialized; `/metrics/cadvisor`'s
     /// `container_memory_cache` reads it).
     #[serde(skip)]

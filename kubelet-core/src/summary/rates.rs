@@ -93,6 +93,9 @@ mod tests {
             memory_working_set_bytes: 0,
             memory_rss_bytes: 0,
             memory_cache_bytes: 0,
+            memory_page_faults: 0,
+            memory_major_page_faults: 0,
+            memory_limit_bytes: None,
         }
     }
 

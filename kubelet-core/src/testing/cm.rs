@@ -131,6 +131,10 @@ pub struct CgroupUsage {
     pub memory_working_set_bytes: u64,
     /// RSS in bytes.
     pub memory_rss_bytes: u64,
+    /// Page faults.
+    pub memory_page_faults: u64,
+    /// The memory limit (`None`: unlimited).
+    pub memory_limit_bytes: Option<u64>,
 }
 
 impl CgroupUsage {
@@ -142,6 +146,16 @@ impl CgroupUsage {
             memory_usage_bytes: working_set_bytes,
             memory_working_set_bytes: working_set_bytes,
             memory_rss_bytes: working_set_bytes,
+            memory_page_faults: 0,
+            memory_limit_bytes: None,
+        }
+    }
+
+    /// The same usage under a memory limit.
+    pub fn with_limit(self, limit_bytes: u64) -> Self {
+        CgroupUsage {
+            memory_limit_bytes: Some(limit_bytes),
+            ..self
         }
     }
 
@@ -155,6 +169,9 @@ impl CgroupUsage {
             memory_cache_bytes: self
                 .memory_usage_bytes
                 .saturating_sub(self.memory_rss_bytes),
+            memory_page_faults: self.memory_page_faults,
+            memory_major_page_faults: 0,
+            memory_limit_bytes: self.memory_limit_bytes,
         }
     }
 }

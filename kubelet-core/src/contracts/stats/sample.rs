@@ -25,6 +25,13 @@ pub struct ResourceUsage {
     pub memory_rss_bytes: u64,
     /// Page cache in bytes (cgroup v1 `total_cache`, v2 `file`), cAdvisor's `cache`.
     pub memory_cache_bytes: u64,
+    /// Page faults (`memory.stat` `pgfault`: on cgroup v1 those of the cgroup's own tasks,
+    /// as cAdvisor's container data).
+    pub memory_page_faults: u64,
+    /// Major page faults (`pgmajfault`).
+    pub memory_major_page_faults: u64,
+    /// The cgroup's memory limit; `None` when unlimited (cAdvisor: above 2^62 bytes).
+    pub memory_limit_bytes: Option<u64>,
 }
 
 impl ResourceUsage {
@@ -222,6 +229,9 @@ mod tests {
             memory_working_set_bytes: 0,
             memory_rss_bytes: 0,
             memory_cache_bytes: 0,
+            memory_page_faults: 0,
+            memory_major_page_faults: 0,
+            memory_limit_bytes: None,
         };
         let b = ResourceUsage {
             timestamp: t0 + Duration::from_millis(500),
