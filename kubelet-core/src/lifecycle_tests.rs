@@ -362,14 +362,29 @@ async fn removing_a_pod_stops_and_removes_everything() {
     if let Some(s) = p.spec.as_mut() {
         s.termination_grace_period_seconds = Some(5);
     }
+    // A static pod (from a file): its mirror pod is kept while it terminates.
+    p.metadata.annotations = Some(
+        [(
+            crate::pod::CONFIG_SOURCE_ANNOTATION.to_string(),
+            "file".to_string(),
+        )]
+        .into_iter()
+        .collect(),
+    );
     let h = start(vec![p, pod("stays", "u2", vec![container("c", "img:1")])]).await;
     h.until(Duration::from_secs(10), "Running", |h| {
         h.phase("u1") == "Running" && h.phase("u2") == "Running"
     })
     .await;
+    assert!(!h.handle.static_pod_terminating("default/gone"));
     let before = tokio::time::Instant::now();
     h.src
         .set(vec![pod("stays", "u2", vec![container("c", "img:1")])]);
+    h.until(Duration::from_secs(3), "terminating", |h| {
+        h.handle.static_pod_terminating("default/gone")
+    })
+    .await;
+    assert!(!h.handle.static_pod_terminating("default/stays"));
     h.until(Duration::from_secs(30), "cleanup", |h| {
         h.handle.worker_state("u1") == Some(WorkerState::Finished)
             || h.handle.worker_state("u1").is_none()
@@ -386,6 +401,7 @@ async fn removing_a_pod_stops_and_removes_everything() {
             .await
             .expect("list");
     assert!(left.is_empty());
+    assert!(!h.handle.static_pod_terminating("default/gone"));
     assert!(h
         .rt
         .list_pod_sandboxes(&ListFilter::pod("u1"))

@@ -1,7 +1,7 @@
 //! Mirror pods of static pods on a cluster member (real control plane and containerd):
 //! created with the config.mirror annotation and the static pod's status, re-created when
 //! the manifest changes or someone deletes the mirror pod (without touching the static pod),
-//! deleted when the manifest goes.
+//! deleted when the manifest goes, once the static pod has stopped.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -19,6 +19,16 @@ use kubelet_core::PodSource;
 use kubelet_sources::file::{Config as FileConfig, FileSource};
 
 fn manifest(namespace: &str, label: &str) -> String {
+    manifest_with(
+        namespace,
+        label,
+        2,
+        "trap 'exit 0' TERM; while true; do sleep 1; done",
+    )
+}
+
+/// The static pod with this grace period and container script.
+fn manifest_with(namespace: &str, label: &str, grace_seconds: i64, script: &str) -> String {
     let pod = Pod {
         metadata: ObjectMeta {
             name: Some("static-web".into()),
@@ -31,15 +41,11 @@ fn manifest(namespace: &str, label: &str) -> String {
             ..Default::default()
         },
         spec: Some(PodSpec {
-            termination_grace_period_seconds: Some(2),
+            termination_grace_period_seconds: Some(grace_seconds),
             containers: vec![Container {
                 name: "web".into(),
                 image: Some(kubelet_tests::cri::BUSYBOX_IMAGE.into()),
-                command: Some(vec![
-                    "sh".into(),
-                    "-c".into(),
-                    "trap 'exit 0' TERM; while true; do sleep 1; done".into(),
-                ]),
+                command: Some(vec!["sh".into(), "-c".into(), script.into()]),
                 ..Default::default()
             }],
             ..Default::default()
@@ -154,6 +160,60 @@ async fn static_pod_gets_a_mirror_pod_that_follows_the_manifest() {
         async move { pods.get_opt(&name).await.ok()?.is_none().then_some(()) }
     })
     .await;
+    node.finish().await;
+}
+
+/// The node e2e suite's MirrorPodWithGracePeriod: when the manifest goes, the static pod is
+/// stopped within its grace period, and its mirror pod stays (Running) until it has stopped
+/// (Go's `IsPodForMirrorPodTerminatingByFullName`), then goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mirror_pod_stays_while_the_static_pod_terminates_within_its_grace_period() {
+    const GRACE: u64 = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("web.json");
+    let Some(node) = start_with_file_source("cluster-static-grace", dir.path()).await else {
+        return;
+    };
+    let ns = node.et.namespace.clone();
+    // The container ignores SIGTERM: it is killed when the grace period ends.
+    let script = "trap '' TERM; while true; do sleep 1; done";
+    std::fs::write(&path, manifest_with(&ns, "v1", GRACE as i64, script)).unwrap();
+    let mirror_name = format!("static-web-{}", node.node_name);
+    let pods = node.pods();
+    let running = |pods: kube::Api<Pod>, name: String| async move {
+        let p = pods.get_opt(&name).await.ok()??;
+        (phase(&p) == "Running" && p.metadata.deletion_timestamp.is_none()).then_some(p)
+    };
+    eventually(Duration::from_secs(90), "mirror pod Running", || {
+        running(pods.clone(), mirror_name.clone())
+    })
+    .await;
+
+    std::fs::remove_file(&path).unwrap();
+    let removed = tokio::time::Instant::now();
+    // Within the grace period (less the file source's 1 s check and a margin), the mirror
+    // pod is there and Running the whole time.
+    let hold = Duration::from_secs(GRACE - 3);
+    while removed.elapsed() < hold {
+        assert!(
+            running(pods.clone(), mirror_name.clone()).await.is_some(),
+            "the mirror pod left {:?} after the manifest, within the {GRACE} s grace period",
+            removed.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Once the static pod has stopped, the mirror pod goes.
+    eventually(Duration::from_secs(60), "mirror pod deleted", || {
+        let pods = pods.clone();
+        let name = mirror_name.clone();
+        async move { pods.get_opt(&name).await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    assert!(
+        removed.elapsed() >= Duration::from_secs(GRACE - 1),
+        "deleted after {:?}, before the grace period ended",
+        removed.elapsed()
+    );
     node.finish().await;
 }
 

@@ -73,6 +73,12 @@ impl KubeletHandle {
         self.workers.state(uid)
     }
 
+    /// Whether the static pod of this `namespace/name` is still being stopped (its mirror
+    /// pod is kept until it is: Go's `IsPodForMirrorPodTerminatingByFullName`).
+    pub fn static_pod_terminating(&self, full_name: &str) -> bool {
+        self.workers.static_pod_terminating(full_name)
+    }
+
     /// The pressure the eviction manager reports (MemoryPressure / DiskPressure /
     /// PIDPressure), what node status sets the conditions from.
     pub fn node_pressure(&self) -> NodePressure {

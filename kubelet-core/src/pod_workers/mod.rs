@@ -289,6 +289,18 @@ impl PodWorkers {
             .count()
     }
 
+    /// Whether the static pod of this `namespace/name` is being stopped: its worker is
+    /// terminating and not yet done (Go's `IsPodForMirrorPodTerminatingByFullName`; its
+    /// mirror pod stays while it is).
+    pub fn static_pod_terminating(&self, full_name: &str) -> bool {
+        self.map().values().any(|w| {
+            let slot = w.lock();
+            pod::is_static(&slot.pod)
+                && slot.state.phase() == WorkerState::Terminating
+                && pod::full_name(&slot.pod) == full_name
+        })
+    }
+
     /// Every worker: its pod's uid, its state, whether the pod is static.
     pub fn states(&self) -> Vec<(String, WorkerState, bool)> {
         self.map()

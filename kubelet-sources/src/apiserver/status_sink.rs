@@ -301,9 +301,15 @@ pub enum MirrorAction {
     },
 }
 
-/// Plans the mirror pod changes (Go: `syncPod`'s mirror pod step and
-/// `DeleteOrphanedMirrorPods`). Pure, for testing.
-pub fn plan_mirrors(statics: &[Arc<Pod>], mirrors: &[Arc<Pod>]) -> Vec<MirrorAction> {
+/// Plans the mirror pod changes (Go: `syncPod`'s mirror pod step and the orphaned mirror
+/// pod clean-up of `HandlePodCleanups`). A mirror pod whose static pod is gone from the
+/// sources stays while `terminating` says that static pod is still being stopped (within
+/// its grace period). Pure, for testing.
+pub fn plan_mirrors(
+    statics: &[Arc<Pod>],
+    mirrors: &[Arc<Pod>],
+    terminating: &dyn Fn(&str) -> bool,
+) -> Vec<MirrorAction> {
     let mut actions = Vec::new();
     let by_name: HashMap<String, &Arc<Pod>> =
         mirrors.iter().map(|m| (podutil::full_name(m), m)).collect();
@@ -325,7 +331,8 @@ pub fn plan_mirrors(statics: &[Arc<Pod>], mirrors: &[Arc<Pod>]) -> Vec<MirrorAct
     let static_names: std::collections::HashSet<String> =
         statics.iter().map(|s| podutil::full_name(s)).collect();
     for m in mirrors {
-        if !static_names.contains(&podutil::full_name(m)) {
+        let name = podutil::full_name(m);
+        if !static_names.contains(&name) && !terminating(&name) {
             actions.push(MirrorAction::Delete(m.clone()));
         }
     }
@@ -398,7 +405,8 @@ impl MirrorPods {
                     continue;
                 }
             }
-            for action in plan_mirrors(&statics, &mirrors) {
+            let terminating = |name: &str| self.handle.static_pod_terminating(name);
+            for action in plan_mirrors(&statics, &mirrors, &terminating) {
                 self.apply(action, node_uid.as_deref()).await;
             }
         }
@@ -597,9 +605,21 @@ mod tests {
                 vec!["delete m-a-h1"],
             ),
         ];
+        let none = |_: &str| false;
         for (name, statics, mirrors, want) in cases {
-            assert_eq!(kinds(&plan_mirrors(&statics, &mirrors)), want, "{name}");
+            assert_eq!(
+                kinds(&plan_mirrors(&statics, &mirrors, &none)),
+                want,
+                "{name}"
+            );
         }
+        // The static pod left the sources but is still stopping within its grace period:
+        // its mirror pod stays (Go's IsPodForMirrorPodTerminatingByFullName), then goes.
+        let orphan = vec![mirror("a", "h1", false)];
+        let name = podutil::full_name(&orphan[0]);
+        let stopping = |n: &str| n == name;
+        assert!(plan_mirrors(&[], &orphan, &stopping).is_empty());
+        assert_eq!(kinds(&plan_mirrors(&[], &orphan, &none)), ["delete m-a-h1"]);
     }
 
     #[test]
