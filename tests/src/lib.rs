@@ -7,4 +7,5 @@ pub mod images;
 pub mod registry;
 pub mod scoped_runtime;
 pub mod scripts;
+pub mod seed_node;
 pub mod small_fs;

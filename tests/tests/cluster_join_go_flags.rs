@@ -13,6 +13,7 @@ mod join_common;
 use join_common::{cleanup, free_port, join_setup, start, wait_ready, JoinSetup};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
+use kubelet_tests::seed_node;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_nodes_164_flags_join_and_the_node_goes_ready() {
@@ -26,25 +27,15 @@ async fn the_seed_nodes_164_flags_join_and_the_node_goes_ready() {
     else {
         return;
     };
-    let testdata = std::path::PathBuf::from(
-        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
-    )
-    .join("../kubelet-bin/testdata");
-    let read = |f: &str| std::fs::read_to_string(testdata.join(f)).unwrap();
     let manifests = etc.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
     let config = etc.join("seed-kubelet-conf.yml");
     std::fs::write(
         &config,
-        read("seed-kubelet-conf.yml")
-            .replace("cgroupDriver: systemd", "cgroupDriver: cgroupfs")
+        seed_node::config(&manifests)
             .replace(
                 "/etc/kubernetes/pki/ca.pem",
                 &cp.client_ca_path().display().to_string(),
-            )
-            .replace(
-                "/etc/kubernetes/manifests",
-                &manifests.display().to_string(),
             )
             .replace("port: 10250", &format!("port: {}", free_port()))
             .replace("readOnlyPort: 10255", "readOnlyPort: 0")
@@ -52,8 +43,6 @@ async fn the_seed_nodes_164_flags_join_and_the_node_goes_ready() {
     )
     .unwrap();
     let root = et.dir.path().join("kubelet");
-    let flags = kubelet_bin::go_flags::flags_from_go_log(&read("go-1.25-flags.txt"));
-    assert_eq!(flags.len(), 164);
     let ours = |name: &str| -> Option<String> {
         Some(match name {
             "bootstrap-kubeconfig" => etc
@@ -72,10 +61,7 @@ async fn the_seed_nodes_164_flags_join_and_the_node_goes_ready() {
             _ => return None,
         })
     };
-    let args: Vec<String> = flags
-        .iter()
-        .map(|(name, value)| format!("--{name}={}", ours(name).unwrap_or_else(|| value.clone())))
-        .collect();
+    let args = seed_node::command_line(ours);
     let k = start(&et, &args, false).await;
     // Go's own deprecation lines for what that node passed.
     let w = k.loaded.warnings.join("\n");

@@ -18,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use kubelet_core::testing::poll_until;
+use kubelet_tests::seed_node;
 
 const INSTANCE: &str = "flags";
 const CGROUP_ROOT: &str = "/kubelet-rs-flags";
@@ -193,21 +194,9 @@ async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
          imagePullPolicy: Never\n    command: [sh, -c, 'while true; do sleep 1; done']\n",
     )
     .unwrap();
-    let testdata = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap())
-        .join("../kubelet-bin/testdata");
-    let read = |f: &str| std::fs::read_to_string(testdata.join(f)).unwrap();
     let (port, read_only, healthz) = (free_port(), free_port(), free_port());
     let config = dir.join("kubelet-conf.yml");
-    std::fs::write(
-        &config,
-        read("seed-kubelet-conf.yml")
-            .replace("cgroupDriver: systemd", "cgroupDriver: cgroupfs")
-            .replace(
-                "/etc/kubernetes/manifests",
-                &manifests.display().to_string(),
-            ),
-    )
-    .unwrap();
+    std::fs::write(&config, seed_node::config(&manifests)).unwrap();
     // The cgroup root and the three system cgroups (the seed node's flags leave them
     // empty): the runtime's holds the instance's containerd, the system one a process of
     // the node's, the kubelet's the kubelet (moved in once it runs).
@@ -216,8 +205,6 @@ async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
     let system_process = NodeProcess(Command::new("sleep").arg("600").spawn().unwrap());
     move_into(&format!("{CGROUP_ROOT}/system"), system_process.0.id());
     let root = dir.join("kubelet");
-    let flags = kubelet_bin::go_flags::flags_from_go_log(&read("go-1.25-flags.txt"));
-    assert_eq!(flags.len(), 164);
     let ours = |name: &str| -> Option<String> {
         Some(match name {
             "bootstrap-kubeconfig" | "kubeconfig" => String::new(),
@@ -238,10 +225,7 @@ async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
             _ => return None,
         })
     };
-    let args: Vec<String> = flags
-        .iter()
-        .map(|(name, value)| format!("--{name}={}", ours(name).unwrap_or_else(|| value.clone())))
-        .collect();
+    let args = seed_node::command_line(ours);
     let log = dir.join("kubelet.log");
     let child = Command::new(&binary)
         .args(&args)

@@ -233,15 +233,8 @@ impl CgroupManager for V1Manager {
             None => 0,
         };
         let mut u = Usage {
-            timestamp,
             cpu_usage_ns,
-            memory_usage_bytes: 0,
-            memory_working_set_bytes: 0,
-            memory_rss_bytes: 0,
-            memory_cache_bytes: 0,
-            memory_page_faults: 0,
-            memory_major_page_faults: 0,
-            memory_limit_bytes: None,
+            ..Usage::zero(timestamp)
         };
         if let Some(d) = self.dir("memory", name) {
             let usage = read_u64(&d.join("memory.usage_in_bytes"))?;

@@ -87,15 +87,8 @@ mod tests {
 
     fn usage(t0: Instant, ms: u64, cpu_ns: u64) -> ResourceUsage {
         ResourceUsage {
-            timestamp: t0 + Duration::from_millis(ms),
             cpu_usage_ns: cpu_ns,
-            memory_usage_bytes: 0,
-            memory_working_set_bytes: 0,
-            memory_rss_bytes: 0,
-            memory_cache_bytes: 0,
-            memory_page_faults: 0,
-            memory_major_page_faults: 0,
-            memory_limit_bytes: None,
+            ..ResourceUsage::zero(t0 + Duration::from_millis(ms))
         }
     }
 

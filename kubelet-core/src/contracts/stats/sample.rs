@@ -35,6 +35,22 @@ pub struct ResourceUsage {
 }
 
 impl ResourceUsage {
+    /// A sample taken at `timestamp` with every counter at zero and no memory limit (what a
+    /// measurement fills in).
+    pub fn zero(timestamp: Instant) -> Self {
+        ResourceUsage {
+            timestamp,
+            cpu_usage_ns: 0,
+            memory_usage_bytes: 0,
+            memory_working_set_bytes: 0,
+            memory_rss_bytes: 0,
+            memory_cache_bytes: 0,
+            memory_page_faults: 0,
+            memory_major_page_faults: 0,
+            memory_limit_bytes: None,
+        }
+    }
+
     /// CPU usage rate in nanocores (1e9 = one full CPU) between an `earlier` sample and this
     /// one; `None` when no time passed or the counter went backwards (cgroup re-created).
     pub fn nanocores_since(&self, earlier: &ResourceUsage) -> Option<u64> {
@@ -222,17 +238,7 @@ mod tests {
         assert_eq!(nanocores(10, 5, s), None, "counter reset");
         assert_eq!(nanocores(0, 5, Duration::ZERO), None);
         let t0 = crate::clock::monotonic_now();
-        let a = ResourceUsage {
-            timestamp: t0,
-            cpu_usage_ns: 0,
-            memory_usage_bytes: 0,
-            memory_working_set_bytes: 0,
-            memory_rss_bytes: 0,
-            memory_cache_bytes: 0,
-            memory_page_faults: 0,
-            memory_major_page_faults: 0,
-            memory_limit_bytes: None,
-        };
+        let a = ResourceUsage::zero(t0);
         let b = ResourceUsage {
             timestamp: t0 + Duration::from_millis(500),
             cpu_usage_ns: 250_000_000,
