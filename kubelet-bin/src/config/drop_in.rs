@@ -19,7 +19,10 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::KubeletConfiguration;
-use super::{decode_config_value, typed_config, unknown_field_warnings, ConfigError, FileConfig};
+use super::{
+    decode_config_value, deserialize_config, encode_config, unknown_field_warnings, ConfigError,
+    FileConfig,
+};
 
 /// The extension of the files Go reads from the drop-in directory.
 pub const DROP_IN_EXTENSION: &str = "conf";
@@ -126,10 +129,8 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 /// the defaults), returning the merged configuration and a warning for each unknown field.
 pub fn merge_drop_ins(base: &KubeletConfiguration, dir: &Path) -> Result<FileConfig, ConfigError> {
     let files = drop_in_files(dir)?;
-    let mut merged = serde_json::to_value(base).map_err(|e| ConfigError::ParseFile {
-        path: dir.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+    let mut merged = encode_config(base, dir)?;
+    let mut config = base.clone();
     let mut patches = Vec::with_capacity(files.len());
     let mut total = 0usize;
     for path in files {
@@ -144,14 +145,10 @@ pub fn merge_drop_ins(base: &KubeletConfiguration, dir: &Path) -> Result<FileCon
         let patch = decode_config_value(&bytes, &path)?;
         merge_patch(&mut merged, &patch);
         // Each step must still be a configuration: the error names the file that broke it.
-        typed_config(&merged, &path)?;
+        config = deserialize_config(&merged, &path)?;
         patches.push((path, patch));
     }
-    let FileConfig { config, .. } = typed_config(&merged, dir)?;
-    let understood = serde_json::to_value(&config).map_err(|e| ConfigError::ParseFile {
-        path: dir.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+    let understood = encode_config(&config, dir)?;
     let warnings = patches
         .iter()
         .flat_map(|(path, patch)| unknown_field_warnings(patch, &understood, path))

@@ -308,19 +308,33 @@ pub(crate) fn decode_config_value(bytes: &[u8], path: &Path) -> Result<Value, Co
 /// The configuration a decoded document holds, with a warning for each field of `value`
 /// that kubelet-rs does not know (`path` names the file in both).
 pub(crate) fn typed_config(value: &Value, path: &Path) -> Result<FileConfig, ConfigError> {
-    let config: KubeletConfiguration =
-        serde_path_to_error::deserialize(value).map_err(|e| ConfigError::FileField {
-            path: path.to_path_buf(),
-            field: e.path().to_string(),
-            reason: e.inner().to_string(),
-        })?;
-    let reencoded = serde_json::to_value(&config).map_err(|e| ConfigError::ParseFile {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+    let config = deserialize_config(value, path)?;
+    let reencoded = encode_config(&config, path)?;
     Ok(FileConfig {
         warnings: unknown_field_warnings(value, &reencoded, path),
         config,
+    })
+}
+
+/// The configuration a decoded document holds; a field of the wrong type is an error naming
+/// it and the file.
+pub(crate) fn deserialize_config(
+    value: &Value,
+    path: &Path,
+) -> Result<KubeletConfiguration, ConfigError> {
+    serde_path_to_error::deserialize(value).map_err(|e| ConfigError::FileField {
+        path: path.to_path_buf(),
+        field: e.path().to_string(),
+        reason: e.inner().to_string(),
+    })
+}
+
+/// The configuration as JSON (what unknown fields are found against, and drop-ins merge
+/// onto).
+pub(crate) fn encode_config(c: &KubeletConfiguration, path: &Path) -> Result<Value, ConfigError> {
+    serde_json::to_value(c).map_err(|e| ConfigError::ParseFile {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
     })
 }
 
