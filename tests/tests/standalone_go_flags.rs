@@ -289,6 +289,11 @@ async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
             "{c}"
         );
         assert!(c["memory"]["workingSetBytes"].as_u64().unwrap() > 0, "{c}");
+        // The processes moved in fault pages in that cgroup (memory.stat pgfault, the
+        // cgroup's own as cAdvisor reads it); no memory limit, so nothing available.
+        assert!(c["memory"]["pageFaults"].as_u64().unwrap() > 0, "{c}");
+        assert!(c["memory"]["majorPageFaults"].is_u64(), "{c}");
+        assert!(c["memory"].get("availableBytes").is_none(), "{c}");
         assert!(c.get("rootfs").is_none() && c.get("logs").is_none(), "{c}");
     }
     assert!(
