@@ -23,6 +23,8 @@ use crate::config::types::Taint;
     // Go's `--help` and `--version` are flags with values (`--help=false` does nothing).
     disable_help_flag = true,
     disable_version_flag = true,
+    // pflag: a flag given again replaces its earlier value (list flags append).
+    args_override_self = true,
     about = "kubelet-rs: the Kubernetes node agent",
     long_about = "The kubelet runs the pods of its node: static pods from a manifest path or URL, \
                   through a CRI container runtime."

@@ -1,5 +1,5 @@
 //! The rest of the Go kubelet's command line: every flag of the Go kubelet from 1.25 to the
-//! current release that [`crate::flags::Flags`] does not declare, so that a node's unit
+//! current release (and the dockershim and Dynamic Kubelet Config flags of earlier ones) that [`crate::flags::Flags`] does not declare, so that a node's unit
 //! file, its `kubeadm-flags.env` and its installer's flags start kubelet-rs unchanged. No
 //! flag the Go kubelet accepts is refused.
 //!
@@ -147,6 +147,22 @@ const fn deprecated(flag: GoFlag, message: &'static str) -> GoFlag {
         deprecated: Some(message),
         ..flag
     }
+}
+
+/// A dockershim flag, gone with it in 1.24.
+const fn dockershim(
+    name: &'static str,
+    kind: Kind,
+    default: &'static str,
+    help: &'static str,
+) -> GoFlag {
+    removed(
+        deprecated(
+            unsupported(name, kind, default, help),
+            "will be removed along with dockershim.",
+        ),
+        "1.24",
+    )
 }
 
 const fn cadvisor(name: &'static str, kind: Kind, default: &'static str) -> GoFlag {
@@ -317,6 +333,25 @@ pub const TABLE: &[GoFlag] = &[
     cadvisor("storage-driver-secure", Bool, "false"),
     cadvisor("storage-driver-table", Str, "stats"),
     cadvisor("storage-driver-user", Str, "root"),
+    // Flags of Go kubelets before 1.24, which removed them with dockershim and Dynamic Kubelet
+    // Config. Unit files of nodes upgraded since still pass them (and the v1.20 node e2e suite
+    // does): accepted with the deprecation Go 1.23 printed, and ignored. With a CRI runtime the
+    // network ones had no effect in Go either; pod networking is the runtime's CNI.
+    dockershim("network-plugin", Str, "", "The network plugin (dockershim only)"),
+    dockershim("cni-bin-dir", Str, "/opt/cni/bin", "CNI plugin binaries (dockershim only)"),
+    dockershim("cni-conf-dir", Str, "/etc/cni/net.d", "CNI configuration files (dockershim only)"),
+    dockershim("cni-cache-dir", Str, "/var/lib/cni/cache", "CNI cache files (dockershim only)"),
+    dockershim("network-plugin-mtu", Int32, "0", "MTU for the network plugin (dockershim only)"),
+    dockershim("docker-endpoint", Str, "unix:///var/run/docker.sock", "The docker endpoint (dockershim only)"),
+    dockershim("image-pull-progress-deadline", Duration, "1m0s", "Cancel a pull without progress after this (dockershim only)"),
+    dockershim("experimental-dockershim-root-directory", Str, "/var/lib/dockershim", "The dockershim root directory"),
+    removed(
+        deprecated(
+            unsupported("dynamic-config-dir", Str, "", "Dynamic Kubelet Config checkpoint directory"),
+            "Feature DynamicKubeletConfig is deprecated in 1.22 and will not move to GA. It is planned to be removed from Kubernetes in the version 1.23. Please use alternative ways to update kubelet configuration.",
+        ),
+        "1.24",
+    ),
 ];
 
 /// Go's deprecation of the container GC flags.

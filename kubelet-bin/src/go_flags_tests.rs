@@ -419,3 +419,67 @@ fn the_verbosity_flag_wins_over_the_file_and_vmodule_flags_add_to_it() {
         loaded.warnings
     );
 }
+
+#[test]
+fn the_pre_1_24_dockershim_and_dynamic_config_flags_are_accepted_and_ignored() {
+    // What the v1.20 node e2e suite (test/e2e_node/services/kubelet.go) passes besides --config.
+    let loaded = load(&args(&[
+        "--root-dir",
+        "/var/lib/kubelet",
+        "--v",
+        "4",
+        "--logtostderr",
+        "--dynamic-config-dir",
+        "/w/dynamic-kubelet-config",
+        "--network-plugin=kubenet",
+        "--cni-bin-dir",
+        "/w/cni/bin",
+        "--cni-conf-dir",
+        "/w/cni/net.d",
+        "--cni-cache-dir",
+        "/w/cni/cache",
+        "--container-runtime",
+        "remote",
+        "--runtime-cgroups=/docker-daemon",
+    ]))
+    .unwrap();
+    let w = loaded.warnings.join("\n");
+    for flag in [
+        "network-plugin",
+        "cni-bin-dir",
+        "cni-conf-dir",
+        "cni-cache-dir",
+    ] {
+        assert!(
+            w.contains(&format!(
+                "Flag --{flag} has been deprecated, will be removed along with dockershim. (the Go kubelet no longer has it since 1.24)"
+            )),
+            "{w}"
+        );
+    }
+    assert!(w.contains("Flag --dynamic-config-dir has been deprecated, Feature DynamicKubeletConfig is deprecated in 1.22"), "{w}");
+    assert!(
+        w.contains("flag --dynamic-config-dir=\"/w/dynamic-kubelet-config\" is not supported by kubelet-rs; it is ignored"),
+        "{w}"
+    );
+    assert_eq!(loaded.runtime_cgroups, "/docker-daemon");
+    // A malformed value is still refused, naming the flag.
+    assert!(load(&args(&["--network-plugin-mtu=big"])).is_err());
+}
+
+#[test]
+fn a_flag_given_twice_takes_its_last_value_and_list_flags_add_up() {
+    // The node e2e suite appends its runner's --kubelet-flags after its own flags.
+    let loaded = load(&args(&[
+        "--runtime-cgroups=/docker-daemon",
+        "--runtime-cgroups=/runtime",
+        "--node-labels=a=1",
+        "--node-labels=b=2",
+        "--max-pods=10",
+        "--max-pods=20",
+    ]))
+    .unwrap();
+    assert_eq!(loaded.runtime_cgroups, "/runtime");
+    assert_eq!(loaded.config.max_pods, 20);
+    assert_eq!(loaded.node_labels.len(), 2, "{:?}", loaded.node_labels);
+}

@@ -30,5 +30,6 @@ pub mod heap_trim;
 pub mod json_log;
 pub mod lock_file;
 pub mod logging;
+pub mod node_address;
 pub mod server;
 pub mod telemetry;

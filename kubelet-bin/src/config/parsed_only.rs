@@ -93,6 +93,24 @@ pub struct ParsedOnly {
     /// `--enable-controller-attach-detach` (default true).
     #[serde(rename = "enableControllerAttachDetach")]
     pub enable_controller_attach_detach: bool,
+    /// The part of `shutdownGracePeriod` kept for critical pods (default 0).
+    #[serde(rename = "shutdownGracePeriodCriticalPods")]
+    pub shutdown_grace_period_critical_pods: GoDuration,
+    /// Shutdown grace periods by pod priority (default none).
+    #[serde(rename = "shutdownGracePeriodByPodPriority")]
+    pub shutdown_grace_period_by_pod_priority: Vec<ShutdownGracePeriodByPriority>,
+}
+
+/// One `shutdownGracePeriodByPodPriority` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownGracePeriodByPriority {
+    /// Pods of at least this priority…
+    #[serde(rename = "priority")]
+    pub priority: i32,
+    /// …get this many seconds.
+    #[serde(rename = "shutdownGracePeriodSeconds")]
+    pub shutdown_grace_period_seconds: i64,
 }
 
 impl Default for ParsedOnly {
@@ -120,6 +138,8 @@ impl Default for ParsedOnly {
             local_storage_capacity_isolation: true,
             content_type: "application/vnd.kubernetes.protobuf".into(),
             enable_controller_attach_detach: true,
+            shutdown_grace_period_critical_pods: GoDuration::default(),
+            shutdown_grace_period_by_pod_priority: Vec::new(),
         }
     }
 }
