@@ -69,7 +69,9 @@ pub fn cri_config(loaded: &LoadedConfig) -> CriConfig {
     }
 }
 
-/// The node's IPs: `--node-ip`, else the addresses the node name resolves to (not loopback).
+/// The node's IPs: `--node-ip`, else the node name if it is an IP, else the addresses the node
+/// name resolves to (not loopback), else the address of the default route's interface
+/// ([`crate::node_address`]).
 pub async fn node_ips_of(loaded: &LoadedConfig) -> Vec<String> {
     node_ips(loaded).await
 }
@@ -78,7 +80,10 @@ async fn node_ips(loaded: &LoadedConfig) -> Vec<String> {
     if !loaded.node_ips.is_empty() {
         return loaded.node_ips.iter().map(IpAddr::to_string).collect();
     }
-    match tokio::net::lookup_host((loaded.node_name.as_str(), 0)).await {
+    if let Ok(ip) = loaded.node_name.parse::<IpAddr>() {
+        return vec![ip.to_string()];
+    }
+    let resolved = match tokio::net::lookup_host((loaded.node_name.as_str(), 0)).await {
         Ok(addrs) => {
             let mut ips: Vec<String> = addrs
                 .map(|a| a.ip())
@@ -89,10 +94,43 @@ async fn node_ips(loaded: &LoadedConfig) -> Vec<String> {
             ips
         }
         Err(e) => {
-            tracing::warn!(node = %loaded.node_name, error = %e, "cannot resolve the node name to an IP; set --node-ip");
+            tracing::debug!(node = %loaded.node_name, error = %e, "the node name does not resolve");
+            Vec::new()
+        }
+    };
+    if !resolved.is_empty() {
+        return resolved;
+    }
+    match crate::node_address::default_route_address().await {
+        Some(ip) => vec![ip.to_string()],
+        None => {
+            tracing::warn!(node = %loaded.node_name, "cannot find the node's IP (the node name resolves to none and there is no default route); set --node-ip");
             Vec::new()
         }
     }
+}
+
+/// `kubeletCgroups` and `systemCgroups`: the processes placed now and every five minutes
+/// (Go's system containers' `ensureStateFunc`), until shutdown.
+fn spawn_process_placement(cm: Arc<LinuxContainerManager>, shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(kubelet_cm::process_placement::PLACEMENT_PERIOD);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let cm = cm.clone();
+            match tokio::task::spawn_blocking(move || cm.place_system_processes()).await {
+                Ok(errors) => {
+                    for e in errors {
+                        tracing::warn!(error = %e, "placing processes in the system cgroups");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "process placement task failed"),
+            }
+        }
+    });
 }
 
 /// Go's `run`: checks and dependencies, then the kubelet itself.
@@ -147,7 +185,9 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(
         kubelet_core::metrics::InstrumentedRuntime::new(Arc::new(runtime)),
     );
-    let cm: Arc<dyn ContainerManager> = Arc::new(cm);
+    let cm = Arc::new(cm);
+    spawn_process_placement(cm.clone(), shutdown.clone());
+    let cm: Arc<dyn ContainerManager> = cm;
     let kubelet = create_and_init_kubelet_with(&loaded, runtime, cm, member.as_ref()).await?;
     // The serving certificate manager asks through the node's (rotating) API client.
     let csr_client = member.as_ref().map(ClusterMember::api_client);

@@ -35,6 +35,7 @@ mod host_root;
 pub mod machine;
 mod manager;
 pub mod oom;
+pub mod process_placement;
 pub mod quantity;
 mod stats;
 pub mod system_containers;

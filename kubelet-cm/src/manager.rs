@@ -314,6 +314,19 @@ impl LinuxContainerManager {
         self.inner.pod_cgroup(pod)
     }
 
+    /// Puts the kubelet in `kubeletCgroups` and the root cgroup's processes in
+    /// `systemCgroups` ([`crate::process_placement`]); what failed, one message each. Blocking
+    /// file I/O: call it off the async runtime, at start and every
+    /// [`crate::process_placement::PLACEMENT_PERIOD`].
+    pub fn place_system_processes(&self) -> Vec<String> {
+        crate::process_placement::place_processes(
+            self.inner.cgroups.as_ref(),
+            &self.inner.config.system_cgroups,
+            &self.inner.config.root,
+            std::process::id(),
+        )
+    }
+
     /// The stats provider over this manager's cgroups (also [`ContainerManager::node_stats`]).
     pub fn stats(&self) -> Arc<CgroupStats> {
         self.stats.clone()

@@ -335,7 +335,7 @@ mod tests {
                 start_time: t.clone(),
                 network: Some(NetworkStats {
                     time: t.clone(),
-                    default: eth0.clone(),
+                    default: Some(eth0.clone()),
                     interfaces: vec![eth0],
                 }),
                 containers: vec![ContainerStats {

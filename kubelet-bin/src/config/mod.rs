@@ -605,7 +605,6 @@ pub fn load_with_hostname(
     let (log, log_warnings) = crate::logging::LogSettings::new(&config.logging, &klog);
     warnings.extend(log_warnings);
     warnings.extend(support::unsupported_settings(&config));
-    warnings.extend(support::system_cgroup_warnings(&config));
     let node_ips = match flags.node_ip.as_deref() {
         Some(v) => flags::parse_node_ips(v)?,
         None => Vec::new(),

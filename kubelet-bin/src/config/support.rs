@@ -117,6 +117,8 @@ pub const FIELDS: &[(&str, Support)] = {
         // `parsed_only`: Go's fields kubelet-rs parses but does not act on (yet).
         ("enableContentionProfiling", I),
         ("cpuManagerPolicy", I),
+        ("shutdownGracePeriodCriticalPods", I),
+        ("shutdownGracePeriodByPodPriority", I),
         ("cpuManagerPolicyOptions", I),
         ("cpuManagerReconcilePeriod", I),
         ("memoryManagerPolicy", I),
@@ -139,27 +141,6 @@ pub const FIELDS: &[(&str, Support)] = {
         ("enableControllerAttachDetach", I),
     ]
 };
-
-/// What kubelet-rs leaves undone of `kubeletCgroups` and `systemCgroups`: they are reported
-/// as system containers, but the Go kubelet also moves processes into them.
-pub fn system_cgroup_warnings(c: &KubeletConfiguration) -> Vec<String> {
-    let mut w = Vec::new();
-    if !c.kubelet_cgroups.is_empty() {
-        w.push(format!(
-            "kubeletCgroups {:?} is reported as the kubelet system container, but kubelet-rs does \
-             not move itself into it as the Go kubelet does: start kubelet-rs in that cgroup",
-            c.kubelet_cgroups
-        ));
-    }
-    if !c.system_cgroups.is_empty() {
-        w.push(format!(
-            "systemCgroups {:?} is reported as the misc system container, but kubelet-rs does \
-             not move the node's other processes into it as the Go kubelet does",
-            c.system_cgroups
-        ));
-    }
-    w
-}
 
 /// One warning line per field kubelet-rs does not honour that differs from its default.
 pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {

@@ -289,6 +289,12 @@ pub trait CgroupManager: Send + Sync + fmt::Debug {
     fn usage(&self, name: &CgroupName) -> Result<Usage, CgroupError>;
     /// The directories the cgroup has (or would have) in each hierarchy.
     fn paths(&self, name: &CgroupName) -> Vec<PathBuf>;
+    /// Moves process `pid` into the cgroup in every hierarchy, creating the cgroup (with no
+    /// limits) where it is missing (Go's cgroupfs `Manager.Apply(pid)`).
+    fn attach(&self, name: &CgroupName, pid: u32) -> Result<(), CgroupError>;
+    /// Processes directly in the cgroup, not in its descendants (on v1, the cpu hierarchy's
+    /// `cgroup.procs`, as Go's `GetPids`).
+    fn own_pids(&self, name: &CgroupName) -> Result<Vec<u32>, CgroupError>;
 }
 
 /// Builds the manager for the detected layout (v1 for V1 and Hybrid, v2 for V2).
@@ -366,6 +372,19 @@ pub(crate) fn child_dirs(dir: &Path) -> Result<Vec<String>, CgroupError> {
     }
     out.sort();
     Ok(out)
+}
+
+/// Processes listed in `cgroup.procs` of `dir` (none when it does not exist).
+pub(crate) fn own_pids_of(dir: &Path) -> Result<Vec<u32>, CgroupError> {
+    let procs = dir.join("cgroup.procs");
+    match std::fs::read_to_string(&procs) {
+        Ok(text) => Ok(text
+            .lines()
+            .filter_map(|l| l.trim().parse::<u32>().ok())
+            .collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(CgroupError::io("read", &procs, e)),
+    }
 }
 
 /// Processes listed in `cgroup.procs` of `dir` and all its descendants.

@@ -4,9 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::{
-    child_dirs, hugetlb_limits, mkdir_all, pids_recursive, read_keyed, read_u64, remove_tree,
-    working_set, write_file, CgroupError, CgroupManager, CgroupMode, CgroupName, ResourceConfig,
-    Usage,
+    child_dirs, hugetlb_limits, mkdir_all, own_pids_of, pids_recursive, read_keyed, read_u64,
+    remove_tree, working_set, write_file, CgroupError, CgroupManager, CgroupMode, CgroupName,
+    ResourceConfig, Usage,
 };
 
 /// Controllers whose directories must exist for a cgroup to count as existing (Go's
@@ -213,6 +213,27 @@ impl CgroupManager for V1Manager {
             all.extend(child_dirs(&name.dir_in(mount))?);
         }
         Ok(all.into_iter().collect())
+    }
+
+    fn attach(&self, name: &CgroupName, pid: u32) -> Result<(), CgroupError> {
+        for mount in self.cleanup_hierarchies() {
+            mkdir_all(&name.dir_in(mount))?;
+        }
+        self.init_cpuset(name)?;
+        for mount in self.cleanup_hierarchies() {
+            write_file(&name.dir_in(mount).join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn own_pids(&self, name: &CgroupName) -> Result<Vec<u32>, CgroupError> {
+        match ["cpu", "memory", "pids"]
+            .iter()
+            .find_map(|c| self.dir(c, name))
+        {
+            Some(d) => own_pids_of(&d),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn pids(&self, name: &CgroupName) -> Result<Vec<u32>, CgroupError> {

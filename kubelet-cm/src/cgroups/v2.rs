@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use procfs::{FromRead, Meminfo};
 
 use super::{
-    child_dirs, hugetlb_limits, mkdir_all, pids_recursive, read_keyed, read_u64, remove_tree,
-    working_set, write_file, CgroupError, CgroupManager, CgroupMode, CgroupName, ResourceConfig,
-    Usage,
+    child_dirs, hugetlb_limits, mkdir_all, own_pids_of, pids_recursive, read_keyed, read_u64,
+    remove_tree, working_set, write_file, CgroupError, CgroupManager, CgroupMode, CgroupName,
+    ResourceConfig, Usage,
 };
 
 /// Controllers enabled for the kubelet's cgroups when the parent offers them.
@@ -154,6 +154,19 @@ impl CgroupManager for V2Manager {
 
     fn pids(&self, name: &CgroupName) -> Result<Vec<u32>, CgroupError> {
         pids_recursive(&name.dir_in(&self.mount))
+    }
+
+    fn attach(&self, name: &CgroupName, pid: u32) -> Result<(), CgroupError> {
+        let dir = name.dir_in(&self.mount);
+        if !dir.is_dir() {
+            self.enable_controllers(name)?;
+            mkdir_all(&dir)?;
+        }
+        write_file(&dir.join("cgroup.procs"), &pid.to_string())
+    }
+
+    fn own_pids(&self, name: &CgroupName) -> Result<Vec<u32>, CgroupError> {
+        own_pids_of(&name.dir_in(&self.mount))
     }
 
     fn usage(&self, name: &CgroupName) -> Result<Usage, CgroupError> {

@@ -278,15 +278,12 @@ fn memory(u: &ResourceUsage, time: &str, capacity: Option<u64>) -> MemoryStats {
 fn network(interfaces: &[InterfaceStats], time: &str) -> Option<NetworkStats> {
     let mut interfaces = interfaces.to_vec();
     interfaces.sort_by(|a, b| a.name.cmp(&b.name));
-    let default = interfaces
-        .iter()
-        .find(|i| i.name == "eth0")
-        .or_else(|| {
-            interfaces
-                .iter()
-                .max_by_key(|i| i.rx_bytes.saturating_add(i.tx_bytes))
-        })?
-        .clone();
+    if interfaces.is_empty() {
+        return None;
+    }
+    // Go's default interface is eth0 only (a node whose interfaces have other names reports
+    // none inline; every interface is in the list).
+    let default = interfaces.iter().find(|i| i.name == "eth0").cloned();
     Some(NetworkStats {
         time: time.to_string(),
         default,

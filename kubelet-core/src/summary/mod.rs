@@ -168,9 +168,10 @@ pub struct MemoryStats {
 pub struct NetworkStats {
     /// Sample time.
     pub time: String,
-    /// The default interface.
-    #[serde(flatten)]
-    pub default: InterfaceStats,
+    /// The default interface: `eth0`, as Go's `cadvisorInfoToNetworkStats` picks it; none
+    /// (no inline fields) on a host without one.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<InterfaceStats>,
     /// All interfaces.
     pub interfaces: Vec<InterfaceStats>,
 }

@@ -1,0 +1,185 @@
+//! Putting processes in the configured system cgroups, as the Go kubelet's container manager
+//! does at start and every five minutes after (`setupNode`'s system containers):
+//!
+//! - `kubeletCgroups`: the kubelet moves itself in (Go's `ensureProcessInContainerWithOOMScore`),
+//!   unless it runs in a mount namespace other than the host's (pid 1's): a kubelet in a
+//!   container leaves its cgroup alone.
+//! - `systemCgroups`: every process directly in the root cgroup is moved in (Go's
+//!   `ensureSystemCgroups`), but pid 1 and kernel threads (no `/proc/<pid>/exe`); up to eleven
+//!   passes, as processes fork while others move.
+//!
+//! A failure is reported (the caller logs it) and retried at the next round; it never stops
+//! the kubelet.
+
+use std::path::Path;
+
+use crate::cgroups::{CgroupManager, CgroupName};
+use crate::host_root::under;
+use crate::system_containers::SystemCgroups;
+
+/// How often Go re-applies the placement.
+pub const PLACEMENT_PERIOD: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+
+/// Go's attempts at emptying the root cgroup.
+const SYSTEM_PASSES: usize = 11;
+
+/// The processes `ensureSystemCgroups` moves out of the root cgroup: all but pid 1 and
+/// kernel threads.
+pub fn movable(pids: &[u32], is_kernel_thread: impl Fn(u32) -> bool) -> Vec<u32> {
+    pids.iter()
+        .copied()
+        .filter(|&p| p != 1 && !is_kernel_thread(p))
+        .collect()
+}
+
+/// Whether `pid` runs in the host's mount namespace (pid 1's), as Go's
+/// `isProcessRunningInHost`; unknown counts as not.
+fn in_host_mount_namespace(root: &Path, pid: u32) -> bool {
+    let ns = |p: &str| std::fs::read_link(under(root, &format!("/proc/{p}/ns/mnt"))).ok();
+    match (ns("1"), ns(&pid.to_string())) {
+        (Some(host), Some(own)) => host == own,
+        _ => false,
+    }
+}
+
+fn is_kernel_thread(root: &Path, pid: u32) -> bool {
+    std::fs::read_link(under(root, &format!("/proc/{pid}/exe"))).is_err()
+}
+
+/// Places the kubelet (`self_pid`) and the root cgroup's processes as `wanted` asks; returns
+/// what failed, one message each. Blocking file I/O: call it off the async runtime.
+pub fn place_processes(
+    cgroups: &dyn CgroupManager,
+    wanted: &SystemCgroups,
+    root: &Path,
+    self_pid: u32,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    if !wanted.system.is_empty() {
+        let system = CgroupName::from_cgroupfs(&wanted.system);
+        let top = CgroupName::from_cgroupfs("/");
+        let mut last = Vec::new();
+        for _ in 0..SYSTEM_PASSES {
+            let pids = match cgroups.own_pids(&top) {
+                Ok(p) => movable(&p, |pid| is_kernel_thread(root, pid)),
+                Err(e) => {
+                    last = vec![format!("listing the processes of the root cgroup: {e}")];
+                    break;
+                }
+            };
+            if pids.is_empty() {
+                last.clear();
+                break;
+            }
+            tracing::debug!(?pids, cgroup = %wanted.system, "moving non-kernel processes into the system cgroup");
+            last = pids
+                .iter()
+                .filter_map(|&pid| cgroups.attach(&system, pid).err().map(|e| (pid, e)))
+                // A process that exited meanwhile is not a failure.
+                .filter(|(pid, _)| under(root, &format!("/proc/{pid}")).exists())
+                .map(|(pid, e)| {
+                    format!(
+                        "failed to move PID {pid} into the system container {:?}: {e}",
+                        wanted.system
+                    )
+                })
+                .collect();
+        }
+        errors.extend(last);
+    }
+    if !wanted.kubelet.is_empty() {
+        if in_host_mount_namespace(root, self_pid) {
+            let kubelet = CgroupName::from_cgroupfs(&wanted.kubelet);
+            if let Err(e) = cgroups.attach(&kubelet, self_pid) {
+                errors.push(format!(
+                    "failed to move the kubelet (PID {self_pid}) into {:?}: {e}",
+                    wanted.kubelet
+                ));
+            }
+        } else {
+            tracing::debug!(
+                pid = self_pid,
+                "the kubelet is not in the host's mount namespace: its cgroup is left alone"
+            );
+        }
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::cgroups::V2Manager;
+
+    #[test]
+    fn pid_1_and_kernel_threads_stay() {
+        assert_eq!(
+            movable(&[1, 2, 40, 41, 50], |p| p == 2 || p == 41),
+            [40, 50]
+        );
+        assert!(movable(&[], |_| false).is_empty());
+    }
+
+    /// A cgroup v2 tree and a /proc in a temporary directory: 1 (init), 2 (a kernel thread),
+    /// 30 and 31 (user processes) in the root cgroup; the kubelet is 31.
+    fn fixture(kubelet_mnt: &str) -> tempfile::TempDir {
+        let root = tempfile::tempdir().expect("tempdir");
+        let cg = root.path().join("sys/fs/cgroup");
+        std::fs::create_dir_all(&cg).unwrap();
+        std::fs::write(cg.join("cgroup.procs"), "1\n2\n30\n31\n").unwrap();
+        for (pid, exe, mnt) in [
+            (1, true, "mnt:[1]"),
+            (2, false, "mnt:[1]"),
+            (30, true, "mnt:[1]"),
+            (31, true, kubelet_mnt),
+        ] {
+            let dir = root.path().join(format!("proc/{pid}"));
+            std::fs::create_dir_all(dir.join("ns")).unwrap();
+            if exe {
+                std::os::unix::fs::symlink("/bin/true", dir.join("exe")).unwrap();
+            }
+            std::os::unix::fs::symlink(mnt, dir.join("ns/mnt")).unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn the_kubelet_and_the_root_cgroups_processes_are_placed() {
+        let root = fixture("mnt:[1]");
+        let cg = root.path().join("sys/fs/cgroup");
+        let manager = V2Manager::new(root.path(), cg.clone());
+        let wanted = SystemCgroups {
+            kubelet: "/kubelet".into(),
+            runtime: String::new(),
+            system: "/system".into(),
+        };
+        // The fixture's root cgroup.procs is a plain file: it keeps its list, so every pass
+        // moves the same processes again and the last pass's outcome counts.
+        let errors = place_processes(&manager, &wanted, root.path(), 31);
+        assert!(errors.is_empty(), "{errors:?}");
+        // A plain file keeps only the last write: the last process moved.
+        assert_eq!(
+            std::fs::read_to_string(cg.join("system/cgroup.procs")).unwrap(),
+            "31"
+        );
+        assert_eq!(
+            std::fs::read_to_string(cg.join("kubelet/cgroup.procs")).unwrap(),
+            "31"
+        );
+    }
+
+    #[test]
+    fn a_kubelet_in_another_mount_namespace_stays_where_it_is() {
+        let root = fixture("mnt:[2]");
+        let cg = root.path().join("sys/fs/cgroup");
+        let manager = V2Manager::new(root.path(), cg.clone());
+        let wanted = SystemCgroups {
+            kubelet: "/kubelet".into(),
+            ..SystemCgroups::default()
+        };
+        assert!(place_processes(&manager, &wanted, root.path(), 31).is_empty());
+        assert!(!cg.join("kubelet").exists());
+    }
+}
