@@ -1,0 +1,455 @@
+#!/usr/bin/env bash
+# The Go kubelet's own upstream test suite (node e2e, test/e2e_node of the v1.20.2 tree the
+# control plane is built from) as kubelet-rs's second acceptance test.
+#
+#   scripts/node-e2e.sh build         build once per machine (cached in $NE2E_CACHE): e2e_node.test
+#                                     from the control plane's tree with its Go 1.15, plus what
+#                                     scripts/conformance.sh builds (ginkgo, the images)
+#   scripts/node-e2e.sh run [kubelet-rs|go-kubelet] [FOCUS]
+#                                     run the focused specs (default: [NodeConformance] without
+#                                     [Slow], [Serial], [Flaky]) against that kubelet, print
+#                                     `N passed, M failed, K skipped` and the failed specs
+#   scripts/node-e2e.sh compare [FOCUS]   both kubelets, then the table and what Go passes and
+#                                     kubelet-rs fails
+#   scripts/node-e2e.sh ci            the CI subset against kubelet-rs (fails when a spec failed)
+#   scripts/node-e2e.sh table         the last runs' results side by side
+#   scripts/node-e2e.sh skips         the skip list with reasons (the README's)
+#   scripts/node-e2e.sh down          remove what an interrupted run left
+#
+# In local mode the test binary starts everything itself: an embedded etcd, a kube-apiserver on
+# 127.0.0.1:6443 and the namespace controller, then `<k8s-bin-dir>/kubelet` with its own
+# KubeletConfiguration (root dir /var/lib/kubelet, read-only port 10255, `kubeletCgroups:
+# /kubelet`, `systemCgroups: /system`, cgroup root `/`). So the whole run happens in namespaces
+# of its own (`unshare --pid --net --mount --cgroup --uts`):
+# - network: only loopback and the pod bridge, whose gateway address is the node's address;
+#   a containerd of its own (scripts/node-env.sh instance `ne2e`) runs inside it, so its CRI
+#   streaming server is where the kubelet reaches it;
+# - mounts: /var/lib/kubelet, /var/log, /run/netns, /run/containerd and /var/lib/cni are
+#   the run's own (under $STATE), and nothing mounted inside propagates out;
+# - cgroups: the namespace is rooted at /kubelet-rs-node-e2e of every hierarchy (remounted
+#   inside), so `/kubepods`, `/kubelet` and `/system` land below it; containerd runs in
+#   `/runtime` (given as --runtime-cgroups);
+# - pids: when the run ends every process of it ends with the namespace's first process.
+# A run leaves no process, mount, cgroup, network interface or iptables chain behind.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$SCRIPT_DIR/.." && pwd)
+NE2E_CACHE=${KUBELET_RS_NODE_E2E_CACHE:-/var/cache/kubelet-rs/node-e2e}
+CONF_CACHE=${KUBELET_RS_CONFORMANCE_CACHE:-/var/cache/kubelet-rs/conformance}
+STATE=${KUBELET_RS_NODE_E2E_DIR:-/var/lib/kubelet-rs/node-e2e}
+RESULTS=${KUBELET_RS_NODE_E2E_RESULTS:-$STATE/results}
+GINKGO_NODES=${KUBELET_RS_NODE_E2E_NODES:-4}
+# The cgroup (of every hierarchy) the run's cgroup namespace is rooted at.
+NS_CGROUP=kubelet-rs-node-e2e
+NODE_NAME=kubelet-rs-node-e2e
+INSTANCE=ne2e
+# The node's pod CIDR in the suite's configuration; the bridge's gateway is the node's address.
+POD_SUBNET=10.100.0.0/24
+NODE_IP=10.100.0.1
+BRIDGE=krs-$INSTANCE
+FOCUS_CI='\[NodeConformance\]'
+SKIP_ALWAYS='\[Flaky\]|\[Slow\]|\[Serial\]'
+
+log() { printf '[node-e2e] %s\n' "$*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
+
+# ---------------------------------------------------------------------------------------------
+# the skip list: what this machine cannot offer (never a spec because kubelet-rs fails it).
+# Each entry: a regular expression over the spec's full name, then ` :: ` and the reason.
+
+SKIPS=(
+  'Container Runtime blackbox test when running a container with a new image should (be able to pull (image|from private registry with secret)|not be able to pull from private registry without secret) :: pulls an image from an internet registry (gcr.io); none is reachable'
+  'PrivilegedPod \[NodeConformance\] should enable privileged commands :: the kernel has no dummy netdevice (ip link add dummy1 type dummy: Operation not supported)'
+  'MirrorPod when create a mirror pod +should (be updated when static pod updated|be recreated when mirror pod (gracefully|forcibly) deleted) :: the static pod of these specs sets `restartPolicy: Always` on its regular container (meant for the pod): v1.20 dropped the then unknown field, current Go kubelets validate static pods and refuse it (a container-level restartPolicy is allowed on init containers only; on regular containers only with the ContainerRestartRules gate, alpha and off), and kubelet-rs follows them'
+)
+
+skip_regex() {
+  local e out=""
+  for e in "${SKIPS[@]}"; do out="${out:+$out|}${e%% :: *}"; done
+  echo "$SKIP_ALWAYS|$out${EXTRA_SKIP:+|$EXTRA_SKIP}"
+}
+
+# ---------------------------------------------------------------------------------------------
+# build
+
+tree_of() {
+  local src
+  src=$(bash "$SCRIPT_DIR/control-plane.sh" source | tail -n 1)
+  GOROOT_1_15=${src#GOROOT=}
+  GOROOT_1_15=${GOROOT_1_15%% TREE=*}
+  TREE=${src##* TREE=}
+  [ -x "$GOROOT_1_15/bin/go" ] && [ -d "$TREE/test/e2e_node" ] || die "no Go 1.15 / kubernetes tree ($src)"
+}
+
+# make_in_tree LOG WHAT...: the tree's own build, one at a time (the lock conformance.sh takes).
+make_in_tree() {
+  local logf=$1
+  shift
+  mkdir -p "$CONF_CACHE"
+  (
+    exec 8>"$CONF_CACHE/build.lock"
+    flock 8
+    cd "$TREE"
+    export GOROOT="$GOROOT_1_15" PATH="$GOROOT_1_15/bin:$PATH"
+    export GOPROXY=off GOSUMDB=off CGO_ENABLED=0 GOTOOLCHAIN=local
+    export KUBE_GIT_VERSION_FILE="$CONF_CACHE/version.env" KUBE_VERBOSE=1
+    export KUBE_BUILD_PLATFORMS=linux/amd64
+    unset GOBIN
+    make WHAT="$*" >"$logf" 2>&1
+  ) || {
+    tail -n 40 "$logf" >&2
+    die "build of $* failed (full log: $logf)"
+  }
+}
+
+cmd_build() {
+  need_root
+  local t0=$SECONDS
+  # ginkgo, the images and the version stamp come from the conformance build.
+  bash "$SCRIPT_DIR/conformance.sh" build
+  mkdir -p "$NE2E_CACHE/bin"
+  if ! [ -x "$NE2E_CACHE/bin/e2e_node.test" ]; then
+    tree_of
+    log "building e2e_node.test (Go 1.15; log: $NE2E_CACHE/build.log)"
+    make_in_tree "$NE2E_CACHE/build.log" test/e2e_node/e2e_node.test
+    install -m 0755 "$TREE/_output/local/bin/linux/amd64/e2e_node.test" "$NE2E_CACHE/bin/e2e_node.test.tmp"
+    mv "$NE2E_CACHE/bin/e2e_node.test.tmp" "$NE2E_CACHE/bin/e2e_node.test"
+  fi
+  log "build done in $((SECONDS - t0))s (cache: $NE2E_CACHE)"
+}
+
+# The Go kubelet v1.20.2 of the same tree (only `run go-kubelet` needs it).
+go_kubelet() {
+  if ! [ -x "$NE2E_CACHE/bin/go-kubelet/kubelet" ]; then
+    tree_of
+    log "building the Go kubelet v1.20.2 (log: $NE2E_CACHE/build-kubelet.log)"
+    make_in_tree "$NE2E_CACHE/build-kubelet.log" cmd/kubelet
+    mkdir -p "$NE2E_CACHE/bin/go-kubelet"
+    install -m 0755 "$TREE/_output/local/bin/linux/amd64/kubelet" "$NE2E_CACHE/bin/go-kubelet/kubelet.tmp"
+    mv "$NE2E_CACHE/bin/go-kubelet/kubelet.tmp" "$NE2E_CACHE/bin/go-kubelet/kubelet"
+  fi
+  echo "$NE2E_CACHE/bin/go-kubelet"
+}
+
+# kubelet_dir KIND: a directory holding `kubelet` (the suite's --k8s-bin-dir).
+kubelet_dir() {
+  case "$1" in
+    kubelet-rs)
+      local target=${CARGO_TARGET_DIR:-/var/cache/kubelet-rs/target}
+      local profile=${KUBELET_RS_NODE_E2E_PROFILE:-release} flags=(--release)
+      [ "$profile" = debug ] && flags=()
+      log "building kubelet-rs ($profile)"
+      (cd "$REPO" && CARGO_TARGET_DIR="$target" cargo build -q "${flags[@]}" -p kubelet-bin) >&2
+      mkdir -p "$STATE/bin-kubelet-rs"
+      ln -sfn "$target/$profile/kubelet" "$STATE/bin-kubelet-rs/kubelet"
+      echo "$STATE/bin-kubelet-rs"
+      ;;
+    go-kubelet) go_kubelet ;;
+    *) die "unknown kubelet $1 (kubelet-rs or go-kubelet)" ;;
+  esac
+}
+
+# ---------------------------------------------------------------------------------------------
+# the namespaces of a run
+
+# Every cgroup hierarchy mounted under /sys/fs/cgroup: `TARGET FSTYPE OPTIONS` lines.
+cgroup_mounts() {
+  awk '($3 == "cgroup" || $3 == "cgroup2") && index($2, "/sys/fs/cgroup") == 1 { print $2, $3, $4 }' /proc/self/mounts
+}
+
+# make_cgroup DIR: the cgroup, ready to take tasks (a v1 cpuset one needs its parent's CPUs and
+# memory nodes first).
+make_cgroup() {
+  local dir=$1 f
+  mkdir -p "$dir"
+  for f in cpuset.cpus cpuset.mems; do
+    if [ -f "$dir/$f" ] && [ -z "$(cat "$dir/$f")" ]; then
+      cat "$(dirname "$dir")/$f" >"$dir/$f"
+    fi
+  done
+}
+
+remove_cgroup_tree() {
+  local dir=$1 sub p
+  [ -d "$dir" ] || return 0
+  for sub in $(find "$dir" -mindepth 1 -type d 2>/dev/null | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2-) "$dir"; do
+    if [ -f "$sub/cgroup.procs" ]; then
+      for p in $(cat "$sub/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+    fi
+    rmdir "$sub" 2>/dev/null || true
+  done
+  [ -d "$dir" ] && log "warning: cannot remove cgroup $dir"
+  return 0
+}
+
+# inner KIND KUBELET_DIR FOCUS OUT: runs as the first process of the new namespaces.
+cmd_inner() {
+  local kind=$1 kdir=$2 focus=$3 out=$4 target fstype opts
+  # Cgroups: the hierarchies again, rooted at this namespace's root (the run's cgroup).
+  local mounts
+  mounts=$(cgroup_mounts)
+  mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
+  while read -r target fstype opts; do
+    mkdir -p "$target"
+    mount -t "$fstype" -o "$opts" cgroup "$target"
+  done <<<"$mounts"
+  # What the suite and the runtime write to fixed host paths: the run's own.
+  mount -t proc proc /proc
+  mkdir -p "$STATE/fs/kubelet" "$STATE/fs/log/pods" "$STATE/fs/log/containers" /run/netns /var/lib/cni \
+    /run/containerd
+  mount --bind "$STATE/fs/kubelet" /var/lib/kubelet
+  mount --bind "$STATE/fs/log" /var/log
+  mount -t tmpfs -o mode=755 netns /run/netns
+  mount -t tmpfs -o mode=755 cni /var/lib/cni
+  mount -t tmpfs -o mode=711 containerd /run/containerd
+  hostname "$NODE_NAME"
+  # No name server is reachable from here: lookups (the suite resolves a GitHub URL at start)
+  # fail at once instead of after their timeouts. Pods get the same file (dnsPolicy Default).
+  printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$STATE/resolv.conf"
+  mount --bind "$STATE/resolv.conf" /etc/resolv.conf
+  # The node's name resolves to its address (the API server reaches the kubelet by the node's
+  # Hostname address first).
+  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n' \
+    "$NODE_IP" "$NODE_NAME" >"$STATE/hosts"
+  mount --bind "$STATE/hosts" /etc/hosts
+  # Network: loopback, and the pod bridge carrying the node's address and the default route
+  # (the kubelets take the default route's interface address as the node's).
+  ip link set lo up
+  ip link add "$BRIDGE" type bridge
+  ip addr add "$NODE_IP/${POD_SUBNET#*/}" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  ip route add default dev "$BRIDGE"
+  # containerd in /runtime.
+  while read -r target fstype opts; do make_cgroup "$target/runtime"; done <<<"$mounts"
+  local endpoint
+  endpoint=$(
+    while read -r target fstype opts; do
+      echo "$BASHPID" >"$target/runtime/cgroup.procs" || die "cannot move into $target/runtime"
+    done <<<"$mounts"
+    KUBELET_RS_NODE_INSTANCE=$INSTANCE KUBELET_RS_POD_SUBNET=$POD_SUBNET bash "$SCRIPT_DIR/node-env.sh" up |
+      tail -n 1
+  )
+  endpoint=${endpoint#KUBELET_RS_CRI_ENDPOINT=}
+  local sock=${endpoint#unix://} ctr=ctr
+  [ "$(cat "/var/lib/kubelet-rs/node-$INSTANCE/containerd-version" 2>/dev/null)" = 1.7 ] &&
+    ctr=/var/cache/kubelet-rs/containerd-1.7/root/usr/bin/ctr
+  bash "$SCRIPT_DIR/conformance.sh" import-images "$ctr" "$sock"
+  # The MirrorPodWithGracePeriod static pod's image.
+  "$ctr" -a "$sock" -n k8s.io images tag --force docker.io/library/busybox:1.29 docker.io/library/busybox:1.31.1 >/dev/null
+  # The suite's working directory (ginkgo runs a test binary in the binary's directory): its
+  # kubeconfig, KubeletConfiguration and static pod directory are written there.
+  rm -rf "$STATE/work" && mkdir -p "$STATE/work"
+  ln -f "$NE2E_CACHE/bin/e2e_node.test" "$STATE/work/e2e_node.test" 2>/dev/null ||
+    cp "$NE2E_CACHE/bin/e2e_node.test" "$STATE/work/e2e_node.test"
+  cd "$STATE/work"
+  local kubelet_flags="--runtime-cgroups=/runtime"
+  [ "$kind" = go-kubelet ] && kubelet_flags="$kubelet_flags --pod-infra-container-image=kubelet-rs.local/pause:1.0"
+  kubelet_flags="$kubelet_flags ${KUBELET_RS_NODE_E2E_KUBELET_FLAGS:-}"
+  log "$kind: specs on $GINKGO_NODES ginkgo nodes (log: $out/ginkgo.log)"
+  local rc=0
+  # No systemd-run (this host has no systemd running; with it on PATH the suite would start
+  # the kubelet as a unit): inside the namespace it is an empty file nobody may execute.
+  local d
+  : >"$STATE/no-systemd-run" && chmod 0644 "$STATE/no-systemd-run"
+  for d in ${PATH//:/ }; do
+    [ -x "$d/systemd-run" ] && mount --bind "$STATE/no-systemd-run" "$d/systemd-run"
+  done
+  for d in ${PATH//:/ }; do
+    [ ! -x "$d/systemd-run" ] || die "cannot hide $d/systemd-run"
+  done
+  "$CONF_CACHE/bin/ginkgo" -nodes="$GINKGO_NODES" -noColor -flakeAttempts="${FLAKE_ATTEMPTS:-1}" \
+    -focus="$focus" -skip="$(skip_regex)" \
+    "$STATE/work/e2e_node.test" -- \
+    --k8s-bin-dir="$kdir" --node-name="$NODE_NAME" \
+    --container-runtime=remote --container-runtime-endpoint="$endpoint" \
+    --image-service-endpoint="$endpoint" --prepull-images=false \
+    --report-dir="$out/junit" --kubelet-flags="$kubelet_flags" \
+    >"$out/ginkgo.log" 2>&1 || rc=$?
+  echo "$rc" >"$out/ginkgo.rc"
+  cd /
+  KUBELET_RS_NODE_INSTANCE=$INSTANCE bash "$SCRIPT_DIR/node-env.sh" down >/dev/null 2>&1 || true
+}
+
+# run_in_namespaces KIND KUBELET_DIR FOCUS OUT
+run_in_namespaces() {
+  local kind=$1 kdir=$2 focus=$3 out=$4 target fstype opts
+  local mounts
+  mounts=$(cgroup_mounts)
+  [ -n "$mounts" ] || die "no cgroup hierarchy under /sys/fs/cgroup"
+  while read -r target fstype opts; do make_cgroup "$target/$NS_CGROUP"; done <<<"$mounts"
+  # /var/lib/kubelet must exist to be mounted over; made here, removed after.
+  if ! [ -e /var/lib/kubelet ]; then
+    mkdir /var/lib/kubelet
+    touch "$STATE/made-var-lib-kubelet"
+  fi
+  (
+    # Into the run's cgroup first: the new cgroup namespace is rooted where its creator is.
+    while read -r target fstype opts; do
+      echo "$BASHPID" >"$target/$NS_CGROUP/cgroup.procs" || die "cannot move into $target/$NS_CGROUP"
+    done <<<"$mounts"
+    exec unshare --pid --fork --net --mount --cgroup --uts --propagation private -- \
+      bash "$0" inner "$kind" "$kdir" "$focus" "$out"
+  ) || true
+}
+
+# Removes what a run (or an interrupted one) left on the host.
+cleanup() {
+  local target fstype opts
+  while read -r target fstype opts; do
+    remove_cgroup_tree "$target/$NS_CGROUP"
+  done < <(cgroup_mounts)
+  if [ -f "$STATE/made-var-lib-kubelet" ]; then
+    rmdir /var/lib/kubelet 2>/dev/null || log "warning: /var/lib/kubelet is not empty"
+    rm -f "$STATE/made-var-lib-kubelet"
+  fi
+  # The run's state (the kubelet's root dir: emptyDir contents, checkpoints); results stay.
+  rm -rf "$STATE/fs" "$STATE/work"
+}
+
+# ---------------------------------------------------------------------------------------------
+# runs
+
+one_run_at_a_time() {
+  local lock="$STATE/run.lock" pid waited=0
+  mkdir -p "$STATE"
+  until mkdir "$lock" 2>/dev/null; do
+    pid=$(cat "$lock/pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ "$pid" != "$$" ] && ! [ -d "/proc/$pid" ]; then
+      rm -rf "$lock"
+      continue
+    fi
+    [ "$pid" = "$$" ] && return 0
+    [ "$waited" = 1 ] || log "another node e2e run (pid ${pid:-?}) is using $STATE: waiting for it"
+    waited=1
+    sleep 5
+  done
+  echo "$$" >"$lock/pid"
+}
+
+cmd_run() {
+  need_root
+  local kind=${1:-kubelet-rs} focus=${2:-$FOCUS_CI} kdir out t0=$SECONDS
+  one_run_at_a_time
+  cmd_build
+  kdir=$(kubelet_dir "$kind")
+  out="$RESULTS/$kind"
+  rm -rf "$out" && mkdir -p "$out/junit"
+  echo "$focus" >"$out/focus"
+  cleanup
+  trap cleanup EXIT
+  run_in_namespaces "$kind" "$kdir" "$focus" "$out"
+  cleanup
+  trap - EXIT
+  echo "$((SECONDS - t0))" >"$out/seconds"
+  log "$kind: done in $((SECONDS - t0))s; results in $out"
+  summarize "$kind" | tee "$out/summary.txt"
+}
+
+# summarize KIND: `N passed, M failed, K skipped` over the run's JUnit, the failed specs, and
+# $RESULTS/KIND/{passed,failed}.txt. Only the focused specs count; one the skip list names
+# counts as skipped.
+summarize() {
+  local kind=$1 out="$RESULTS/$1"
+  python3 - "$out" "$(skip_regex)" "$(cat "$out/focus" 2>/dev/null || echo "$FOCUS_CI")" <<'PY'
+import glob, re, sys, xml.etree.ElementTree as ET
+out, skip, focus = sys.argv[1], re.compile(sys.argv[2]), re.compile(sys.argv[3])
+result, flaked = {}, set()
+for f in sorted(glob.glob(out + "/junit/junit_*.xml")):
+    for tc in ET.parse(f).getroot().iter("testcase"):
+        name = tc.get("name", "")
+        if name.startswith("[") and name.endswith("Suite]"):
+            if tc.find("failure") is not None:
+                print("SUITE FAILURE: %s" % name)
+            continue
+        if tc.find("skipped") is not None:
+            result.setdefault(name, "skipped")
+        elif tc.find("failure") is not None or tc.find("error") is not None:
+            if result.get(name) == "passed":
+                flaked.add(name)
+            else:
+                result[name] = "failed"
+        else:
+            if result.get(name) == "failed":
+                flaked.add(name)
+            result[name] = "passed"
+result = {n: v for n, v in result.items() if focus.search(n)}
+for name in result:
+    if skip.search(name):
+        result[name] = "skipped"
+by = lambda r: sorted(n for n, v in result.items() if v == r)
+passed, failed, skipped = by("passed"), by("failed"), by("skipped")
+open(out + "/passed.txt", "w").write("".join(p + "\n" for p in passed))
+open(out + "/failed.txt", "w").write("".join(p + "\n" for p in failed))
+open(out + "/skipped.txt", "w").write("".join(p + "\n" for p in skipped))
+print("%d passed, %d failed, %d skipped" % (len(passed), len(failed), len(skipped)))
+for f in failed:
+    print("FAILED: " + f)
+for f in sorted(n for n in flaked if result.get(n) == "passed"):
+    print("FLAKED (failed, then passed on another attempt): " + f)
+PY
+}
+
+print_table() {
+  local k
+  printf '%-12s %s\n' kubelet result
+  for k in kubelet-rs go-kubelet; do
+    printf '%-12s %s (%ss)\n' "$k" "$(head -n 1 "$RESULTS/$k/summary.txt" 2>/dev/null || echo 'no run')" \
+      "$(cat "$RESULTS/$k/seconds" 2>/dev/null || echo '?')"
+  done
+  if [ -f "$RESULTS/go-kubelet/passed.txt" ] && [ -f "$RESULTS/kubelet-rs/passed.txt" ]; then
+    echo "Go passes, kubelet-rs does not:"
+    grep -F -x -v -f "$RESULTS/kubelet-rs/passed.txt" "$RESULTS/go-kubelet/passed.txt" | sed 's/^/  /' || echo "  (none)"
+  fi
+}
+
+cmd_compare() {
+  local focus=${1:-$FOCUS_CI}
+  cmd_run go-kubelet "$focus" >/dev/null
+  cmd_run kubelet-rs "$focus" >/dev/null
+  print_table
+}
+
+# The whole file is read before anything runs (main and exit are one compound command on the
+# last line), so editing the script during a run cannot change it.
+main() {
+  case "${1:-}" in
+    build) cmd_build ;;
+    run)
+      shift
+      cmd_run "$@"
+      ;;
+    compare)
+      shift
+      cmd_compare "$@"
+      ;;
+    table) print_table ;;
+    summary) summarize "${2:-kubelet-rs}" ;;
+    ci)
+      RESULTS="$STATE/results-ci"
+      KUBELET_RS_NODE_E2E_PROFILE=${KUBELET_RS_NODE_E2E_PROFILE:-debug}
+      # Two attempts per spec, as the cluster suite's CI subset (the summary lists what flaked).
+      FLAKE_ATTEMPTS=2
+      cmd_run kubelet-rs "$FOCUS_CI"
+      ! grep -q . "$RESULTS/kubelet-rs/failed.txt"
+      ;;
+    skips)
+      for e in "${SKIPS[@]}"; do printf -- '- `%s`: %s\n' "${e%% :: *}" "${e#* :: }"; done
+      ;;
+    inner)
+      shift
+      cmd_inner "$@"
+      ;;
+    down) cleanup ;;
+    *)
+      echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|compare [FOCUS]|table|summary KIND|ci|skips|down" >&2
+      exit 2
+      ;;
+  esac
+}
+
+[ "${BASH_SOURCE[0]}" != "$0" ] || { main "$@"; exit $?; }
