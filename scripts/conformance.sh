@@ -32,6 +32,8 @@ die() {
 }
 # shellcheck source=debian.sh
 . "$SCRIPT_DIR/debian.sh"
+# shellcheck source=run-lock.sh
+. "$SCRIPT_DIR/run-lock.sh"
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 
 # ---------------------------------------------------------------------------------------------
@@ -580,85 +582,20 @@ summarize() {
   local kind=$1 out="$RESULTS/$1"
   local focus
   focus=$(cat "$out/focus" 2>/dev/null || echo "$FOCUS_ALL")
-  python3 - "$out" "$(skip_regex)" "$focus" <<'PY'
-import glob, os, re, sys, xml.etree.ElementTree as ET
-out, skip, focus = sys.argv[1], re.compile(sys.argv[2]), re.compile(sys.argv[3])
-parts = [out + "/parallel", out + "/serial"]
-parts += sorted(glob.glob(out + "/rerun-*"), key=os.path.getmtime)
-result = {}
-flaked = set()
-for part in parts:
-    # Within a part, a spec that passed in any attempt (ginkgo -flakeAttempts) passed;
-    # a later part (a rerun) replaces what earlier ones said.
-    here = {}
-    for f in sorted(glob.glob(part + "/junit_*.xml")):
-        for tc in ET.parse(f).getroot().iter("testcase"):
-            name = tc.get("name", "")
-            if name.startswith("[") and name.endswith("Suite]"):
-                if tc.find("failure") is not None:
-                    print("SUITE FAILURE in %s: %s" % (part, name))
-                continue
-            if tc.find("skipped") is not None:
-                here.setdefault(name, "skipped")
-            elif tc.find("failure") is not None or tc.find("error") is not None:
-                if here.get(name) == "passed":
-                    flaked.add(name)
-                else:
-                    here[name] = "failed"
-            else:
-                if here.get(name) == "failed":
-                    flaked.add(name)
-                here[name] = "passed"
-    for name, v in here.items():
-        if v == "skipped":
-            result.setdefault(name, v)
-        else:
-            result[name] = v
-# Only the focused specs count (the reports list every spec of the suite, most as skipped).
-result = {n: v for n, v in result.items() if focus.search(n)}
-for name in result:
-    if skip.search(name):
-        result[name] = "skipped"
-by = lambda r: sorted(n for n, v in result.items() if v == r)
-passed, failed, skipped = by("passed"), by("failed"), by("skipped")
-open(out + "/passed.txt", "w").write("".join(p + "\n" for p in passed))
-open(out + "/failed.txt", "w").write("".join(p + "\n" for p in failed))
-print("%d passed, %d failed, %d skipped" % (len(passed), len(failed), len(skipped)))
-for f in failed:
-    print("FAILED: " + f)
-for f in sorted(n for n in flaked if result.get(n) == "passed"):
-    print("FLAKED (failed, then passed on another attempt): " + f)
-PY
+  local parts=("$out/parallel" "$out/serial") p
+  while IFS= read -r p; do parts+=("$p"); done < <(ls -dtr "$out"/rerun-* 2>/dev/null)
+  python3 "$SCRIPT_DIR/junit-summary.py" "$out" "$(skip_regex)" "$focus" "${parts[@]}"
 }
 
 # rerun KIND FOCUS: the specs FOCUS selects, again (one ginkgo node), on a fresh cluster; the
 # results go to $RESULTS/KIND/rerun-<time> and replace the earlier results of those specs.
-# one_run_at_a_time: runs share the cluster of $STATE (its control plane, node instance and
-# ports): a second one waits for the first. The lock is a directory naming the running
-# script's pid, free again once that process is gone (no descriptor that the daemons a run
-# starts could inherit and keep).
-one_run_at_a_time() {
-  local lock="$STATE/run.lock" pid waited=0
-  mkdir -p "$STATE"
-  until mkdir "$lock" 2>/dev/null; do
-    pid=$(cat "$lock/pid" 2>/dev/null || true)
-    if [ -n "$pid" ] && [ "$pid" != "$$" ] && ! [ -d "/proc/$pid" ]; then
-      rm -rf "$lock"
-      continue
-    fi
-    [ "$pid" = "$$" ] && return 0
-    [ "$waited" = 1 ] || log "another conformance run (pid ${pid:-?}) is using $STATE: waiting for it"
-    waited=1
-    sleep 5
-  done
-  echo "$$" >"$lock/pid"
-}
-
+# Runs share the cluster of $STATE (its control plane, node instance and ports): a second one
+# waits for the first (scripts/run-lock.sh).
 cmd_rerun() {
   need_root
   local kind=${1:-kubelet-rs} focus=${2:-}
   [ -n "$focus" ] || die "usage: $0 rerun KIND FOCUS"
-  one_run_at_a_time
+  one_run_at_a_time "$STATE" "conformance"
   cmd_build
   local src out
   src=$(bash "$SCRIPT_DIR/control-plane.sh" source | tail -n 1)
@@ -681,7 +618,7 @@ cmd_rerun() {
 cmd_run() {
   need_root
   local kind=${1:-kubelet-rs} focus=${2:-$FOCUS_ALL}
-  one_run_at_a_time
+  one_run_at_a_time "$STATE" "conformance"
   cmd_build
   local src
   src=$(bash "$SCRIPT_DIR/control-plane.sh" source | tail -n 1)

@@ -56,6 +56,8 @@ die() {
   log "error: $*"
   exit 1
 }
+# shellcheck source=run-lock.sh
+. "$SCRIPT_DIR/run-lock.sh"
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 
 # ---------------------------------------------------------------------------------------------
@@ -63,7 +65,7 @@ need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 # Each entry: a regular expression over the spec's full name, then ` :: ` and the reason.
 
 SKIPS=(
-  'Container Runtime blackbox test when running a container with a new image should (be able to pull (image|from private registry with secret)|not be able to pull from private registry without secret) :: pulls an image from an internet registry (gcr.io); none is reachable'
+  'Container Runtime blackbox test when running a container with a new image should (be able to pull (image|from private registry with (secret|credential provider))|not be able to pull from private registry without secret) :: pulls an image from an internet registry (gcr.io); none is reachable'
   'PrivilegedPod \[NodeConformance\] should enable privileged commands :: the kernel has no dummy netdevice (ip link add dummy1 type dummy: Operation not supported)'
   'MirrorPod when create a mirror pod +should (be updated when static pod updated|be recreated when mirror pod (gracefully|forcibly) deleted) :: the static pod of these specs sets `restartPolicy: Always` on its regular container (meant for the pod): v1.20 dropped the then unknown field, current Go kubelets validate static pods and refuse it (a container-level restartPolicy is allowed on init containers only; on regular containers only with the ContainerRestartRules gate, alpha and off), and kubelet-rs follows them'
 )
@@ -247,7 +249,9 @@ cmd_inner() {
   ln -f "$NE2E_CACHE/bin/e2e_node.test" "$STATE/work/e2e_node.test" 2>/dev/null ||
     cp "$NE2E_CACHE/bin/e2e_node.test" "$STATE/work/e2e_node.test"
   cd "$STATE/work"
-  local kubelet_flags="--runtime-cgroups=/runtime"
+  # cAdvisor (the Go kubelet's stats) finds the containers through containerd's socket; an
+  # accepted, ineffective cAdvisor flag for kubelet-rs.
+  local kubelet_flags="--runtime-cgroups=/runtime --containerd=$sock"
   [ "$kind" = go-kubelet ] && kubelet_flags="$kubelet_flags --pod-infra-container-image=kubelet-rs.local/pause:1.0"
   kubelet_flags="$kubelet_flags ${KUBELET_RS_NODE_E2E_KUBELET_FLAGS:-}"
   log "$kind: specs on $GINKGO_NODES ginkgo nodes (log: $out/ginkgo.log)"
@@ -293,7 +297,7 @@ run_in_namespaces() {
       echo "$BASHPID" >"$target/$NS_CGROUP/cgroup.procs" || die "cannot move into $target/$NS_CGROUP"
     done <<<"$mounts"
     exec unshare --pid --fork --net --mount --cgroup --uts --propagation private -- \
-      bash "$0" inner "$kind" "$kdir" "$focus" "$out"
+      bash "$SCRIPT_DIR/node-e2e.sh" inner "$kind" "$kdir" "$focus" "$out"
   ) || true
 }
 
@@ -314,27 +318,11 @@ cleanup() {
 # ---------------------------------------------------------------------------------------------
 # runs
 
-one_run_at_a_time() {
-  local lock="$STATE/run.lock" pid waited=0
-  mkdir -p "$STATE"
-  until mkdir "$lock" 2>/dev/null; do
-    pid=$(cat "$lock/pid" 2>/dev/null || true)
-    if [ -n "$pid" ] && [ "$pid" != "$$" ] && ! [ -d "/proc/$pid" ]; then
-      rm -rf "$lock"
-      continue
-    fi
-    [ "$pid" = "$$" ] && return 0
-    [ "$waited" = 1 ] || log "another node e2e run (pid ${pid:-?}) is using $STATE: waiting for it"
-    waited=1
-    sleep 5
-  done
-  echo "$$" >"$lock/pid"
-}
 
 cmd_run() {
   need_root
   local kind=${1:-kubelet-rs} focus=${2:-$FOCUS_CI} kdir out t0=$SECONDS
-  one_run_at_a_time
+  one_run_at_a_time "$STATE" "node e2e"
   cmd_build
   kdir=$(kubelet_dir "$kind")
   out="$RESULTS/$kind"
@@ -355,43 +343,8 @@ cmd_run() {
 # counts as skipped.
 summarize() {
   local kind=$1 out="$RESULTS/$1"
-  python3 - "$out" "$(skip_regex)" "$(cat "$out/focus" 2>/dev/null || echo "$FOCUS_CI")" <<'PY'
-import glob, re, sys, xml.etree.ElementTree as ET
-out, skip, focus = sys.argv[1], re.compile(sys.argv[2]), re.compile(sys.argv[3])
-result, flaked = {}, set()
-for f in sorted(glob.glob(out + "/junit/junit_*.xml")):
-    for tc in ET.parse(f).getroot().iter("testcase"):
-        name = tc.get("name", "")
-        if name.startswith("[") and name.endswith("Suite]"):
-            if tc.find("failure") is not None:
-                print("SUITE FAILURE: %s" % name)
-            continue
-        if tc.find("skipped") is not None:
-            result.setdefault(name, "skipped")
-        elif tc.find("failure") is not None or tc.find("error") is not None:
-            if result.get(name) == "passed":
-                flaked.add(name)
-            else:
-                result[name] = "failed"
-        else:
-            if result.get(name) == "failed":
-                flaked.add(name)
-            result[name] = "passed"
-result = {n: v for n, v in result.items() if focus.search(n)}
-for name in result:
-    if skip.search(name):
-        result[name] = "skipped"
-by = lambda r: sorted(n for n, v in result.items() if v == r)
-passed, failed, skipped = by("passed"), by("failed"), by("skipped")
-open(out + "/passed.txt", "w").write("".join(p + "\n" for p in passed))
-open(out + "/failed.txt", "w").write("".join(p + "\n" for p in failed))
-open(out + "/skipped.txt", "w").write("".join(p + "\n" for p in skipped))
-print("%d passed, %d failed, %d skipped" % (len(passed), len(failed), len(skipped)))
-for f in failed:
-    print("FAILED: " + f)
-for f in sorted(n for n in flaked if result.get(n) == "passed"):
-    print("FLAKED (failed, then passed on another attempt): " + f)
-PY
+  python3 "$SCRIPT_DIR/junit-summary.py" "$out" "$(skip_regex)" \
+    "$(cat "$out/focus" 2>/dev/null || echo "$FOCUS_CI")" "$out/junit"
 }
 
 print_table() {

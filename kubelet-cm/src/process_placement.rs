@@ -3,7 +3,8 @@
 //!
 //! - `kubeletCgroups`: the kubelet moves itself in (Go's `ensureProcessInContainerWithOOMScore`),
 //!   unless it runs in a mount namespace other than the host's (pid 1's): a kubelet in a
-//!   container leaves its cgroup alone.
+//!   container leaves its cgroup alone. Where pid 1's namespace cannot be read, Go stops with
+//!   an error; kubelet-rs moves itself as configured.
 //! - `systemCgroups`: every process directly in the root cgroup is moved in (Go's
 //!   `ensureSystemCgroups`), but pid 1 and kernel threads (no `/proc/<pid>/exe`); up to eleven
 //!   passes, as processes fork while others move.
@@ -33,12 +34,14 @@ pub fn movable(pids: &[u32], is_kernel_thread: impl Fn(u32) -> bool) -> Vec<u32>
 }
 
 /// Whether `pid` runs in the host's mount namespace (pid 1's), as Go's
-/// `isProcessRunningInHost`; unknown counts as not.
+/// `isProcessRunningInHost`. When pid 1's namespace cannot be read (no ptrace access to it),
+/// Go gives up with an error and never moves the kubelet; here the configuration is honoured.
 fn in_host_mount_namespace(root: &Path, pid: u32) -> bool {
     let ns = |p: &str| std::fs::read_link(under(root, &format!("/proc/{p}/ns/mnt"))).ok();
     match (ns("1"), ns(&pid.to_string())) {
         (Some(host), Some(own)) => host == own,
-        _ => false,
+        (None, _) => true,
+        (Some(_), None) => false,
     }
 }
 
@@ -164,6 +167,23 @@ mod tests {
             std::fs::read_to_string(cg.join("system/cgroup.procs")).unwrap(),
             "31"
         );
+        assert_eq!(
+            std::fs::read_to_string(cg.join("kubelet/cgroup.procs")).unwrap(),
+            "31"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_host_namespace_does_not_stop_the_move() {
+        let root = fixture("mnt:[1]");
+        std::fs::remove_file(root.path().join("proc/1/ns/mnt")).unwrap();
+        let cg = root.path().join("sys/fs/cgroup");
+        let manager = V2Manager::new(root.path(), cg.clone());
+        let wanted = SystemCgroups {
+            kubelet: "/kubelet".into(),
+            ..SystemCgroups::default()
+        };
+        assert!(place_processes(&manager, &wanted, root.path(), 31).is_empty());
         assert_eq!(
             std::fs::read_to_string(cg.join("kubelet/cgroup.procs")).unwrap(),
             "31"
