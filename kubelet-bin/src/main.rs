@@ -55,6 +55,35 @@ async fn wait_for_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
+/// Set when the kubelet has started over in `kubeletCgroups` (to that cgroup).
+const STARTED_IN_CGROUP: &str = "KUBELET_RS_STARTED_IN_KUBELET_CGROUP";
+
+/// `kubeletCgroups`: the Go kubelet moves itself in once its container manager runs, after
+/// most of its start-up; kubelet-rs moves itself in first and starts over there (the same
+/// binary and arguments, exec'd in place, same pid), so that the cgroup accounts for all of
+/// the kubelet's memory and page faults (on cgroup v1 what was charged before a move stays
+/// behind). Returns what failed (the kubelet then goes on where it is; the container manager
+/// moves it later, as Go's does); returns only when not re-executing.
+fn start_in_kubelet_cgroup(cgroup: &str) -> Option<String> {
+    use std::os::unix::process::CommandExt as _;
+    if cgroup.is_empty() || std::env::var(STARTED_IN_CGROUP).as_deref() == Ok(cgroup) {
+        return None;
+    }
+    if let Err(e) =
+        kubelet_cm::process_placement::place_kubelet_now(std::path::Path::new("/"), cgroup)
+    {
+        return Some(e);
+    }
+    let mut args = std::env::args_os();
+    let arg0 = args.next().unwrap_or_else(|| "kubelet".into());
+    let error = std::process::Command::new("/proc/self/exe")
+        .arg0(arg0)
+        .args(args)
+        .env(STARTED_IN_CGROUP, cgroup)
+        .exec();
+    Some(format!("starting over in {cgroup:?}: {error}"))
+}
+
 fn main() -> ExitCode {
     let loaded = match config::load(std::env::args_os()) {
         Ok(l) => l,
@@ -68,6 +97,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let placement = start_in_kubelet_cgroup(&loaded.config.kubelet_cgroups);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -85,6 +115,9 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Some(e) = placement {
+        tracing::warn!(error = %e, "placing the kubelet in kubeletCgroups");
+    }
     let result = runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         // Go's `run` takes the lock before anything else; it is held until the end.

@@ -4,7 +4,9 @@
 //! - `kubeletCgroups`: the kubelet moves itself in (Go's `ensureProcessInContainerWithOOMScore`),
 //!   unless it runs in a mount namespace other than the host's (pid 1's): a kubelet in a
 //!   container leaves its cgroup alone. Where pid 1's namespace cannot be read, Go stops with
-//!   an error; kubelet-rs moves itself as configured.
+//!   an error; kubelet-rs moves itself as configured. The stock binary also does this first of
+//!   all ([`place_kubelet_now`]) and starts over in the cgroup, so that its start-up is
+//!   accounted there.
 //! - `systemCgroups`: every process directly in the root cgroup is moved in (Go's
 //!   `ensureSystemCgroups`), but pid 1 and kernel threads (no `/proc/<pid>/exe`); up to eleven
 //!   passes, as processes fork while others move.
@@ -91,22 +93,42 @@ pub fn place_processes(
         errors.extend(last);
     }
     if !wanted.kubelet.is_empty() {
-        if in_host_mount_namespace(root, self_pid) {
-            let kubelet = CgroupName::from_cgroupfs(&wanted.kubelet);
-            if let Err(e) = cgroups.attach(&kubelet, self_pid) {
-                errors.push(format!(
-                    "failed to move the kubelet (PID {self_pid}) into {:?}: {e}",
-                    wanted.kubelet
-                ));
-            }
-        } else {
-            tracing::debug!(
-                pid = self_pid,
-                "the kubelet is not in the host's mount namespace: its cgroup is left alone"
-            );
-        }
+        errors.extend(attach_kubelet(cgroups, &wanted.kubelet, root, self_pid));
     }
     errors
+}
+
+fn attach_kubelet(
+    cgroups: &dyn CgroupManager,
+    cgroup: &str,
+    root: &Path,
+    self_pid: u32,
+) -> Option<String> {
+    if !in_host_mount_namespace(root, self_pid) {
+        tracing::debug!(
+            pid = self_pid,
+            "the kubelet is not in the host's mount namespace: its cgroup is left alone"
+        );
+        return None;
+    }
+    let name = CgroupName::from_cgroupfs(cgroup);
+    cgroups
+        .attach(&name, self_pid)
+        .err()
+        .map(|e| format!("failed to move the kubelet (PID {self_pid}) into {cgroup:?}: {e}"))
+}
+
+/// Moves the kubelet into `kubeletCgroups` at once, before it allocates most of its memory
+/// and faults in most of its pages, so that the cgroup accounts for them (on cgroup v1 what
+/// was charged before a move stays with the old cgroup). The container manager repeats it with
+/// the rest of the placement. Blocking file I/O.
+pub fn place_kubelet_now(root: &Path, kubelet_cgroup: &str) -> Result<(), String> {
+    let mounts = crate::cgroups::detect(root).map_err(|e| e.to_string())?;
+    let cgroups = crate::cgroups::manager_for(root, &mounts);
+    match attach_kubelet(cgroups.as_ref(), kubelet_cgroup, root, std::process::id()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
