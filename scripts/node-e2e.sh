@@ -65,7 +65,7 @@ need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 # Each entry: a regular expression over the spec's full name, then ` :: ` and the reason.
 
 SKIPS=(
-  'Container Runtime blackbox test when running a container with a new image should (be able to pull (image|from private registry with (secret|credential provider))|not be able to pull from private registry without secret) :: pulls an image from an internet registry (gcr.io); none is reachable'
+  'Container Runtime (Conformance Test container runtime conformance )?blackbox test when running a container with a new image should (be able to pull (image|from private registry with (secret|credential provider))|not be able to pull from private registry without secret) :: pulls an image from an internet registry (gcr.io); none is reachable'
   'PrivilegedPod \[NodeConformance\] should enable privileged commands :: the kernel has no dummy netdevice (ip link add dummy1 type dummy: Operation not supported)'
   'MirrorPod when create a mirror pod +should (be updated when static pod updated|be recreated when mirror pod (gracefully|forcibly) deleted) :: the static pod of these specs sets `restartPolicy: Always` on its regular container (meant for the pod): v1.20 dropped the then unknown field, current Go kubelets validate static pods and refuse it (a container-level restartPolicy is allowed on init containers only; on regular containers only with the ContainerRestartRules gate, alpha and off), and kubelet-rs follows them'
 )
