@@ -4,8 +4,10 @@
 //! For each cgroup the collector measures, [`CpuRates::rate`] compares the new sample with
 //! the kept one: when the kept one is at least [`MIN_RATE_WINDOW`](super::MIN_RATE_WINDOW)
 //! older, the rate between them is reported and the new sample is kept in its place; when it
-//! is younger, no rate is reported and the kept sample stays (so frequent scrapes still
-//! measure over at least the window); the first sample of a cgroup is kept and reports none.
+//! is younger, the kept sample stays (so frequent scrapes still measure over at least the
+//! window) and the last rate taken is reported again, as cAdvisor reports its last
+//! housekeeping's rate however often it is asked; the first sample of a cgroup is kept and
+//! reports none, as does a counter that went backwards.
 //! [`CpuRates::retain`] then drops the samples of every cgroup the collection did not see
 //! (pods and containers that are gone), so the table never outgrows what runs.
 
@@ -33,7 +35,8 @@ pub(crate) enum RateKey {
 #[derive(Debug, Default)]
 pub(crate) struct CpuRates {
     window: Duration,
-    kept: HashMap<RateKey, ResourceUsage>,
+    /// Per cgroup: the kept sample and the last rate taken.
+    kept: HashMap<RateKey, (ResourceUsage, Option<u64>)>,
 }
 
 impl CpuRates {
@@ -46,23 +49,24 @@ impl CpuRates {
     }
 
     /// The rate in nanocores between the kept sample of `key` and `usage`, if the kept one
-    /// is at least the window older; keeps `usage` when there was none or a rate was taken.
+    /// is at least the window older (keeping `usage` in its place), else the last rate taken;
+    /// keeps `usage` when there was none.
     pub(crate) fn rate(&mut self, key: RateKey, usage: &ResourceUsage) -> Option<u64> {
         match self.kept.get(&key) {
-            Some(prev)
+            Some((prev, _))
                 if usage
                     .timestamp
                     .checked_duration_since(prev.timestamp)
                     .is_some_and(|d| d >= self.window) =>
             {
                 let r = usage.nanocores_since(prev);
-                self.kept.insert(key, *usage);
+                self.kept.insert(key, (*usage, r));
                 r
             }
-            // Too close to the kept sample for a meaningful rate.
-            Some(_) => None,
+            // Too close to the kept sample for a new rate: the last one.
+            Some((_, last)) => *last,
             None => {
-                self.kept.insert(key, *usage);
+                self.kept.insert(key, (*usage, None));
                 None
             }
         }
@@ -102,9 +106,10 @@ mod tests {
             (0, 0, None),                            // first: kept
             (500, 250_000_000, None),                // too close: kept one stays
             (1_000, 500_000_000, Some(500_000_000)), // 0.5s of CPU in 1s
-            (1_999, 600_000_000, None),              // 0.999s after the new kept one
+            (1_999, 600_000_000, Some(500_000_000)), // too close: the last rate again
             (3_000, 2_500_000_000, Some(1_000_000_000)),
             (4_000, 100, None), // counter reset: no rate, kept anew
+            (4_500, 100, None), // and none to repeat
             (5_000, 250_000_100, Some(250_000_000)),
         ];
         for (ms, cpu, want) in steps {
