@@ -170,58 +170,59 @@ mod tests {
         root
     }
 
-    #[test]
-    fn the_kubelet_and_the_root_cgroups_processes_are_placed() {
-        let root = fixture("mnt:[1]");
+    /// Places the fixture's processes as `wanted` asks (the kubelet is 31, in mount
+    /// namespace `kubelet_mnt`; `host_readable`: whether pid 1's namespace can be read);
+    /// returns the fixture, what failed, and what each cgroup's `cgroup.procs` last got.
+    fn place(
+        kubelet_mnt: &str,
+        host_readable: bool,
+        wanted: SystemCgroups,
+    ) -> (Vec<String>, Option<String>, Option<String>) {
+        let root = fixture(kubelet_mnt);
+        if !host_readable {
+            std::fs::remove_file(root.path().join("proc/1/ns/mnt")).unwrap();
+        }
         let cg = root.path().join("sys/fs/cgroup");
         let manager = V2Manager::new(root.path(), cg.clone());
+        let errors = place_processes(&manager, &wanted, root.path(), 31);
+        let procs = |c: &str| std::fs::read_to_string(cg.join(c).join("cgroup.procs")).ok();
+        (errors, procs("kubelet"), procs("system"))
+    }
+
+    fn kubelet_only() -> SystemCgroups {
+        SystemCgroups {
+            kubelet: "/kubelet".into(),
+            ..SystemCgroups::default()
+        }
+    }
+
+    #[test]
+    fn the_kubelet_and_the_root_cgroups_processes_are_placed() {
         let wanted = SystemCgroups {
             kubelet: "/kubelet".into(),
             runtime: String::new(),
             system: "/system".into(),
         };
         // The fixture's root cgroup.procs is a plain file: it keeps its list, so every pass
-        // moves the same processes again and the last pass's outcome counts.
-        let errors = place_processes(&manager, &wanted, root.path(), 31);
+        // moves the same processes again, and each cgroup.procs keeps the last write (the
+        // last process moved).
+        let (errors, kubelet, system) = place("mnt:[1]", true, wanted);
         assert!(errors.is_empty(), "{errors:?}");
-        // A plain file keeps only the last write: the last process moved.
-        assert_eq!(
-            std::fs::read_to_string(cg.join("system/cgroup.procs")).unwrap(),
-            "31"
-        );
-        assert_eq!(
-            std::fs::read_to_string(cg.join("kubelet/cgroup.procs")).unwrap(),
-            "31"
-        );
+        assert_eq!(system.as_deref(), Some("31"));
+        assert_eq!(kubelet.as_deref(), Some("31"));
     }
 
     #[test]
     fn an_unreadable_host_namespace_does_not_stop_the_move() {
-        let root = fixture("mnt:[1]");
-        std::fs::remove_file(root.path().join("proc/1/ns/mnt")).unwrap();
-        let cg = root.path().join("sys/fs/cgroup");
-        let manager = V2Manager::new(root.path(), cg.clone());
-        let wanted = SystemCgroups {
-            kubelet: "/kubelet".into(),
-            ..SystemCgroups::default()
-        };
-        assert!(place_processes(&manager, &wanted, root.path(), 31).is_empty());
-        assert_eq!(
-            std::fs::read_to_string(cg.join("kubelet/cgroup.procs")).unwrap(),
-            "31"
-        );
+        let (errors, kubelet, _) = place("mnt:[1]", false, kubelet_only());
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(kubelet.as_deref(), Some("31"));
     }
 
     #[test]
     fn a_kubelet_in_another_mount_namespace_stays_where_it_is() {
-        let root = fixture("mnt:[2]");
-        let cg = root.path().join("sys/fs/cgroup");
-        let manager = V2Manager::new(root.path(), cg.clone());
-        let wanted = SystemCgroups {
-            kubelet: "/kubelet".into(),
-            ..SystemCgroups::default()
-        };
-        assert!(place_processes(&manager, &wanted, root.path(), 31).is_empty());
-        assert!(!cg.join("kubelet").exists());
+        let (errors, kubelet, _) = place("mnt:[2]", true, kubelet_only());
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(kubelet, None);
     }
 }
