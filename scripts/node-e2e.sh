@@ -49,7 +49,9 @@ POD_SUBNET=10.100.0.0/24
 NODE_IP=10.100.0.1
 BRIDGE=krs-$INSTANCE
 FOCUS_CI='\[NodeConformance\]'
-SKIP_ALWAYS='\[Flaky\]|\[Slow\]|\[Serial\]'
+# Left out of the default runs; a FOCUS naming [Serial] or [Slow] runs those (one ginkgo node
+# for [Serial]: they reconfigure or fill the node).
+SKIP_ALWAYS=${KUBELET_RS_NODE_E2E_SKIP_ALWAYS:-'\[Flaky\]|\[Slow\]|\[Serial\]'}
 
 log() { printf '[node-e2e] %s\n' "$*" >&2; }
 die() {
@@ -322,12 +324,19 @@ cleanup() {
 cmd_run() {
   need_root
   local kind=${1:-kubelet-rs} focus=${2:-$FOCUS_CI} kdir out t0=$SECONDS
+  case "$focus" in
+    *Serial*) export KUBELET_RS_NODE_E2E_SKIP_ALWAYS='\[Flaky\]' KUBELET_RS_NODE_E2E_NODES=1 ;;
+    *Slow*) export KUBELET_RS_NODE_E2E_SKIP_ALWAYS='\[Flaky\]|\[Serial\]' ;;
+  esac
+  SKIP_ALWAYS=${KUBELET_RS_NODE_E2E_SKIP_ALWAYS:-$SKIP_ALWAYS}
+  GINKGO_NODES=${KUBELET_RS_NODE_E2E_NODES:-$GINKGO_NODES}
   one_run_at_a_time "$STATE" "node e2e"
   cmd_build
   kdir=$(kubelet_dir "$kind")
   out="$RESULTS/$kind"
   rm -rf "$out" && mkdir -p "$out/junit"
   echo "$focus" >"$out/focus"
+  echo "$SKIP_ALWAYS" >"$out/skip-always"
   cleanup
   trap cleanup EXIT
   run_in_namespaces "$kind" "$kdir" "$focus" "$out"
@@ -343,6 +352,7 @@ cmd_run() {
 # counts as skipped.
 summarize() {
   local kind=$1 out="$RESULTS/$1"
+  [ -f "$out/skip-always" ] && SKIP_ALWAYS=$(cat "$out/skip-always")
   python3 "$SCRIPT_DIR/junit-summary.py" "$out" "$(skip_regex)" \
     "$(cat "$out/focus" 2>/dev/null || echo "$FOCUS_CI")" "$out/junit"
 }
