@@ -69,10 +69,11 @@ fn start_in_kubelet_cgroup(cgroup: &str) -> Option<String> {
     if cgroup.is_empty() || std::env::var(STARTED_IN_CGROUP).as_deref() == Ok(cgroup) {
         return None;
     }
-    if let Err(e) =
-        kubelet_cm::process_placement::place_kubelet_now(std::path::Path::new("/"), cgroup)
-    {
-        return Some(e);
+    match kubelet_cm::process_placement::place_kubelet_now(std::path::Path::new("/"), cgroup) {
+        Ok(true) => {}
+        // A containerized kubelet leaves its cgroup alone.
+        Ok(false) => return None,
+        Err(e) => return Some(e),
     }
     let mut args = std::env::args_os();
     let arg0 = args.next().unwrap_or_else(|| "kubelet".into());

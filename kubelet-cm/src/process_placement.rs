@@ -121,13 +121,18 @@ fn attach_kubelet(
 /// Moves the kubelet into `kubeletCgroups` at once, before it allocates most of its memory
 /// and faults in most of its pages, so that the cgroup accounts for them (on cgroup v1 what
 /// was charged before a move stays with the old cgroup). The container manager repeats it with
-/// the rest of the placement. Blocking file I/O.
-pub fn place_kubelet_now(root: &Path, kubelet_cgroup: &str) -> Result<(), String> {
+/// the rest of the placement. Whether it moved (not from a mount namespace other than the
+/// host's). Blocking file I/O.
+pub fn place_kubelet_now(root: &Path, kubelet_cgroup: &str) -> Result<bool, String> {
+    let pid = std::process::id();
+    if !in_host_mount_namespace(root, pid) {
+        return Ok(false);
+    }
     let mounts = crate::cgroups::detect(root).map_err(|e| e.to_string())?;
     let cgroups = crate::cgroups::manager_for(root, &mounts);
-    match attach_kubelet(cgroups.as_ref(), kubelet_cgroup, root, std::process::id()) {
+    match attach_kubelet(cgroups.as_ref(), kubelet_cgroup, root, pid) {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => Ok(true),
     }
 }
 
