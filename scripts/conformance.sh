@@ -34,6 +34,8 @@ die() {
 . "$SCRIPT_DIR/debian.sh"
 # shellcheck source=run-lock.sh
 . "$SCRIPT_DIR/run-lock.sh"
+# shellcheck source=k8s-tree.sh
+. "$SCRIPT_DIR/k8s-tree.sh"
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 
 # ---------------------------------------------------------------------------------------------
@@ -48,12 +50,8 @@ build_binaries() {
     log "binaries present in $BIN_DIR"
     return 0
   fi
-  local src goroot tree t0=$SECONDS
-  src=$(bash "$SCRIPT_DIR/control-plane.sh" source | tail -n 1)
-  goroot=${src#GOROOT=}
-  goroot=${goroot%% TREE=*}
-  tree=${src##* TREE=}
-  [ -x "$goroot/bin/go" ] && [ -d "$tree/test/e2e" ] || die "no Go 1.15 / kubernetes tree ($src)"
+  local t0=$SECONDS
+  tree_of
   mkdir -p "$BIN_DIR"
   cat >"$CONF_CACHE/version.env" <<VERSION
 KUBE_GIT_COMMIT='faecb196815e248d3ecfb03c680a4507229c2a56'
@@ -63,35 +61,23 @@ KUBE_GIT_MAJOR='1'
 KUBE_GIT_MINOR='20'
 VERSION
   log "building e2e.test, ginkgo, agnhost, kubectl (Go 1.15; cold: tens of minutes on 2 cores; log: $CONF_CACHE/build.log)"
-  # The tree's own build (make) keeps its Go cache in the tree (_output/local/go/cache), shared
-  # with the control plane's build. One build in the tree at a time.
-  if ! (
-    exec 8>"$CONF_CACHE/build.lock"
-    flock 8
-    cd "$tree"
-    export GOROOT="$goroot" PATH="$goroot/bin:$PATH"
-    export GOPROXY=off GOSUMDB=off CGO_ENABLED=0 GOTOOLCHAIN=local
-    export KUBE_GIT_VERSION_FILE="$CONF_CACHE/version.env" KUBE_VERBOSE=1
-    export KUBE_BUILD_PLATFORMS=linux/amd64
-    unset GOBIN
-    make WHAT="test/e2e/e2e.test vendor/github.com/onsi/ginkgo/ginkgo test/images/agnhost cmd/kubectl" \
-      >"$CONF_CACHE/build.log" 2>&1
-    # nonewprivs' nnp: one stdlib-only file.
-    GO111MODULE=off GOCACHE="$tree/_output/local/go/cache" \
-      go build -o "$tree/_output/local/bin/linux/amd64/nnp" ./test/images/nonewprivs/nnp.go \
-      >>"$CONF_CACHE/build.log" 2>&1
-  ); then
+  : >"$CONF_CACHE/build.log"
+  # nonewprivs' nnp: one stdlib-only file, built with the tree's Go cache.
+  if ! in_tree "$CONF_CACHE/build.log" \
+    make WHAT="test/e2e/e2e.test vendor/github.com/onsi/ginkgo/ginkgo test/images/agnhost cmd/kubectl" ||
+    ! in_tree "$CONF_CACHE/build.log" env GO111MODULE=off GOCACHE="$TREE/_output/local/go/cache" \
+      go build -o "$TREE/_output/local/bin/linux/amd64/nnp" ./test/images/nonewprivs/nnp.go; then
     tail -n 40 "$CONF_CACHE/build.log" >&2
     die "build failed (full log: $CONF_CACHE/build.log)"
   fi
   for b in "${BUILT[@]}"; do
-    install -m 0755 "$tree/_output/local/bin/linux/amd64/$b" "$BIN_DIR/$b.tmp"
+    install -m 0755 "$TREE/_output/local/bin/linux/amd64/$b" "$BIN_DIR/$b.tmp"
     mv "$BIN_DIR/$b.tmp" "$BIN_DIR/$b"
   done
   # The image sources (agnhost's porter certs, nautilus/kitten pages) are kept beside the binaries.
   rm -rf "$CONF_CACHE/images-src" && mkdir -p "$CONF_CACHE/images-src"
-  cp -a "$tree/test/images/agnhost/porter" "$tree/test/images/kitten" "$tree/test/images/nautilus" \
-    "$tree/build/pause" "$CONF_CACHE/images-src/"
+  cp -a "$TREE/test/images/agnhost/porter" "$TREE/test/images/kitten" "$TREE/test/images/nautilus" \
+    "$TREE/build/pause" "$CONF_CACHE/images-src/"
   log "binaries built in $((SECONDS - t0))s"
 }
 

@@ -60,6 +60,10 @@ die() {
 }
 # shellcheck source=run-lock.sh
 . "$SCRIPT_DIR/run-lock.sh"
+# shellcheck source=k8s-tree.sh
+. "$SCRIPT_DIR/k8s-tree.sh"
+# shellcheck source=cgroup-tree.sh
+. "$SCRIPT_DIR/cgroup-tree.sh"
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 
 # ---------------------------------------------------------------------------------------------
@@ -81,36 +85,6 @@ skip_regex() {
 # ---------------------------------------------------------------------------------------------
 # build
 
-tree_of() {
-  local src
-  src=$(bash "$SCRIPT_DIR/control-plane.sh" source | tail -n 1)
-  GOROOT_1_15=${src#GOROOT=}
-  GOROOT_1_15=${GOROOT_1_15%% TREE=*}
-  TREE=${src##* TREE=}
-  [ -x "$GOROOT_1_15/bin/go" ] && [ -d "$TREE/test/e2e_node" ] || die "no Go 1.15 / kubernetes tree ($src)"
-}
-
-# make_in_tree LOG WHAT...: the tree's own build, one at a time (the lock conformance.sh takes).
-make_in_tree() {
-  local logf=$1
-  shift
-  mkdir -p "$CONF_CACHE"
-  (
-    exec 8>"$CONF_CACHE/build.lock"
-    flock 8
-    cd "$TREE"
-    export GOROOT="$GOROOT_1_15" PATH="$GOROOT_1_15/bin:$PATH"
-    export GOPROXY=off GOSUMDB=off CGO_ENABLED=0 GOTOOLCHAIN=local
-    export KUBE_GIT_VERSION_FILE="$CONF_CACHE/version.env" KUBE_VERBOSE=1
-    export KUBE_BUILD_PLATFORMS=linux/amd64
-    unset GOBIN
-    make WHAT="$*" >"$logf" 2>&1
-  ) || {
-    tail -n 40 "$logf" >&2
-    die "build of $* failed (full log: $logf)"
-  }
-}
-
 cmd_build() {
   need_root
   local t0=$SECONDS
@@ -120,7 +94,9 @@ cmd_build() {
   if ! [ -x "$NE2E_CACHE/bin/e2e_node.test" ]; then
     tree_of
     log "building e2e_node.test (Go 1.15; log: $NE2E_CACHE/build.log)"
-    make_in_tree "$NE2E_CACHE/build.log" test/e2e_node/e2e_node.test
+    : >"$NE2E_CACHE/build.log"
+    in_tree "$NE2E_CACHE/build.log" make WHAT=test/e2e_node/e2e_node.test ||
+      die "building e2e_node.test failed (log: $NE2E_CACHE/build.log)"
     install -m 0755 "$TREE/_output/local/bin/linux/amd64/e2e_node.test" "$NE2E_CACHE/bin/e2e_node.test.tmp"
     mv "$NE2E_CACHE/bin/e2e_node.test.tmp" "$NE2E_CACHE/bin/e2e_node.test"
   fi
@@ -132,7 +108,9 @@ go_kubelet() {
   if ! [ -x "$NE2E_CACHE/bin/go-kubelet/kubelet" ]; then
     tree_of
     log "building the Go kubelet v1.20.2 (log: $NE2E_CACHE/build-kubelet.log)"
-    make_in_tree "$NE2E_CACHE/build-kubelet.log" cmd/kubelet
+    : >"$NE2E_CACHE/build-kubelet.log"
+    in_tree "$NE2E_CACHE/build-kubelet.log" make WHAT=cmd/kubelet ||
+      die "building the Go kubelet failed (log: $NE2E_CACHE/build-kubelet.log)"
     mkdir -p "$NE2E_CACHE/bin/go-kubelet"
     install -m 0755 "$TREE/_output/local/bin/linux/amd64/kubelet" "$NE2E_CACHE/bin/go-kubelet/kubelet.tmp"
     mv "$NE2E_CACHE/bin/go-kubelet/kubelet.tmp" "$NE2E_CACHE/bin/go-kubelet/kubelet"
@@ -176,19 +154,6 @@ make_cgroup() {
       cat "$(dirname "$dir")/$f" >"$dir/$f"
     fi
   done
-}
-
-remove_cgroup_tree() {
-  local dir=$1 sub p
-  [ -d "$dir" ] || return 0
-  for sub in $(find "$dir" -mindepth 1 -type d 2>/dev/null | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2-) "$dir"; do
-    if [ -f "$sub/cgroup.procs" ]; then
-      for p in $(cat "$sub/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-    fi
-    rmdir "$sub" 2>/dev/null || true
-  done
-  [ -d "$dir" ] && log "warning: cannot remove cgroup $dir"
-  return 0
 }
 
 # inner KIND KUBELET_DIR FOCUS OUT: runs as the first process of the new namespaces.
@@ -239,9 +204,8 @@ cmd_inner() {
       tail -n 1
   )
   endpoint=${endpoint#KUBELET_RS_CRI_ENDPOINT=}
-  local sock=${endpoint#unix://} ctr=ctr
-  [ "$(cat "/var/lib/kubelet-rs/node-$INSTANCE/containerd-version" 2>/dev/null)" = 1.7 ] &&
-    ctr=/var/cache/kubelet-rs/containerd-1.7/root/usr/bin/ctr
+  local sock=${endpoint#unix://} ctr
+  ctr=$(KUBELET_RS_NODE_INSTANCE=$INSTANCE bash "$SCRIPT_DIR/node-env.sh" env | sed -n 's/^KUBELET_RS_CTR=//p')
   bash "$SCRIPT_DIR/conformance.sh" import-images "$ctr" "$sock"
   # The MirrorPodWithGracePeriod static pod's image.
   "$ctr" -a "$sock" -n k8s.io images tag --force docker.io/library/busybox:1.29 docker.io/library/busybox:1.31.1 >/dev/null

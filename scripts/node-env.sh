@@ -66,6 +66,8 @@ CTR_BIN=ctr
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=debian.sh
 . "$SCRIPT_DIR/debian.sh"
+# shellcheck source=cgroup-tree.sh
+. "$SCRIPT_DIR/cgroup-tree.sh"
 PACKAGES=(containerd runc containernetworking-plugins busybox-static umoci protobuf-compiler
   iproute2 iptables gcc libc6-dev)
 # What containerd 1.7 from trixie needs besides (patchelf: its runc runs on trixie's glibc).
@@ -491,22 +493,6 @@ remove_netns() {
     umount "$ns" 2>/dev/null || umount -l "$ns" 2>/dev/null || true
     rm -f "$ns" && log "removed netns $ns"
   done
-}
-
-remove_cgroup_tree() {
-  local dir=$1 sub p
-  [ -d "$dir" ] || return 0
-  # Children first.
-  for sub in $(find "$dir" -mindepth 1 -type d 2>/dev/null | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2-); do
-    if [ -f "$sub/cgroup.procs" ]; then
-      for p in $(cat "$sub/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-    fi
-    rmdir "$sub" 2>/dev/null || true
-  done
-  if [ -f "$dir/cgroup.procs" ]; then
-    for p in $(cat "$dir/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-  fi
-  rmdir "$dir" 2>/dev/null || log "warning: cannot remove cgroup $dir"
 }
 
 remove_cgroups() {
