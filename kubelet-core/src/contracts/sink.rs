@@ -62,6 +62,9 @@ pub struct Event {
     pub reason: String,
     /// Human-readable message.
     pub message: String,
+    /// The Event object's annotations (Go's `AnnotatedEventf`; the eviction manager's
+    /// `starved_resource`, `offending_containers`, `offending_containers_usage`), usually none.
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 impl Event {
@@ -86,7 +89,30 @@ impl Event {
             event_type,
             reason: reason.to_string(),
             message,
+            annotations: Default::default(),
         }
+    }
+
+    /// An event about the node `name`.
+    pub fn for_node(name: &str, event_type: EventType, reason: &str, message: String) -> Event {
+        Event {
+            object: EventObject::Node {
+                name: name.to_string(),
+            },
+            event_type,
+            reason: reason.to_string(),
+            message,
+            annotations: Default::default(),
+        }
+    }
+
+    /// The same event carrying `annotations` on its Event object.
+    pub fn with_annotations(
+        mut self,
+        annotations: std::collections::BTreeMap<String, String>,
+    ) -> Event {
+        self.annotations = annotations;
+        self
     }
 }
 

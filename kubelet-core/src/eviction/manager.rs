@@ -7,7 +7,7 @@
 //! through an [`EvictionHost`] — the summary, node-level reclaim, events and the eviction
 //! request to the pod worker — so the manager knows nothing of the engine.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use super::signals::{self, Observations};
 use super::thresholds::{self, Signal, Threshold};
 use super::{EvictionConfig, PressureCondition, PressureState};
 use crate::pod;
-use crate::sink::{Event, EventObject, EventType};
+use crate::sink::{Event, EventType};
 use crate::stats::StatsError;
 use crate::summary::Summary;
 
@@ -150,14 +150,7 @@ pub(crate) struct EvictionManager {
 }
 
 fn node_event(host: &dyn EvictionHost, reason: &str, message: String) -> Event {
-    Event {
-        object: EventObject::Node {
-            name: host.node_name(),
-        },
-        event_type: EventType::Warning,
-        reason: reason.to_string(),
-        message,
-    }
+    Event::for_node(&host.node_name(), EventType::Warning, reason, message)
 }
 
 impl EvictionManager {
@@ -253,7 +246,7 @@ impl EvictionManager {
             let stats = signals::pod_stats(&summary);
             let mut evicted = Vec::new();
             for v in local_storage::violations(&active, &stats, dedicated) {
-                if evict_pod(host, &v.pod, 0, &v.message) {
+                if evict_pod(host, &v.pod, 0, &v.message, BTreeMap::new()) {
                     crate::metrics::global().evictions.inc(v.signal);
                     evicted.push(v.pod);
                 }
@@ -330,14 +323,14 @@ impl EvictionManager {
                     .min(self.config.max_pod_grace_period_seconds)
                     .max(0)
             };
-            let message = eviction_message(
+            let said = eviction_message(
                 resource,
                 p,
                 stats.get(pod::uid(p)).copied(),
                 &met,
                 &observations,
             );
-            if evict_pod(host, p, grace, &message) {
+            if evict_pod(host, p, grace, &said.message, said.annotations) {
                 crate::metrics::global()
                     .evictions
                     .inc(to_reclaim.signal.as_str());
@@ -389,20 +382,30 @@ impl EvictionManager {
     }
 }
 
-/// Evicts one pod unless it is critical (Go's `evictPod`): the `Evicted` event, then the
-/// kill request. True when the eviction was asked for.
-fn evict_pod(host: &dyn EvictionHost, p: &Arc<Pod>, grace_seconds: i64, message: &str) -> bool {
+/// Evicts one pod unless it is critical (Go's `evictPod`): the `Evicted` event (with
+/// `annotations`, Go's `AnnotatedEventf`), then the kill request. True when the eviction was
+/// asked for.
+fn evict_pod(
+    host: &dyn EvictionHost,
+    p: &Arc<Pod>,
+    grace_seconds: i64,
+    message: &str,
+    annotations: BTreeMap<String, String>,
+) -> bool {
     if pod::is_critical(p) {
         tracing::error!(pod = %pod::full_name(p), "eviction manager: cannot evict a critical pod");
         return false;
     }
-    host.record_event(Event::for_pod(
-        p,
-        None,
-        EventType::Warning,
-        super::messages::REASON,
-        message.to_string(),
-    ));
+    host.record_event(
+        Event::for_pod(
+            p,
+            None,
+            EventType::Warning,
+            super::messages::REASON,
+            message.to_string(),
+        )
+        .with_annotations(annotations),
+    );
     tracing::info!(pod = %pod::full_name(p), uid = pod::uid(p), grace_seconds, message, "evicting pod");
     if !host.evict(p, grace_seconds, message) {
         tracing::warn!(pod = %pod::full_name(p), "eviction manager: the eviction request could not be queued; trying again next period");

@@ -2,6 +2,8 @@
 //! event messages of an eviction (Go's `evictionMessage` and the local-storage messages), the
 //! admission message, and quantities printed the way `resource.Quantity.String()` does.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Pod;
 
 use super::signals::Observations;
@@ -87,16 +89,37 @@ fn available_format(resource: Resource) -> QuantityFormat {
     }
 }
 
-/// The message of an eviction for node pressure (Go's `evictionMessage`): "The node was low
-/// on resource: memory. Threshold quantity: 100Mi, available: 95504Ki. Container app was
-/// using 120Mi, request is 0, has larger consumption of memory. "
+/// The eviction event's annotation naming the starved resource (Go's `StarvedResourceKey`).
+pub const STARVED_RESOURCE_KEY: &str = "starved_resource";
+/// The annotation listing the containers over their request, comma-separated (Go's
+/// `OffendingContainersKey`).
+pub const OFFENDING_CONTAINERS_KEY: &str = "offending_containers";
+/// The annotation listing those containers' usage, in the same order (Go's
+/// `OffendingContainersUsageKey`).
+pub const OFFENDING_CONTAINERS_USAGE_KEY: &str = "offending_containers_usage";
+
+/// What an eviction for node pressure says: the status and event message, and the event's
+/// annotations.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EvictionMessage {
+    /// "The node was low on resource: memory. Threshold quantity: 100Mi, available: 95504Ki.
+    /// Container app was using 120Mi, request is 0, has larger consumption of memory. "
+    pub message: String,
+    /// [`STARVED_RESOURCE_KEY`], [`OFFENDING_CONTAINERS_KEY`] and
+    /// [`OFFENDING_CONTAINERS_USAGE_KEY`] when the pod's stats are known (Go sets none
+    /// without them).
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// The message and event annotations of an eviction for node pressure (Go's
+/// `evictionMessage`).
 pub fn eviction_message(
     resource: Resource,
     pod: &Pod,
     stats: Option<&PodStats>,
     thresholds: &[&Threshold],
     observations: &Observations,
-) -> String {
+) -> EvictionMessage {
     let mut message = format!("The node was low on resource: {}. ", resource.as_str());
     let met = thresholds
         .iter()
@@ -110,15 +133,17 @@ pub fn eviction_message(
         ));
     }
     let Some(stats) = stats else {
-        return message;
+        return EvictionMessage {
+            message,
+            annotations: BTreeMap::new(),
+        };
     };
-    let Some(spec) = pod.spec.as_ref() else {
-        return message;
-    };
-    let specs = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten());
+    let (mut offenders, mut usages) = (Vec::new(), Vec::new());
+    let specs = pod.spec.iter().flat_map(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+    });
     let specs: Vec<_> = specs.collect();
     for cs in &stats.containers {
         let Some(c) = specs.iter().find(|c| c.name == cs.name) else {
@@ -154,19 +179,33 @@ pub fn eviction_message(
             continue;
         };
         if usage > request {
+            let usage = format_quantity(usage, QuantityFormat::BinarySi);
             message.push_str(&format!(
                 "Container {} was using {}, request is {}, has larger consumption of {}. ",
                 c.name,
-                format_quantity(usage, QuantityFormat::BinarySi),
+                usage,
                 request_text
                     .as_deref()
                     .map(canonical)
                     .unwrap_or_else(|| "0".into()),
                 resource.as_str()
             ));
+            offenders.push(c.name.clone());
+            usages.push(usage);
         }
     }
-    message
+    let annotations = [
+        (OFFENDING_CONTAINERS_KEY, offenders.join(",")),
+        (OFFENDING_CONTAINERS_USAGE_KEY, usages.join(",")),
+        (STARVED_RESOURCE_KEY, resource.as_str().to_string()),
+    ];
+    EvictionMessage {
+        message,
+        annotations: annotations
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    }
 }
 
 /// An emptyDir over its `sizeLimit`.
@@ -282,10 +321,32 @@ mod tests {
             },
         )]
         .into();
+        let memory = eviction_message(Resource::Memory, &pod, Some(&stats), &[&t], &o);
         assert_eq!(
-            eviction_message(Resource::Memory, &pod, Some(&stats), &[&t], &o),
+            memory.message,
             "The node was low on resource: memory. Threshold quantity: 100Mi, available: 95504Ki. Container app was using 120Mi, request is 0, has larger consumption of memory. "
         );
+        let annotations = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            memory.annotations,
+            annotations(&[
+                ("offending_containers", "app"),
+                ("offending_containers_usage", "120Mi"),
+                ("starved_resource", "memory"),
+            ])
+        );
+        // Without the pod's stats: the message alone, no annotations (as Go).
+        let unknown = eviction_message(Resource::Memory, &pod, None, &[&t], &o);
+        assert_eq!(
+            unknown.message,
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 95504Ki. "
+        );
+        assert!(unknown.annotations.is_empty());
         // Disk: rootfs + logs against the ephemeral-storage request.
         let disk = PodStats {
             containers: vec![ContainerStats {
@@ -302,9 +363,18 @@ mod tests {
             }],
             ..Default::default()
         };
+        let storage = eviction_message(Resource::EphemeralStorage, &pod, Some(&disk), &[], &o);
         assert_eq!(
-            eviction_message(Resource::EphemeralStorage, &pod, Some(&disk), &[], &o),
+            storage.message,
             "The node was low on resource: ephemeral-storage. Container app was using 2Mi, request is 0, has larger consumption of ephemeral-storage. "
+        );
+        assert_eq!(
+            storage.annotations,
+            annotations(&[
+                ("offending_containers", "app"),
+                ("offending_containers_usage", "2Mi"),
+                ("starved_resource", "ephemeral-storage"),
+            ])
         );
         assert_eq!(
             admission_message(&[

@@ -25,7 +25,7 @@ use crate::images::gc::ImageGcError;
 use crate::images::in_use::{may_start_containers, ImageRefs};
 use crate::pod;
 use crate::pod_workers::{PodWorkers, WorkerState};
-use crate::sink::{Event, EventObject, EventType};
+use crate::sink::{Event, EventType};
 use crate::stats::StatsError;
 use crate::summary::{Detail, PodEntry, Summary};
 
@@ -160,14 +160,12 @@ impl EvictionHost for EngineEvictionHost {
 }
 
 fn node_event(engine: &Engine, reason: &str, message: String) {
-    engine.sink.record_event(Event {
-        object: EventObject::Node {
-            name: engine.config.node_name.clone(),
-        },
-        event_type: EventType::Warning,
-        reason: reason.to_string(),
+    engine.sink.record_event(Event::for_node(
+        &engine.config.node_name,
+        EventType::Warning,
+        reason,
         message,
-    });
+    ));
 }
 
 /// How often image garbage collection checks whether it may run yet (see the module docs).

@@ -10,7 +10,6 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::clock::now_unix_nanos;
-use crate::cm::CmError;
 use crate::dns::pod_dns;
 use crate::engine::Engine;
 use crate::env::{expand_command, make_environment, EnvError, EnvInputs, FieldValues};
@@ -89,7 +88,7 @@ pub(super) async fn execute(
                 None,
                 EventType::Warning,
                 "FailedCreatePodSandBox",
-                err.to_string(),
+                err,
             ));
             return Some(ERROR_RETRY);
         }
@@ -222,10 +221,15 @@ fn ephemeral_kind(p: &Pod, rt: &PodRuntimeStatus, name: &str) -> Result<Containe
     }
 }
 
-/// Builds the sandbox config, asking the container manager for the cgroup parent.
-async fn sandbox_config(e: &Engine, p: &Arc<Pod>, attempt: u32) -> Result<SandboxConfig, CmError> {
-    let resources = e.cm.ensure_pod_resources(p).await?;
-    let hostname = crate::volume::etc_hosts::sandbox_hostname(p);
+/// Builds the sandbox config, asking the container manager for the cgroup parent. The error
+/// is the `FailedCreatePodSandBox` event's message.
+async fn sandbox_config(e: &Engine, p: &Arc<Pod>, attempt: u32) -> Result<SandboxConfig, String> {
+    let hostname = crate::volume::etc_hosts::sandbox_hostname(p, &e.config.cluster_domain)
+        .map_err(|err| format!("Failed to create pod sandbox: {err}"))?;
+    let resources =
+        e.cm.ensure_pod_resources(p)
+            .await
+            .map_err(|err| err.to_string())?;
     let log_directory = e.config.pod_logs_dir.join(format!(
         "{}_{}_{}",
         pod::namespace(p),

@@ -30,20 +30,38 @@ pub fn hostname_and_domain(pod: &Pod, cluster_domain: &str) -> (String, String) 
         .and_then(|s| s.subdomain.clone())
         .filter(|d| !d.is_empty())
     {
-        Some(sub) if !cluster_domain.is_empty() => {
-            format!("{sub}.{}.svc.{cluster_domain}", crate::pod::namespace(pod))
-        }
-        Some(sub) => format!("{sub}.{}.svc", crate::pod::namespace(pod)),
+        // With no cluster domain this ends in `svc.`, as Go's (a fully qualified name).
+        Some(sub) => format!("{sub}.{}.svc.{cluster_domain}", crate::pod::namespace(pod)),
         None => String::new(),
     };
     (hostname, domain)
 }
 
-/// The hostname of the pod's sandbox (its UTS namespace), as Go's: the hostname of
-/// [`hostname_and_domain`], so a pod name longer than the kernel's 64-byte limit is cut as Go
-/// cuts it (`truncatePodHostnameIfNeeded`) instead of failing `sethostname` in the runtime.
-pub fn sandbox_hostname(pod: &Pod) -> String {
-    hostname_and_domain(pod, "").0
+/// The longest name the kernel's hostname field takes (Go's `fqdnMaxLen`).
+const KERNEL_HOSTNAME_MAX: usize = 64;
+
+/// The hostname of the pod's sandbox (its UTS namespace), as Go's (`GetNodenameForKernel`):
+/// the hostname of [`hostname_and_domain`] (a pod name longer than the kernel's 64-byte limit
+/// cut as Go cuts it, `truncatePodHostnameIfNeeded`, instead of failing `sethostname` in the
+/// runtime), or with `setHostnameAsFQDN` and a subdomain the FQDN `<hostname>.<domain>`,
+/// refused when longer than 64 bytes with Go's message. Host-network pods keep the node's
+/// hostname (the runtime ignores this one), so only the short name.
+pub fn sandbox_hostname(pod: &Pod, cluster_domain: &str) -> Result<String, String> {
+    let (hostname, domain) = hostname_and_domain(pod, cluster_domain);
+    let spec = pod.spec.as_ref();
+    let as_fqdn = spec.and_then(|s| s.set_hostname_as_fqdn) == Some(true);
+    let host_network = spec.and_then(|s| s.host_network) == Some(true);
+    if !as_fqdn || domain.is_empty() || host_network {
+        return Ok(hostname);
+    }
+    let fqdn = format!("{hostname}.{domain}");
+    if fqdn.len() > KERNEL_HOSTNAME_MAX {
+        return Err(format!(
+            "failed to construct FQDN from pod hostname and cluster domain, FQDN {fqdn} is too long ({KERNEL_HOSTNAME_MAX} characters is the max, {} characters requested)",
+            fqdn.len()
+        ));
+    }
+    Ok(fqdn)
 }
 
 fn host_aliases(aliases: &[HostAlias]) -> String {
@@ -163,16 +181,50 @@ mod tests {
             }),
             ..Default::default()
         };
-        let h = sandbox_hostname(&pod(name, None));
+        let short = |p: &Pod| sandbox_hostname(p, "cluster.local").unwrap();
+        let h = short(&pod(name, None));
         assert_eq!(h, &name[..63]);
         assert!(h.len() <= 63);
         // Cut at a '-': the trailing '-' goes too.
         let dash = format!("{}-{}", "b".repeat(62), "c".repeat(10));
-        assert_eq!(sandbox_hostname(&pod(&dash, None)), "b".repeat(62));
-        assert_eq!(sandbox_hostname(&pod("web", None)), "web");
-        assert_eq!(sandbox_hostname(&pod(name, Some("h"))), "h");
+        assert_eq!(short(&pod(&dash, None)), "b".repeat(62));
+        assert_eq!(short(&pod("web", None)), "web");
+        assert_eq!(short(&pod(name, Some("h"))), "h");
         // An empty spec.hostname is an unset one (Go: len(pod.Spec.Hostname) > 0).
-        assert_eq!(sandbox_hostname(&pod("web", Some(""))), "web");
+        assert_eq!(short(&pod("web", Some(""))), "web");
+
+        // setHostnameAsFQDN: the FQDN when there is a subdomain (ending in `svc.` without a
+        // cluster domain, as Go's), refused past 64 bytes with Go's words.
+        let fqdn_pod = |name: &str, subdomain: Option<&str>, host_network: bool| {
+            let mut p = pod(name, None);
+            if let Some(s) = p.spec.as_mut() {
+                s.subdomain = subdomain.map(Into::into);
+                s.set_hostname_as_fqdn = Some(true);
+                s.host_network = Some(host_network);
+            }
+            p
+        };
+        assert_eq!(
+            sandbox_hostname(&fqdn_pod("web", Some("t"), false), "cluster.local").unwrap(),
+            "web.t.ns.svc.cluster.local"
+        );
+        assert_eq!(
+            sandbox_hostname(&fqdn_pod("web", Some("t"), false), "").unwrap(),
+            "web.t.ns.svc."
+        );
+        assert_eq!(
+            sandbox_hostname(&fqdn_pod("web", None, false), "cluster.local").unwrap(),
+            "web"
+        );
+        assert_eq!(
+            sandbox_hostname(&fqdn_pod("web", Some("t"), true), "cluster.local").unwrap(),
+            "web"
+        );
+        let long = "hostfqdnveryveryveryverylongforfqdntobemorethan64bytes-1";
+        assert_eq!(
+            sandbox_hostname(&fqdn_pod(long, Some("t"), false), "cluster.local").unwrap_err(),
+            format!("failed to construct FQDN from pod hostname and cluster domain, FQDN {long}.t.ns.svc.cluster.local is too long (64 characters is the max, 79 characters requested)")
+        );
     }
 
     #[test]

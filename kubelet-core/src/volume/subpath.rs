@@ -188,6 +188,15 @@ pub(crate) fn open_with(
         };
         match opened {
             Ok(fd) => {
+                if created_at == Some(i) {
+                    // A directory made here gets the volume root's permission bits exactly (no
+                    // umask; the set-group-id bit is dropped, as Go's `doSafeMakeDir` does
+                    // with its `Fchmod` after `Mkdirat`), through the descriptor just
+                    // checked to lie beneath the root.
+                    let perm = Mode::from_raw_mode(create_mode.unwrap_or(0o750) & 0o777);
+                    rustix::fs::chmod(format!("/proc/self/fd/{}", fd.as_raw_fd()), perm)
+                        .map_err(io("setting the mode of", &root.join(&prefix)))?;
+                }
                 cur = fd;
                 i += 1;
                 again = 0;
@@ -323,6 +332,35 @@ mod tests {
                 Err(SubpathError::Invalid { .. })
             ));
         }
+    }
+
+    #[test]
+    fn created_directories_take_the_volume_roots_permission_bits_without_umask_or_setgid() {
+        use std::os::unix::fs::PermissionsExt;
+        let v = volume();
+        // An fsGroup emptyDir's root: 2777. Go's Mkdirat + Fchmod leaves 0777 (the umask does
+        // not apply, set-group-id is not carried over).
+        open_beneath(v.path(), "made/here", Some(0o2777)).unwrap();
+        for dir in ["made", "made/here"] {
+            let mode = std::fs::metadata(v.path().join(dir))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o7777, 0o777, "{dir}: {mode:o}");
+        }
+        // An existing directory keeps its mode.
+        std::fs::create_dir(v.path().join("kept")).unwrap();
+        std::fs::set_permissions(
+            v.path().join("kept"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .unwrap();
+        open_beneath(v.path(), "kept", Some(0o777)).unwrap();
+        let mode = std::fs::metadata(v.path().join("kept"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o700);
     }
 
     #[test]

@@ -250,6 +250,7 @@ pub fn api_event(
         metadata: ObjectMeta {
             name: Some(name.to_string()),
             namespace: Some(namespace),
+            annotations: (!e.annotations.is_empty()).then(|| e.annotations.clone()),
             ..Default::default()
         },
         involved_object: involved,
@@ -345,6 +346,7 @@ mod tests {
             event_type: EventType::Normal,
             reason: reason.into(),
             message: msg.into(),
+            annotations: Default::default(),
         }
     }
 
@@ -422,16 +424,24 @@ mod tests {
 
     #[test]
     fn node_events_go_to_default_namespace() {
-        let e = Event {
-            object: EventObject::Node { name: "n1".into() },
-            event_type: EventType::Normal,
-            reason: "NodeReady".into(),
-            message: "m".into(),
-        };
+        let e = Event::for_node("n1", EventType::Normal, "NodeReady", "m".into());
         let a = api_event(&e, "n1.1", "n1", &wall(), &wall(), 1);
         assert_eq!(a.metadata.namespace.as_deref(), Some("default"));
         assert_eq!(a.involved_object.kind.as_deref(), Some("Node"));
         assert_eq!(a.involved_object.uid.as_deref(), Some("n1"));
         assert_eq!(a.source.unwrap().host.as_deref(), Some("n1"));
+        assert_eq!(a.metadata.annotations, None);
+    }
+
+    #[test]
+    fn annotations_go_on_the_event_object() {
+        // The eviction manager's (Go's AnnotatedEventf): the node e2e eviction specs read them.
+        let e = ev("Evicted", "The node was low on resource: memory. ")
+            .with_annotations([("starved_resource".to_string(), "memory".to_string())].into());
+        let a = api_event(&e, "p.1", "n1", &wall(), &wall(), 1);
+        assert_eq!(
+            a.metadata.annotations,
+            Some([("starved_resource".to_string(), "memory".to_string())].into())
+        );
     }
 }

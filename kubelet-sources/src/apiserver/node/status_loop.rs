@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Patch, PatchParams};
 use kube::Api;
-use kubelet_core::sink::{Event, EventObject, EventType, StatusSink};
+use kubelet_core::sink::{Event, EventType, StatusSink};
 use kubelet_core::KubeletHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -123,14 +123,12 @@ pub fn next_status(last: &Node, ctx: &SetterContext<'_>, report_due: bool) -> Ti
 
 impl NodeStatusLoop {
     fn node_event(&self, event_type: EventType, reason: &str, message: String) {
-        self.events.record_event(Event {
-            object: EventObject::Node {
-                name: self.config.node_name.clone(),
-            },
+        self.events.record_event(Event::for_node(
+            &self.config.node_name,
             event_type,
-            reason: reason.into(),
+            reason,
             message,
-        });
+        ));
     }
 
     /// Registers the node (when `registerNode`), then keeps its status up to date until
