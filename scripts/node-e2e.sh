@@ -13,6 +13,9 @@
 #                                     kubelet-rs fails
 #   scripts/node-e2e.sh ci            the CI subset against kubelet-rs (fails when a spec failed)
 #   scripts/node-e2e.sh table         the last runs' results side by side
+#   scripts/node-e2e.sh groups [KIND|all] [GROUP...]
+#                                     the [Serial]/[NodeFeature:*] groups (SPEC_GROUPS below) one run
+#                                     each, then their table (`group-table` prints it again)
 #   scripts/node-e2e.sh skips         the skip list with reasons (the README's)
 #   scripts/node-e2e.sh down          remove what an interrupted run left
 #
@@ -39,6 +42,7 @@ NE2E_CACHE=${KUBELET_RS_NODE_E2E_CACHE:-/var/cache/kubelet-rs/node-e2e}
 CONF_CACHE=${KUBELET_RS_CONFORMANCE_CACHE:-/var/cache/kubelet-rs/conformance}
 STATE=${KUBELET_RS_NODE_E2E_DIR:-/var/lib/kubelet-rs/node-e2e}
 RESULTS=${KUBELET_RS_NODE_E2E_RESULTS:-$STATE/results}
+GROUP_RESULTS=${KUBELET_RS_NODE_E2E_GROUP_RESULTS:-$STATE/results-groups}
 GINKGO_NODES=${KUBELET_RS_NODE_E2E_NODES:-4}
 # The cgroup (of every hierarchy) the run's cgroup namespace is rooted at.
 NS_CGROUP=kubelet-rs-node-e2e
@@ -72,9 +76,41 @@ need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 
 SKIPS=(
   'Container Runtime (Conformance Test container runtime conformance )?blackbox test when running a container with a new image should (be able to pull (image|from private registry with (secret|credential provider))|not be able to pull from private registry without secret) :: pulls an image from an internet registry (gcr.io); none is reachable'
+  'ImageID \[NodeFeature: ImageID\] should be set to the manifest digest :: pulls k8s.gcr.io/busybox by its registry digest; no registry is reachable and a local build cannot have that digest'
+  'AppArmor \[Feature:AppArmor\]\[NodeFeature:AppArmor\] when running without AppArmor should reject a pod with an AppArmor profile :: expects v1.20'"'"'s soft rejection (the pod stays Pending, its container Blocked); since 1.31 Go rejects such a pod outright (Failed, reason AppArmor: kubernetes/kubernetes#125776, "kubelet now hard rejects pods with AppArmor if the node does not have AppArmor enabled"), and kubelet-rs follows it'
+  'ResourceMetricsAPI \[NodeFeature:ResourceMetrics\] when querying /resource/metrics should report resource usage :: matches /metrics/resource against exactly v1.20'"'"'s seven families; since 1.22 Go also serves container_start_time_seconds there (kubernetes/kubernetes#102444), and so does kubelet-rs: "unexpected key container_start_time_seconds"'
   'PrivilegedPod \[NodeConformance\] should enable privileged commands :: the kernel has no dummy netdevice (ip link add dummy1 type dummy: Operation not supported)'
   'MirrorPod when create a mirror pod +should (be updated when static pod updated|be recreated when mirror pod (gracefully|forcibly) deleted) :: the static pod of these specs sets `restartPolicy: Always` on its regular container (meant for the pod): v1.20 dropped the then unknown field, current Go kubelets validate static pods and refuse it (a container-level restartPolicy is allowed on init containers only; on regular containers only with the ContainerRestartRules gate, alpha and off), and kubelet-rs follows them'
 )
+
+# The [Serial], [Slow] and [NodeFeature:*] groups of subsystems kubelet-rs has, one run each
+# (`groups`): NAME :: FOCUS. A focus naming [Serial] runs on one ginkgo node.
+SPEC_GROUPS=(
+  'features :: \[NodeFeature:(FSGroup|Sysctls|ResourceMetrics|SetHostnameAsFQDN| ImageID|AppArmor)\]'
+  'garbage-collect :: GarbageCollect \[Serial\]'
+  'oom-score-adj :: Container Manager Misc \[Serial\]'
+  'critical-pod :: CriticalPod \[Serial\]'
+  'system-node-critical :: SystemNodeCriticalPod \[Slow\] \[Serial\]'
+  'pids-limit :: PodPidsLimit \[Serial\]'
+  'downward-api-serial :: Downward API \[Serial\]'
+  'node-allocatable :: Node Container Manager \[Serial\]'
+  'log-rotation :: ContainerLogRotation \[Slow\] \[Serial\]'
+  'eviction-memory :: (MemoryAllocatableEviction|PriorityMemoryEvictionOrdering) \[Slow\] \[Serial\]'
+  'eviction-pids :: PriorityPidEvictionOrdering \[Slow\] \[Serial\]'
+  'eviction-disk :: (InodeEviction|ImageGCNoEviction|LocalStorageEviction|LocalStorageSoftEviction|LocalStorageCapacityIsolationEviction|PriorityLocalStorageEvictionOrdering) \[Slow\] \[Serial\]'
+)
+
+group_focus() {
+  local e
+  for e in "${SPEC_GROUPS[@]}"; do
+    [ "${e%% :: *}" = "$1" ] && { echo "${e#* :: }"; return 0; }
+  done
+  die "unknown group $1 (groups: $(group_names | tr '\n' ' '))"
+}
+group_names() {
+  local e
+  for e in "${SPEC_GROUPS[@]}"; do echo "${e%% :: *}"; done
+}
 
 skip_regex() {
   local e out=""
@@ -232,6 +268,12 @@ cmd_inner() {
   for d in ${PATH//:/ }; do
     [ ! -x "$d/systemd-run" ] || die "cannot hide $d/systemd-run"
   done
+  # kubelet-rs has no Dynamic Kubelet Config (Go removed it in 1.24): the runner restarts it with
+  # the configuration a spec asks for (scripts/node-e2e-config-source.py).
+  if [ "$kind" = kubelet-rs ]; then
+    python3 "$SCRIPT_DIR/node-e2e-config-source.py" "$STATE/work" "$NODE_NAME" "$kdir/kubelet" \
+      "$out/config-source.log" &
+  fi
   "$CONF_CACHE/bin/ginkgo" -nodes="$GINKGO_NODES" -noColor -flakeAttempts="${FLAKE_ATTEMPTS:-1}" \
     -focus="$focus" -skip="$(skip_regex)" \
     "$STATE/work/e2e_node.test" -- \
@@ -334,6 +376,44 @@ print_table() {
   fi
 }
 
+# groups [KIND|all] [GROUP...]: each group (default: all) against the kubelet (default: both),
+# results in $STATE/results-groups/GROUP/KIND, then the table.
+cmd_groups() {
+  local kinds=(go-kubelet kubelet-rs) g k names
+  case "${1:-all}" in
+    all) ;;
+    kubelet-rs | go-kubelet) kinds=("$1") ;;
+    *) die "groups: kubelet-rs, go-kubelet or all, then group names" ;;
+  esac
+  shift || true
+  if [ $# -gt 0 ]; then names=("$@"); else mapfile -t names < <(group_names); fi
+  for g in "${names[@]}"; do
+    group_focus "$g" >/dev/null
+    for k in "${kinds[@]}"; do
+      (RESULTS="$GROUP_RESULTS/$g" && cmd_run "$k" "$(group_focus "$g")") || log "group $g ($k): run failed"
+    done
+  done
+  print_group_table
+}
+
+# The groups' last results side by side (the README's table).
+print_group_table() {
+  local g k line
+  printf '| group | Go kubelet v1.20.2 | kubelet-rs | Go passes, kubelet-rs fails |\n|---|---|---|---|\n'
+  while read -r g; do
+    line="| $g"
+    for k in go-kubelet kubelet-rs; do
+      line="$line | $(head -n 1 "$GROUP_RESULTS/$g/$k/summary.txt" 2>/dev/null || echo 'not run')"
+    done
+    if [ -f "$GROUP_RESULTS/$g/go-kubelet/passed.txt" ] && [ -f "$GROUP_RESULTS/$g/kubelet-rs/passed.txt" ]; then
+      line="$line | $(grep -F -x -v -f "$GROUP_RESULTS/$g/kubelet-rs/passed.txt" "$GROUP_RESULTS/$g/go-kubelet/passed.txt" | paste -sd ';' - || true)"
+    else
+      line="$line | ?"
+    fi
+    echo "$line |"
+  done < <(group_names)
+}
+
 cmd_compare() {
   local focus=${1:-$FOCUS_CI}
   cmd_run go-kubelet "$focus" >/dev/null
@@ -354,6 +434,11 @@ main() {
       shift
       cmd_compare "$@"
       ;;
+    groups)
+      shift
+      cmd_groups "$@"
+      ;;
+    group-table) print_group_table ;;
     table) print_table ;;
     summary) summarize "${2:-kubelet-rs}" ;;
     ci)
@@ -373,7 +458,7 @@ main() {
       ;;
     down) cleanup ;;
     *)
-      echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|compare [FOCUS]|table|summary KIND|ci|skips|down" >&2
+      echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|compare [FOCUS]|groups [KIND|all] [GROUP...]|group-table|table|summary KIND|ci|skips|down" >&2
       exit 2
       ;;
   esac
