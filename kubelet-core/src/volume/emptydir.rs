@@ -1,5 +1,5 @@
 //! `emptyDir` volumes: a directory under the pod (mode 0777, as Go), or for
-//! `medium: Memory` a tmpfs mounted there with `size=` from `sizeLimit` (else the pod's memory
+//! `medium: Memory` a tmpfs (its root 1777, as Go leaves it) mounted there with `size=` from `sizeLimit` (else the pod's memory
 //! limit when every container has one, else the node's allocatable memory). Blocking.
 
 use std::fs;
@@ -84,9 +84,12 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EmptyDirE
     move |error| EmptyDirError::Io { op, path, error }
 }
 
-/// Creates `dir` (mode 0777) and, for [`Medium::Memory`], mounts a tmpfs on it unless one is
-/// already mounted there. With `fs_group` the directory belongs to that group and has the
-/// set-group-id bit (0o2777), as Go's `SetVolumeOwnership` leaves it. Idempotent.
+/// Sets up the emptyDir at `dir` in Go's order (`SetUpAt`): the directory, mode 0777 (Go's
+/// `setupDir`: made, or chmod-ed when its permission bits differ); for [`Medium::Memory`] a
+/// tmpfs mounted on it unless one is already there, whose root keeps tmpfs's own mode 1777
+/// (Go mounts with `size=` only); then with `fs_group` Go's `SetVolumeOwnership` on the root:
+/// that group, and set-group-id, `rw` and `x` for owner and group added to the mode (2777 on
+/// disk, 3777 on tmpfs). Idempotent.
 pub fn setup(
     dir: &Path,
     medium: Medium,
@@ -94,27 +97,38 @@ pub fn setup(
     fs_group: Option<u32>,
 ) -> Result<(), EmptyDirError> {
     fs::create_dir_all(dir).map_err(io("creating directory", dir))?;
-    if medium == Medium::Memory
-        && !mount::is_mount_point(dir).map_err(io("reading mountinfo for", dir))?
-    {
+    let mounted = medium == Medium::Memory
+        && mount::is_mount_point(dir).map_err(io("reading mountinfo for", dir))?;
+    let mode = |dir: &Path| -> Result<u32, EmptyDirError> {
+        Ok(fs::metadata(dir)
+            .map_err(io("reading the mode of", dir))?
+            .permissions()
+            .mode()
+            & 0o7777)
+    };
+    if !mounted && mode(dir)? & 0o777 != 0o777 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o777))
+            .map_err(io("setting the mode of", dir))?;
+    }
+    if medium == Medium::Memory && !mounted {
         let options = match size {
             Some(s) => format!("size={s}"),
             None => String::new(),
         };
         mount::mount_tmpfs(dir, &options).map_err(io("mounting tmpfs on", dir))?;
     }
-    let mode = match fs_group {
-        Some(gid) => {
-            std::os::unix::fs::chown(dir, None, Some(gid))
-                .map_err(io("changing the group of", dir))?;
-            0o2777
-        }
-        None => 0o777,
-    };
-    fs::set_permissions(dir, fs::Permissions::from_mode(mode))
-        .map_err(io("setting the mode of", dir))?;
+    if let Some(gid) = fs_group {
+        std::os::unix::fs::chown(dir, None, Some(gid)).map_err(io("changing the group of", dir))?;
+        let owned = mode(dir)? | FS_GROUP_DIR_BITS;
+        fs::set_permissions(dir, fs::Permissions::from_mode(owned))
+            .map_err(io("setting the mode of", dir))?;
+    }
     Ok(())
 }
+
+/// What Go's `SetVolumeOwnership` adds to a directory's mode: set-group-id, read-write
+/// (`rwMask` 0660) and search (`execMask` 0110) for owner and group.
+const FS_GROUP_DIR_BITS: u32 = 0o2000 | 0o660 | 0o110;
 
 #[cfg(test)]
 mod tests {
@@ -189,5 +203,20 @@ mod tests {
         let m = fs::metadata(&dir).unwrap();
         assert_eq!(m.permissions().mode() & 0o7777, 0o2777);
         assert_eq!(std::os::unix::fs::MetadataExt::gid(&m), 2000);
+        // fsGroup adds to the mode the root has (a tmpfs root is 1777): 3777, what the node
+        // e2e FSGroup subPath spec sees (`dgtrwxrwxrwx`); a root of other permission bits is
+        // made 0777 first, as Go's setupDir does.
+        let sticky = d.path().join("sticky");
+        fs::create_dir(&sticky).unwrap();
+        fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
+        setup(&sticky, Medium::Disk, None, Some(2000)).unwrap();
+        let mode = fs::metadata(&sticky).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o3777, "{mode:o}");
+        let narrow = d.path().join("narrow");
+        fs::create_dir(&narrow).unwrap();
+        fs::set_permissions(&narrow, fs::Permissions::from_mode(0o1700)).unwrap();
+        setup(&narrow, Medium::Disk, None, None).unwrap();
+        let mode = fs::metadata(&narrow).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o777, "{mode:o}");
     }
 }

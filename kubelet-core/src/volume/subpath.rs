@@ -189,11 +189,11 @@ pub(crate) fn open_with(
         match opened {
             Ok(fd) => {
                 if created_at == Some(i) {
-                    // A directory made here gets the volume root's permission bits exactly (no
-                    // umask; the set-group-id bit is dropped, as Go's `doSafeMakeDir` does
-                    // with its `Fchmod` after `Mkdirat`), through the descriptor just
-                    // checked to lie beneath the root.
-                    let perm = Mode::from_raw_mode(create_mode.unwrap_or(0o750) & 0o777);
+                    // A directory made here gets the volume root's mode exactly, special bits
+                    // included and without the umask (Go's `doSafeMakeDir`: `os.Chmod` with
+                    // the root's mode after `Mkdirat`), through the descriptor just checked
+                    // to lie beneath the root.
+                    let perm = Mode::from_raw_mode(create_mode.unwrap_or(0o750) & 0o7777);
                     rustix::fs::chmod(format!("/proc/self/fd/{}", fd.as_raw_fd()), perm)
                         .map_err(io("setting the mode of", &root.join(&prefix)))?;
                 }
@@ -335,18 +335,19 @@ mod tests {
     }
 
     #[test]
-    fn created_directories_take_the_volume_roots_permission_bits_without_umask_or_setgid() {
+    fn created_directories_take_the_volume_roots_mode_without_umask() {
         use std::os::unix::fs::PermissionsExt;
         let v = volume();
-        // An fsGroup emptyDir's root: 2777. Go's Mkdirat + Fchmod leaves 0777 (the umask does
-        // not apply, set-group-id is not carried over).
-        open_beneath(v.path(), "made/here", Some(0o2777)).unwrap();
+        // A memory-backed emptyDir's root with an fsGroup: 3777 (tmpfs's sticky 1777 plus
+        // set-group-id). Go's Mkdirat + os.Chmod gives a subPath directory the same mode (the
+        // node e2e spec expects `dgtrwxrwxrwx`); the umask does not apply.
+        open_beneath(v.path(), "made/here", Some(0o3777)).unwrap();
         for dir in ["made", "made/here"] {
             let mode = std::fs::metadata(v.path().join(dir))
                 .unwrap()
                 .permissions()
                 .mode();
-            assert_eq!(mode & 0o7777, 0o777, "{dir}: {mode:o}");
+            assert_eq!(mode & 0o7777, 0o3777, "{dir}: {mode:o}");
         }
         // An existing directory keeps its mode.
         std::fs::create_dir(v.path().join("kept")).unwrap();
