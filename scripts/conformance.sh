@@ -102,6 +102,8 @@ IMAGES=(
   "docker.io/library/httpd:2.4.39-alpine|fill_httpd||httpd-foreground|"
   "docker.io/library/nginx:1.14-alpine|fill_nginx||nginx,-g,daemon off;|"
   "docker.io/library/nginx:1.15-alpine|fill_nginx||nginx,-g,daemon off;|"
+  # The node e2e memory eviction specs' memory hog (scripts/stress.c).
+  "k8s.gcr.io/stress:v1|fill_stress|/stress||"
 )
 
 install_image_packages() { install_missing "${IMAGE_PACKAGES[@]}"; }
@@ -162,6 +164,13 @@ fill_pause() {
   local rootfs=$1
   gcc -Os -Wall -Werror -static -DVERSION=v3.2 -o "$rootfs/pause" "$CONF_CACHE/images-src/pause/linux/pause.c"
   strip "$rootfs/pause" 2>/dev/null || true
+}
+
+# stress: the stand-in for vishh/stress (scripts/stress.c), static.
+fill_stress() {
+  local rootfs=$1
+  gcc -Os -Wall -Werror -static -o "$rootfs/stress" "$SCRIPT_DIR/stress.c"
+  strip "$rootfs/stress" 2>/dev/null || true
 }
 
 # agnhost as upstream's Dockerfile lays it out (/agnhost, /agnhost-2, /uploads, porter's
@@ -240,7 +249,11 @@ build_image() {
   local tag=${name##*:} file
   file=$(echo "$name" | tr '/:' '__')
   local work="$IMAGES_DIR/$file" stamp
-  stamp=$({ echo "$spec"; declare -f "$filler" fill_busybox fill_agnhost write_server copy_with_libs; } | sha256sum | cut -c1-16)
+  stamp=$({
+    echo "$spec"
+    declare -f "$filler" fill_busybox fill_agnhost write_server copy_with_libs
+    [ "$filler" != fill_stress ] || cat "$SCRIPT_DIR/stress.c"
+  } | sha256sum | cut -c1-16)
   if [ -f "$work.tar" ] && [ "$(cat "$work.stamp" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi

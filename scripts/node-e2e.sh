@@ -68,10 +68,14 @@ die() {
 . "$SCRIPT_DIR/k8s-tree.sh"
 # shellcheck source=cgroup-tree.sh
 . "$SCRIPT_DIR/cgroup-tree.sh"
+# shellcheck source=debian.sh
+. "$SCRIPT_DIR/debian.sh"
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
 
 # ---------------------------------------------------------------------------------------------
-# the skip list: what this machine cannot offer (never a spec because kubelet-rs fails it).
+# the skip list: what this machine cannot offer, where today's Go kubelet (which kubelet-rs
+# follows) differs from v1.20's, or where the v1.20 suite fails on every kubelet; never a spec
+# only because kubelet-rs fails it.
 # Each entry: a regular expression over the spec's full name, then ` :: ` and the reason.
 
 SKIPS=(
@@ -79,6 +83,7 @@ SKIPS=(
   'ImageID \[NodeFeature: ImageID\] should be set to the manifest digest :: pulls k8s.gcr.io/busybox by its registry digest; no registry is reachable and a local build cannot have that digest'
   'AppArmor \[Feature:AppArmor\]\[NodeFeature:AppArmor\] when running without AppArmor should reject a pod with an AppArmor profile :: expects v1.20'"'"'s soft rejection (the pod stays Pending, its container Blocked); since 1.31 Go rejects such a pod outright (Failed, reason AppArmor: kubernetes/kubernetes#125776, "kubelet now hard rejects pods with AppArmor if the node does not have AppArmor enabled"), and kubelet-rs follows it'
   'ResourceMetricsAPI \[NodeFeature:ResourceMetrics\] when querying /resource/metrics should report resource usage :: matches /metrics/resource against exactly v1.20'"'"'s seven families; since 1.22 Go also serves container_start_time_seconds there (kubernetes/kubernetes#102444), and so does kubelet-rs: "unexpected key container_start_time_seconds"'
+  'CriticalPod \[Serial\] \[Disruptive\] \[NodeFeature:CriticalPod\] when we need to admit a critical pod should be able to create and delete a critical pod :: fails on every kubelet (the Go kubelet v1.20.2 too): the v1.20 framework'"'"'s `PodClientNS(kube-system).CreateSync` waits for the pod in the test'"'"'s own namespace (`c.f.Namespace.Name`), so it gets "pods \"static-critical-pod\" not found" 2 s after creating it'
   'PrivilegedPod \[NodeConformance\] should enable privileged commands :: the kernel has no dummy netdevice (ip link add dummy1 type dummy: Operation not supported)'
   'MirrorPod when create a mirror pod +should (be updated when static pod updated|be recreated when mirror pod (gracefully|forcibly) deleted) :: the static pod of these specs sets `restartPolicy: Always` on its regular container (meant for the pod): v1.20 dropped the then unknown field, current Go kubelets validate static pods and refuse it (a container-level restartPolicy is allowed on init containers only; on regular containers only with the ContainerRestartRules gate, alpha and off), and kubelet-rs follows them'
 )
@@ -97,6 +102,7 @@ SPEC_GROUPS=(
   'log-rotation :: ContainerLogRotation \[Slow\] \[Serial\]'
   'eviction-memory :: (MemoryAllocatableEviction|PriorityMemoryEvictionOrdering) \[Slow\] \[Serial\]'
   'eviction-pids :: PriorityPidEvictionOrdering \[Slow\] \[Serial\]'
+  'restart :: Restart \[Serial\] \[Slow\] \[Disruptive\] \[NodeFeature:ContainerRuntimeRestart\]'
   'eviction-disk :: (InodeEviction|ImageGCNoEviction|LocalStorageEviction|LocalStorageSoftEviction|LocalStorageCapacityIsolationEviction|PriorityLocalStorageEvictionOrdering) \[Slow\] \[Serial\]'
 )
 
@@ -126,6 +132,7 @@ cmd_build() {
   local t0=$SECONDS
   # ginkgo, the images and the version stamp come from the conformance build.
   bash "$SCRIPT_DIR/conformance.sh" build
+  install_missing docker-registry curl
   mkdir -p "$NE2E_CACHE/bin"
   if ! [ -x "$NE2E_CACHE/bin/e2e_node.test" ]; then
     tree_of
@@ -174,6 +181,44 @@ kubelet_dir() {
 
 # ---------------------------------------------------------------------------------------------
 # the namespaces of a run
+
+# The run's own registry (plain HTTP on the namespace's loopback), the mirror of k8s.gcr.io for
+# the run's containerd: the suite pulls its memory hog with `imagePullPolicy: Always`
+# (k8s.gcr.io/stress:v1, a local build of scripts/stress.c), and no registry is reachable.
+MIRROR_ADDR=127.0.0.1:5000
+MIRRORED=(k8s.gcr.io/stress:v1)
+
+# start_mirror CTR SOCKET HOSTS_DIR OUT: the registry, the mirrored images pushed to it, and
+# containerd's hosts.toml for k8s.gcr.io naming it.
+start_mirror() {
+  local ctr=$1 sock=$2 hosts=$3 out=$4 image i
+  rm -rf "$STATE/registry" && mkdir -p "$STATE/registry/data"
+  printf 'version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n' \
+    "$STATE/registry/data" "$MIRROR_ADDR" >"$STATE/registry/config.yml"
+  docker-registry serve "$STATE/registry/config.yml" >>"$out/registry.log" 2>&1 </dev/null &
+  for i in $(seq 1 50); do
+    curl -sf "http://$MIRROR_ADDR/v2/" >/dev/null && break
+    sleep 0.2
+  done
+  curl -sf "http://$MIRROR_ADDR/v2/" >/dev/null || die "the run's registry did not start (log: $out/registry.log)"
+  for image in "${MIRRORED[@]}"; do
+    "$ctr" -a "$sock" -n k8s.io images push --plain-http "$MIRROR_ADDR/${image#*/}" "$image" >/dev/null ||
+      die "pushing $image to the run's registry failed"
+  done
+  mkdir -p "$hosts/k8s.gcr.io"
+  printf 'server = "https://k8s.gcr.io"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+    "$MIRROR_ADDR" >"$hosts/k8s.gcr.io/hosts.toml"
+  echo "$hosts/k8s.gcr.io" >"$STATE/registry/hosts-entry"
+}
+
+# The mirror's hosts.toml out of the instance's hosts directory (the registry itself ends with
+# the namespace).
+stop_mirror() {
+  local entry
+  entry=$(cat "$STATE/registry/hosts-entry" 2>/dev/null || true)
+  [ -z "$entry" ] || rm -rf "$entry"
+  rm -rf "$STATE/registry"
+}
 
 # Every cgroup hierarchy mounted under /sys/fs/cgroup: `TARGET FSTYPE OPTIONS` lines.
 cgroup_mounts() {
@@ -243,6 +288,24 @@ cmd_inner() {
   local sock=${endpoint#unix://} ctr
   ctr=$(KUBELET_RS_NODE_INSTANCE=$INSTANCE bash "$SCRIPT_DIR/node-env.sh" env | sed -n 's/^KUBELET_RS_CTR=//p')
   bash "$SCRIPT_DIR/conformance.sh" import-images "$ctr" "$sock"
+  # The runtime starts again when it dies, as systemd restarts it on a node (the Restart group
+  # kills it); in /runtime, as at first.
+  local pidfile="${sock%/*}/containerd.pid" supervisor
+  (
+    while read -r target fstype opts; do echo "$BASHPID" >"$target/runtime/cgroup.procs"; done <<<"$mounts"
+    while sleep 1; do
+      pid=$(cat "$pidfile" 2>/dev/null || true)
+      if [ -z "$pid" ] || ! [ -d "/proc/$pid" ]; then
+        echo "$(date +%T) containerd is gone: starting it again" >>"$out/containerd-restarts.log"
+        KUBELET_RS_NODE_INSTANCE=$INSTANCE KUBELET_RS_POD_SUBNET=$POD_SUBNET \
+          bash "$SCRIPT_DIR/node-env.sh" up >>"$out/containerd-restarts.log" 2>&1 || true
+      fi
+    done
+  ) &
+  supervisor=$!
+  start_mirror "$ctr" "$sock" \
+    "$(KUBELET_RS_NODE_INSTANCE=$INSTANCE bash "$SCRIPT_DIR/node-env.sh" env | sed -n 's/^KUBELET_RS_REGISTRY_HOSTS_DIR=//p')" \
+    "$out"
   # The MirrorPodWithGracePeriod static pod's image.
   "$ctr" -a "$sock" -n k8s.io images tag --force docker.io/library/busybox:1.29 docker.io/library/busybox:1.31.1 >/dev/null
   # The suite's working directory (ginkgo runs a test binary in the binary's directory): its
@@ -268,21 +331,33 @@ cmd_inner() {
   for d in ${PATH//:/ }; do
     [ ! -x "$d/systemd-run" ] || die "cannot hide $d/systemd-run"
   done
+  # The suite runs some commands through sudo (`sudo cat /proc/PID/oom_score_adj`, `sudo kill`
+  # of the runtime); a node e2e host has it, this one may not. The run is root already: a sudo
+  # that runs the command as it is.
+  local tools="$STATE/tools"
+  mkdir -p "$tools"
+  if ! command -v sudo >/dev/null; then
+    printf '#!/bin/sh\n# the node e2e run is root: run the command as it is\nwhile [ $# -gt 0 ]; do case "$1" in --) shift; break ;; -*) shift ;; *) break ;; esac; done\nexec "$@"\n' >"$tools/sudo"
+    chmod 0755 "$tools/sudo"
+  fi
   # kubelet-rs has no Dynamic Kubelet Config (Go removed it in 1.24): the runner restarts it with
   # the configuration a spec asks for (scripts/node-e2e-config-source.py).
   if [ "$kind" = kubelet-rs ]; then
     python3 "$SCRIPT_DIR/node-e2e-config-source.py" "$STATE/work" "$NODE_NAME" "$kdir/kubelet" \
       "$out/config-source.log" &
   fi
-  "$CONF_CACHE/bin/ginkgo" -nodes="$GINKGO_NODES" -noColor -flakeAttempts="${FLAKE_ATTEMPTS:-1}" \
+  PATH="$tools:$PATH" "$CONF_CACHE/bin/ginkgo" -nodes="$GINKGO_NODES" -noColor -flakeAttempts="${FLAKE_ATTEMPTS:-1}" \
     -focus="$focus" -skip="$(skip_regex)" \
     "$STATE/work/e2e_node.test" -- \
     --k8s-bin-dir="$kdir" --node-name="$NODE_NAME" \
     --container-runtime=remote --container-runtime-endpoint="$endpoint" \
     --image-service-endpoint="$endpoint" --prepull-images=false \
+    --container-runtime-process-name=containerd --container-runtime-pid-file="$pidfile" \
     --report-dir="$out/junit" --kubelet-flags="$kubelet_flags" \
     >"$out/ginkgo.log" 2>&1 || rc=$?
   echo "$rc" >"$out/ginkgo.rc"
+  kill "$supervisor" 2>/dev/null || true
+  wait "$supervisor" 2>/dev/null || true
   cd /
   KUBELET_RS_NODE_INSTANCE=$INSTANCE bash "$SCRIPT_DIR/node-env.sh" down >/dev/null 2>&1 || true
 }
@@ -319,7 +394,9 @@ cleanup() {
     rmdir /var/lib/kubelet 2>/dev/null || log "warning: /var/lib/kubelet is not empty"
     rm -f "$STATE/made-var-lib-kubelet"
   fi
-  # The run's state (the kubelet's root dir: emptyDir contents, checkpoints); results stay.
+  # The run's state (the kubelet's root dir: emptyDir contents, checkpoints, the registry's
+  # images); results stay.
+  stop_mirror
   rm -rf "$STATE/fs" "$STATE/work"
 }
 
@@ -403,6 +480,10 @@ print_group_table() {
   while read -r g; do
     line="| $g"
     for k in go-kubelet kubelet-rs; do
+      # Counted again: the skip list may have changed since the run.
+      if [ -d "$GROUP_RESULTS/$g/$k/junit" ]; then
+        (RESULTS="$GROUP_RESULTS/$g" && summarize "$k" >"$GROUP_RESULTS/$g/$k/summary.txt")
+      fi
       line="$line | $(head -n 1 "$GROUP_RESULTS/$g/$k/summary.txt" 2>/dev/null || echo 'not run')"
     done
     if [ -f "$GROUP_RESULTS/$g/go-kubelet/passed.txt" ] && [ -f "$GROUP_RESULTS/$g/kubelet-rs/passed.txt" ]; then
