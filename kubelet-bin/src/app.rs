@@ -45,6 +45,8 @@ pub fn cm_config(loaded: &LoadedConfig) -> CmConfig {
         eviction_hard: c.eviction_hard.clone(),
         reserved_system_cpus: c.reserved_system_cpus.clone(),
         enforce_node_allocatable: c.enforce_node_allocatable.clone(),
+        system_reserved_cgroup: c.system_reserved_cgroup.clone(),
+        kube_reserved_cgroup: c.kube_reserved_cgroup.clone(),
         system_cgroups: kubelet_cm::system_containers::SystemCgroups {
             kubelet: c.kubelet_cgroups.clone(),
             runtime: loaded.runtime_cgroups.clone(),

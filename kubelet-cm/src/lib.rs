@@ -37,6 +37,7 @@ mod manager;
 pub mod oom;
 pub mod process_placement;
 pub mod quantity;
+pub mod reserved_cgroups;
 mod stats;
 pub mod system_containers;
 

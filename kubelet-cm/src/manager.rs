@@ -64,8 +64,15 @@ pub struct CmConfig {
     pub eviction_hard: BTreeMap<String, String>,
     /// `reservedSystemCPUs` cpuset list ("0-1,3"); overrides the cpu reservations.
     pub reserved_system_cpus: String,
-    /// `enforceNodeAllocatable` (default `["pods"]`).
+    /// `enforceNodeAllocatable` (default `["pods"]`; the reserved keys:
+    /// [`crate::reserved_cgroups`]).
     pub enforce_node_allocatable: Vec<String>,
+    /// `systemReservedCgroup`: the operator's cgroup of the system daemons, limited to
+    /// `systemReserved` with `system-reserved` enforcement (empty: none).
+    pub system_reserved_cgroup: String,
+    /// `kubeReservedCgroup`: the operator's cgroup of the Kubernetes daemons, limited to
+    /// `kubeReserved` with `kube-reserved` enforcement (empty: none).
+    pub kube_reserved_cgroup: String,
     /// The system containers reported in the summary (kubelet, runtime, misc).
     pub system_cgroups: SystemCgroups,
 }
@@ -96,6 +103,8 @@ impl Default for CmConfig {
             .collect(),
             reserved_system_cpus: String::new(),
             enforce_node_allocatable: vec![ENFORCE_PODS.to_string()],
+            system_reserved_cgroup: String::new(),
+            kube_reserved_cgroup: String::new(),
             system_cgroups: SystemCgroups::default(),
         }
     }
@@ -112,6 +121,10 @@ pub struct NodeResources {
     /// What `kubepods` is limited to (capacity incl. `pid`; minus reservations when
     /// `enforceNodeAllocatable` has `pods`), cpu in millicores.
     pub kubepods_limits: Amounts,
+    /// `systemReserved` parsed (cpu in millicores, after `reservedSystemCPUs`).
+    pub system_reserved: Amounts,
+    /// `kubeReserved` parsed, the same.
+    pub kube_reserved: Amounts,
 }
 
 impl NodeResources {
@@ -152,6 +165,8 @@ impl NodeResources {
             capacity: to_resource_list(&capacity),
             allocatable: to_resource_list(&allocatable),
             kubepods_limits,
+            system_reserved: system,
+            kube_reserved: kube,
         })
     }
 }
@@ -225,6 +240,13 @@ impl LinuxContainerManager {
         }
 
         let resources = NodeResources::compute(&config, &machine)?;
+        let reserved = crate::reserved_cgroups::plan(
+            &config.enforce_node_allocatable,
+            &config.system_reserved_cgroup,
+            &config.kube_reserved_cgroup,
+            &resources.system_reserved,
+            &resources.kube_reserved,
+        )?;
 
         let mounts = detect(&config.root)?;
         let cgroups = manager_for(&config.root, &mounts);
@@ -255,6 +277,7 @@ impl LinuxContainerManager {
             }
             tracing::info!(cgroup = %node, config = ?rc, "node allocatable cgroup ready");
             kubepods_config = Some(rc);
+            crate::reserved_cgroups::enforce(cgroups.as_ref(), &reserved)?;
             node
         } else {
             root_name
@@ -340,16 +363,14 @@ fn validate_enforce_keys(keys: &[String]) -> Result<(), Error> {
             "none" if keys.len() == 1 => {}
             "none" => {
                 return Err(Error::InvalidConfig(
-                    "enforceNodeAllocatable: \"none\" cannot be combined with other options"
-                        .into(),
+                    "enforceNodeAllocatable: \"none\" cannot be combined with other options".into(),
                 ))
             }
-            "system-reserved" | "kube-reserved" | "system-reserved-compressible"
-            | "kube-reserved-compressible" => {
-                return Err(Error::InvalidConfig(format!(
-                    "enforceNodeAllocatable {k:?} needs a reserved cgroup, which this container manager does not support"
-                )))
-            }
+            // Checked with their cgroups by `reserved_cgroups::plan`.
+            "system-reserved"
+            | "kube-reserved"
+            | "system-reserved-compressible"
+            | "kube-reserved-compressible" => {}
             other => {
                 return Err(Error::InvalidConfig(format!(
                     "enforceNodeAllocatable: unknown option {other:?}"
@@ -370,7 +391,7 @@ fn observe_cgroup_op(operation: &str, started: std::time::Instant) {
 
 /// Go's `getCgroupConfig` for node allocatable: cpu → shares, memory → limit, pid → pids
 /// limit, hugepages-* → hugetlb limits.
-fn cgroup_config_from_amounts(limits: &Amounts) -> ResourceConfig {
+pub(crate) fn cgroup_config_from_amounts(limits: &Amounts) -> ResourceConfig {
     let mut rc = ResourceConfig::default();
     if let Some(cpu) = limits.get("cpu") {
         rc.cpu_shares = Some(milli_cpu_to_shares(*cpu));

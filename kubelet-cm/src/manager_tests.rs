@@ -235,3 +235,59 @@ async fn no_cgroups_per_qos() {
     assert!(!dir.path().join("sys/fs/cgroup/cpu/kubepods").exists());
     assert!(cm.pods_with_resources().await.unwrap().is_empty());
 }
+
+#[test]
+fn reserved_cgroups_get_their_reservations_as_limits() {
+    // The node e2e "Node Container Manager" configuration: pods, system-reserved and
+    // kube-reserved enforced on cgroups the operator made.
+    let dir = hybrid_fixture();
+    let r = dir.path();
+    for c in ["cpu", "memory", "pids", "cpuset", "cpuacct"] {
+        for g in ["system-reserved", "kube-reserved"] {
+            std::fs::create_dir_all(r.join("sys/fs/cgroup").join(c).join(g)).unwrap();
+        }
+    }
+    let reserved = |cpu: &str, mem: &str, pid: &str| -> BTreeMap<String, String> {
+        [("cpu", cpu), ("memory", mem), ("pid", pid)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let cfg = CmConfig {
+        enforce_node_allocatable: vec![
+            "pods".into(),
+            "kube-reserved".into(),
+            "system-reserved".into(),
+        ],
+        system_reserved: reserved("100m", "100Mi", "1000"),
+        kube_reserved: reserved("200m", "50Mi", "738"),
+        system_reserved_cgroup: "/system-reserved".into(),
+        kube_reserved_cgroup: "/kube-reserved".into(),
+        ..config(r)
+    };
+    LinuxContainerManager::new(cfg.clone()).unwrap();
+    assert_eq!(read(r, "cpu/system-reserved/cpu.shares"), "102");
+    assert_eq!(
+        read(r, "memory/system-reserved/memory.limit_in_bytes"),
+        (100u64 << 20).to_string()
+    );
+    assert_eq!(read(r, "pids/system-reserved/pids.max"), "1000");
+    assert_eq!(read(r, "cpu/kube-reserved/cpu.shares"), "204");
+    assert_eq!(
+        read(r, "memory/kube-reserved/memory.limit_in_bytes"),
+        (50u64 << 20).to_string()
+    );
+    assert_eq!(read(r, "pids/kube-reserved/pids.max"), "738");
+
+    // A reserved cgroup that is not there: the start fails, in Go's words.
+    let err = LinuxContainerManager::new(CmConfig {
+        system_reserved_cgroup: "/missing".into(),
+        ..cfg
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("Failed to enforce System Reserved Cgroup Limits on \"/missing\""),
+        "{err}"
+    );
+}

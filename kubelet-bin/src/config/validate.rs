@@ -437,22 +437,35 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
         let field = format!("enforceNodeAllocatable[{i}]");
         match v.as_str() {
             "pods" => {}
-            "system-reserved" if c.system_reserved_cgroup.is_empty() => errs.add(
-                field,
-                "\"system-reserved\" requires systemReservedCgroup to be set",
-            ),
-            "kube-reserved" if c.kube_reserved_cgroup.is_empty() => errs.add(
-                field,
-                "\"kube-reserved\" requires kubeReservedCgroup to be set",
-            ),
-            "system-reserved" | "kube-reserved" => {}
+            "system-reserved" | "system-reserved-compressible"
+                if c.system_reserved_cgroup.is_empty() =>
+            {
+                errs.add(field, format!("{v:?} requires systemReservedCgroup to be set"))
+            }
+            "kube-reserved" | "kube-reserved-compressible" if c.kube_reserved_cgroup.is_empty() => {
+                errs.add(field, format!("{v:?} requires kubeReservedCgroup to be set"))
+            }
+            "system-reserved-compressible"
+                if c.enforce_node_allocatable.iter().any(|x| x == "system-reserved") =>
+            {
+                errs.add(field, "cannot be combined with \"system-reserved\"")
+            }
+            "kube-reserved-compressible"
+                if c.enforce_node_allocatable.iter().any(|x| x == "kube-reserved") =>
+            {
+                errs.add(field, "cannot be combined with \"kube-reserved\"")
+            }
+            "system-reserved"
+            | "kube-reserved"
+            | "system-reserved-compressible"
+            | "kube-reserved-compressible" => {}
             "none" if c.enforce_node_allocatable.len() > 1 => {
                 errs.add(field, "\"none\" cannot be combined with other values")
             }
             "none" => {}
             other => errs.add(
                 field,
-                format!("unsupported value {other:?} (supported: pods, system-reserved, kube-reserved, none)"),
+                format!("unsupported value {other:?} (supported: pods, system-reserved, kube-reserved, system-reserved-compressible, kube-reserved-compressible, none)"),
             ),
         }
     }
