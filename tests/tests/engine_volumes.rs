@@ -499,10 +499,11 @@ async fn etc_hosts_and_env_from_fields_and_resources() {
     let status = wait_running(&k.handle, &uid, LONG).await;
     let ip = status.pod_ip.clone().unwrap();
     let hosts = exec(&k.handle, &status, "main", "cat /etc/hosts").await;
+    // No cluster domain: the FQDN ends in `svc.`, as Go writes it.
     let want = format!(
         "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\
          fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n\
-         {ip}\tweb-0.web.{}.svc\tweb-0\n\n# Entries added by HostAliases.\n10.9.8.7\talias-a\talias-b\n",
+         {ip}\tweb-0.web.{}.svc.\tweb-0\n\n# Entries added by HostAliases.\n10.9.8.7\talias-a\talias-b\n",
         t.namespace
     );
     assert_eq!(hosts, want);
