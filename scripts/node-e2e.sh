@@ -102,6 +102,7 @@ SPEC_GROUPS=(
   'log-rotation :: ContainerLogRotation \[Slow\] \[Serial\]'
   'eviction-memory :: (MemoryAllocatableEviction|PriorityMemoryEvictionOrdering) \[Slow\] \[Serial\]'
   'eviction-pids :: PriorityPidEvictionOrdering \[Slow\] \[Serial\]'
+  'lsci-quota :: LocalStorageCapacityIsolationQuotaMonitoring \[Slow\] \[Serial\]'
   'restart :: Restart \[Serial\] \[Slow\] \[Disruptive\] \[NodeFeature:ContainerRuntimeRestart\]'
   'eviction-disk :: (InodeEviction|ImageGCNoEviction|LocalStorageEviction|LocalStorageSoftEviction|LocalStorageCapacityIsolationEviction|PriorityLocalStorageEvictionOrdering) \[Slow\] \[Serial\]'
 )
