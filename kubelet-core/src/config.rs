@@ -202,7 +202,7 @@ impl SummaryConfig {
             root_dir: config.root_dir.clone(),
             pod_logs_dir: config.pod_logs_dir.clone(),
             image_fs_dir: None,
-            allocatable_memory: None,
+            pods_system_container: false,
         }
     }
 }

@@ -105,16 +105,11 @@ impl Engine {
         ));
         let hooks = Hooks::new(runtime.clone(), sink.clone(), prober.http().cloned());
         let stats = cm.node_stats().map(|provider| {
-            let allocatable_memory = cm
-                .allocatable()
-                .get("memory")
-                .and_then(|q| crate::resources::value(q).ok())
-                .and_then(|v| u64::try_from(v).ok());
             Arc::new(SummaryCollector::new(
                 provider,
                 runtime.clone(),
                 SummaryConfig {
-                    allocatable_memory,
+                    pods_system_container: cm.allocatable().contains_key("memory"),
                     ..SummaryConfig::from_config(&config)
                 },
             ))

@@ -80,12 +80,12 @@ pub(super) fn summary(
             ..Default::default()
         })
         .collect();
-    if let (Some(u), Some(allocatable)) = (sample.pods_cgroup.as_ref(), config.allocatable_memory) {
+    if let (Some(u), true) = (sample.pods_cgroup.as_ref(), config.pods_system_container) {
         system_containers.push(ContainerStats {
             name: SYSTEM_CONTAINER_PODS.to_string(),
             start_time: rfc3339(sample.pods_cgroup_created_at.unwrap_or(boot)),
             cpu: Some(cpu(RateKey::PodsCgroup, u)),
-            memory: Some(memory(u, &time, Some(allocatable))),
+            memory: Some(memory(u, &time, None)),
             ..Default::default()
         });
     }
@@ -256,8 +256,7 @@ fn rootfs_stats(layer: &FilesystemUsage, image_fs: Option<&FsStats>, time: &str)
     }
 }
 
-/// Memory stats of a cgroup; `capacity` (the node's, or allocatable for `pods`) stands in for
-/// the cgroup's own limit.
+/// Memory stats of a cgroup; `capacity` (the node's) stands in for the cgroup's own limit.
 fn memory(u: &ResourceUsage, time: &str, capacity: Option<u64>) -> MemoryStats {
     MemoryStats {
         time: time.to_string(),

@@ -46,10 +46,12 @@ pub struct SummaryConfig {
     /// The runtime's image store (e.g. containerd's root) for `runtime.imageFs` when the
     /// runtime does not answer `ImageFsInfo`; `None` then leaves `runtime` out.
     pub image_fs_dir: Option<PathBuf>,
-    /// The node's allocatable memory in bytes: with it, the `pods` system container reports
-    /// allocatable − the pods' working set as `availableBytes` (what
-    /// `allocatableMemory.available` reads). `None`: no `pods` system container.
-    pub allocatable_memory: Option<u64>,
+    /// Whether the summary has the `pods` system container (the node allocatable cgroup,
+    /// `kubepods`). Its `availableBytes` is that cgroup's memory limit − its working set, as
+    /// cAdvisor reports it for Go (none when the cgroup is unlimited): what
+    /// `allocatableMemory.available` reads. The limit is capacity − kube/system reserved, not
+    /// the node's allocatable (which also subtracts the hard eviction thresholds).
+    pub pods_system_container: bool,
 }
 
 /// A pod the summary covers, with the start time from its status.

@@ -68,7 +68,7 @@ fn config() -> SummaryConfig {
         root_dir: PathBuf::from("/var/lib/kubelet"),
         pod_logs_dir: PathBuf::from("/var/log/pods"),
         image_fs_dir: Some(PathBuf::from("/var/lib/containerd")),
-        allocatable_memory: None,
+        pods_system_container: false,
     }
 }
 
@@ -372,7 +372,9 @@ async fn eviction_inputs_rootfs_volumes_ephemeral_storage_pids_and_the_pods_cgro
             filesystem: None,
         },
     );
-    stats.set_pods_cgroup_usage(Some(CgroupUsage::new(0, 2 * GIB)));
+    // kubepods limited to 6 GiB (capacity − reserved; the node's allocatable is lower still
+    // by the hard eviction thresholds, which the cgroup's limit does not subtract).
+    stats.set_pods_cgroup_usage(Some(CgroupUsage::new(0, 2 * GIB).with_limit(6 * GIB)));
     stats.set_rlimit(Some(RlimitSample {
         max_pid: 4000,
         running_processes: 321,
@@ -383,7 +385,7 @@ async fn eviction_inputs_rootfs_volumes_ephemeral_storage_pids_and_the_pods_cgro
         sim.clone(),
         SummaryConfig {
             image_fs_dir: None,
-            allocatable_memory: Some(6 * GIB),
+            pods_system_container: true,
             ..config()
         },
     );
@@ -401,7 +403,7 @@ async fn eviction_inputs_rootfs_volumes_ephemeral_storage_pids_and_the_pods_cgro
     assert_eq!(
         pods_sc.memory.as_ref().unwrap().available_bytes,
         Some(4 * GIB),
-        "allocatable − the pods' working set"
+        "the kubepods limit − the pods' working set"
     );
     let rl = s.node.rlimit.as_ref().unwrap();
     assert_eq!((rl.maxpid, rl.curproc), (Some(4000), Some(321)));
@@ -510,7 +512,7 @@ async fn system_containers_the_provider_measures_come_before_pods_with_rates() {
         stats.clone(),
         Arc::new(SimRuntime::new()),
         SummaryConfig {
-            allocatable_memory: Some(6 * GIB),
+            pods_system_container: true,
             ..config()
         },
     );
@@ -532,6 +534,11 @@ async fn system_containers_the_provider_measures_come_before_pods_with_rates() {
     let names: Vec<&str> = sc.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["kubelet", "runtime", "pods"]);
     let (kubelet, runtime) = (&sc[0], &sc[1]);
+    assert_eq!(
+        sc[2].memory.as_ref().unwrap().available_bytes,
+        None,
+        "kubepods unlimited: no availableBytes (cAdvisor's), so no allocatableMemory.available"
+    );
     assert_eq!(
         kubelet.start_time, "2023-11-14T22:15:00Z",
         "its creation time"
