@@ -247,6 +247,13 @@ impl LinuxContainerManager {
             &resources.system_reserved,
             &resources.kube_reserved,
         )?;
+        if !config.cgroups_per_qos && !reserved.is_empty() {
+            // Go's configuration validation: the reserved cgroups are enforced beside the
+            // node allocatable cgroup, which only exists with cgroups per QoS.
+            return Err(Error::InvalidConfig(
+                "enforceNodeAllocatable (--enforce-node-allocatable) is not supported unless cgroupsPerQOS (--cgroups-per-qos) feature is turned on".into(),
+            ));
+        }
 
         let mounts = detect(&config.root)?;
         let cgroups = manager_for(&config.root, &mounts);

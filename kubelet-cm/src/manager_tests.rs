@@ -282,7 +282,7 @@ fn reserved_cgroups_get_their_reservations_as_limits() {
     // A reserved cgroup that is not there: the start fails, in Go's words.
     let err = LinuxContainerManager::new(CmConfig {
         system_reserved_cgroup: "/missing".into(),
-        ..cfg
+        ..cfg.clone()
     })
     .unwrap_err()
     .to_string();
@@ -290,4 +290,14 @@ fn reserved_cgroups_get_their_reservations_as_limits() {
         err.contains("Failed to enforce System Reserved Cgroup Limits on \"/missing\""),
         "{err}"
     );
+
+    // Without cgroups per QoS there is no node allocatable cgroup to enforce beside: refused,
+    // never silently skipped.
+    let err = LinuxContainerManager::new(CmConfig {
+        cgroups_per_qos: false,
+        ..cfg
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("not supported unless cgroupsPerQOS"), "{err}");
 }

@@ -1,6 +1,7 @@
 //! `emptyDir` volumes: a directory under the pod (mode 0777, as Go), or for
-//! `medium: Memory` a tmpfs (its root 1777, as Go leaves it) mounted there with `size=` from `sizeLimit` (else the pod's memory
-//! limit when every container has one, else the node's allocatable memory). Blocking.
+//! `medium: Memory` a tmpfs (its root 1777, as Go leaves it) mounted there with `size=` from
+//! `sizeLimit` (else the pod's memory limit when every container has one, else the node's
+//! allocatable memory). Blocking.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
