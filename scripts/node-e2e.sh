@@ -288,8 +288,9 @@ cmd_inner() {
       tail -n 1
   )
   endpoint=${endpoint#KUBELET_RS_CRI_ENDPOINT=}
-  local sock=${endpoint#unix://} ctr
-  ctr=$(KUBELET_RS_NODE_INSTANCE=$INSTANCE bash "$SCRIPT_DIR/node-env.sh" env | sed -n 's/^KUBELET_RS_CTR=//p')
+  local sock=${endpoint#unix://} ctr instance_env
+  instance_env=$(KUBELET_RS_NODE_INSTANCE=$INSTANCE bash "$SCRIPT_DIR/node-env.sh" env)
+  ctr=$(sed -n 's/^KUBELET_RS_CTR=//p' <<<"$instance_env")
   bash "$SCRIPT_DIR/conformance.sh" import-images "$ctr" "$sock"
   # The runtime starts again when it dies, as systemd restarts it on a node (the Restart group
   # kills it); in /runtime, as at first.
@@ -306,9 +307,7 @@ cmd_inner() {
     done
   ) &
   supervisor=$!
-  start_mirror "$ctr" "$sock" \
-    "$(KUBELET_RS_NODE_INSTANCE=$INSTANCE bash "$SCRIPT_DIR/node-env.sh" env | sed -n 's/^KUBELET_RS_REGISTRY_HOSTS_DIR=//p')" \
-    "$out"
+  start_mirror "$ctr" "$sock" "$(sed -n 's/^KUBELET_RS_REGISTRY_HOSTS_DIR=//p' <<<"$instance_env")" "$out"
   # The MirrorPodWithGracePeriod static pod's image.
   "$ctr" -a "$sock" -n k8s.io images tag --force docker.io/library/busybox:1.29 docker.io/library/busybox:1.31.1 >/dev/null
   # The suite's working directory (ginkgo runs a test binary in the binary's directory): its
@@ -443,16 +442,23 @@ summarize() {
     "$(cat "$out/focus" 2>/dev/null || echo "$FOCUS_CI")" "$out/junit"
 }
 
+# go_only_passes DIR: the specs Go passed and kubelet-rs did not, one a line, of the runs
+# under DIR (DIR/KIND/passed.txt); exit 1 when either run is missing.
+go_only_passes() {
+  [ -f "$1/go-kubelet/passed.txt" ] && [ -f "$1/kubelet-rs/passed.txt" ] || return 1
+  grep -F -x -v -f "$1/kubelet-rs/passed.txt" "$1/go-kubelet/passed.txt" || true
+}
+
 print_table() {
-  local k
+  local k only
   printf '%-12s %s\n' kubelet result
   for k in kubelet-rs go-kubelet; do
     printf '%-12s %s (%ss)\n' "$k" "$(head -n 1 "$RESULTS/$k/summary.txt" 2>/dev/null || echo 'no run')" \
       "$(cat "$RESULTS/$k/seconds" 2>/dev/null || echo '?')"
   done
-  if [ -f "$RESULTS/go-kubelet/passed.txt" ] && [ -f "$RESULTS/kubelet-rs/passed.txt" ]; then
+  if only=$(go_only_passes "$RESULTS"); then
     echo "Go passes, kubelet-rs does not:"
-    grep -F -x -v -f "$RESULTS/kubelet-rs/passed.txt" "$RESULTS/go-kubelet/passed.txt" | sed 's/^/  /' || echo "  (none)"
+    if [ -n "$only" ]; then sed 's/^/  /' <<<"$only"; else echo "  (none)"; fi
   fi
 }
 
@@ -478,7 +484,7 @@ cmd_groups() {
 
 # The groups' last results side by side (the README's table).
 print_group_table() {
-  local g k line
+  local g k line only
   printf '| group | Go kubelet v1.20.2 | kubelet-rs | Go passes, kubelet-rs fails |\n|---|---|---|---|\n'
   while read -r g; do
     line="| $g"
@@ -493,8 +499,8 @@ print_group_table() {
         line="$line | not run"
       fi
     done
-    if [ -f "$GROUP_RESULTS/$g/go-kubelet/passed.txt" ] && [ -f "$GROUP_RESULTS/$g/kubelet-rs/passed.txt" ]; then
-      line="$line | $(grep -F -x -v -f "$GROUP_RESULTS/$g/kubelet-rs/passed.txt" "$GROUP_RESULTS/$g/go-kubelet/passed.txt" | paste -sd ';' - || true)"
+    if only=$(go_only_passes "$GROUP_RESULTS/$g"); then
+      line="$line | $(paste -sd ';' - <<<"$only")"
     else
       line="$line | ?"
     fi
