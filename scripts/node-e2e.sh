@@ -17,6 +17,7 @@
 #                                     the [Serial]/[NodeFeature:*] groups (SPEC_GROUPS below) one run
 #                                     each, then their table (`group-table` prints it again)
 #   scripts/node-e2e.sh skips         the skip list with reasons (the README's)
+#   scripts/node-e2e.sh go-kubelet    build the Go kubelet v1.20.2 of the tree once; print its path
 #   scripts/node-e2e.sh down          remove what an interrupted run left
 #
 # In local mode the test binary starts everything itself: an embedded etcd, a kube-apiserver on
@@ -88,6 +89,8 @@ SKIPS=(
   'ContainerLogRotation \[Slow\] \[Serial\] \[Disruptive\] when a container generates a lot of log should be rotated and limited to a fixed amount of files :: its configuration turns on the CRIContainerLogRotation feature gate (GA in 1.21, since removed): no Go kubelet from 1.25 on knows it and they refuse to start ("unrecognized feature gate: CRIContainerLogRotation"), as kubelet-rs does; the rotation itself (containerLogMaxSize/MaxFiles) is covered by kubelet-rs'"'"'s own tests (tests/tests/node_log_rotation.rs)'
   'PrivilegedPod \[NodeConformance\] should enable privileged commands :: the kernel has no dummy netdevice (ip link add dummy1 type dummy: Operation not supported)'
   'MirrorPod when create a mirror pod +should (be updated when static pod updated|be recreated when mirror pod (gracefully|forcibly) deleted) :: the static pod of these specs sets `restartPolicy: Always` on its regular container (meant for the pod): v1.20 dropped the then unknown field, current Go kubelets validate static pods and refuse it (a container-level restartPolicy is allowed on init containers only; on regular containers only with the ContainerRestartRules gate, alpha and off), and kubelet-rs follows them'
+  'LocalStorageCapacityIsolationEviction \[Slow\] \[Serial\] \[Disruptive\] \[Feature:LocalStorageCapacityIsolation\]\[NodeFeature:Eviction\] when we run containers that should cause evictions due to pod local storage violations +should eventually evict all of the correct pods :: expects the pod writing 200Mi into a memory-backed emptyDir with a 100Mi sizeLimit to be evicted; since SizeMemoryBackedVolumes (beta, on, 1.22; GA 1.32) the Go kubelet mounts that tmpfs with size=sizeLimit, as kubelet-rs does, so the writes stop at the limit and nothing exceeds it (v1.20, gate off, mounted it unbounded). The spec'"'"'s five other pods are evicted or kept as it expects'
+  'ImageGCNoEviction \[Slow\] \[Serial\] \[Disruptive\]\[NodeFeature:Eviction\] when we run containers that should cause DiskPressure +should eventually evict all of the correct pods :: expects image garbage collection to free the 10000 inodes it consumes beyond the threshold; the local image builds are a few files each, so no kubelet can (the Go kubelet v1.20.2 fails it here too)'
 )
 
 # The [Serial], [Slow] and [NodeFeature:*] groups of subsystems kubelet-rs has, one run each
@@ -185,16 +188,27 @@ kubelet_dir() {
 # ---------------------------------------------------------------------------------------------
 # the namespaces of a run
 
-# The run's own registry (plain HTTP on the namespace's loopback), the mirror of k8s.gcr.io for
-# the run's containerd: the suite pulls its memory hog with `imagePullPolicy: Always`
-# (k8s.gcr.io/stress:v1, a local build of scripts/stress.c), and no registry is reachable.
+# The run's own registry (plain HTTP on the namespace's loopback), the mirror of every registry
+# the run's images are named after (docker.io, k8s.gcr.io, …), as a node's registries are
+# there for it: the suite pulls its memory hog with `imagePullPolicy: Always`
+# (k8s.gcr.io/stress:v1, a local build of scripts/stress.c), and an image that garbage
+# collection or an eviction's reclaim removed is pulled again when the next spec needs it.
+# No registry is reachable, so the local builds are what it serves.
 MIRROR_ADDR=127.0.0.1:5000
-MIRRORED=(k8s.gcr.io/stress:v1)
 
-# start_mirror CTR SOCKET HOSTS_DIR OUT: the registry, the mirrored images pushed to it, and
-# containerd's hosts.toml for k8s.gcr.io naming it.
+# mirrored_refs CTR SOCKET: the run's images named after a registry (not the local builds'
+# kubelet-rs.local names, not bare ids or digests).
+mirrored_refs() {
+  "$1" -a "$2" -n k8s.io images ls -q |
+    grep -v -e '^sha256:' -e '^kubelet-rs\.local/' -e '@' -e "^$MIRROR_ADDR/" |
+    grep '^[^/]*\.[^/]*/' || true
+}
+
+# start_mirror CTR SOCKET HOSTS_DIR OUT: the registry, the images pushed to it (a registry's
+# repository path as it is: docker.io/library/busybox → library/busybox), and containerd's
+# hosts.toml for each of their registries naming it.
 start_mirror() {
-  local ctr=$1 sock=$2 hosts=$3 out=$4 image i
+  local ctr=$1 sock=$2 hosts=$3 out=$4 ref host i server
   rm -rf "$STATE/registry" && mkdir -p "$STATE/registry/data"
   printf 'version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n' \
     "$STATE/registry/data" "$MIRROR_ADDR" >"$STATE/registry/config.yml"
@@ -204,22 +218,31 @@ start_mirror() {
     sleep 0.2
   done
   curl -sf "http://$MIRROR_ADDR/v2/" >/dev/null || die "the run's registry did not start (log: $out/registry.log)"
-  for image in "${MIRRORED[@]}"; do
-    "$ctr" -a "$sock" -n k8s.io images push --plain-http "$MIRROR_ADDR/${image#*/}" "$image" >/dev/null ||
-      die "pushing $image to the run's registry failed"
-  done
-  mkdir -p "$hosts/k8s.gcr.io"
-  printf 'server = "https://k8s.gcr.io"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
-    "$MIRROR_ADDR" >"$hosts/k8s.gcr.io/hosts.toml"
-  echo "$hosts/k8s.gcr.io" >"$STATE/registry/hosts-entry"
+  : >"$STATE/registry/hosts-entry"
+  local -A hosts_done=()
+  while read -r ref; do
+    "$ctr" -a "$sock" -n k8s.io images push --plain-http "$MIRROR_ADDR/${ref#*/}" "$ref" >/dev/null ||
+      die "pushing $ref to the run's registry failed"
+    host=${ref%%/*}
+    [ -n "${hosts_done[$host]:-}" ] && continue
+    hosts_done[$host]=1
+    server="https://$host"
+    [ "$host" = docker.io ] && server=https://registry-1.docker.io
+    mkdir -p "$hosts/$host"
+    printf 'server = "%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+      "$server" "$MIRROR_ADDR" >"$hosts/$host/hosts.toml"
+    echo "$hosts/$host" >>"$STATE/registry/hosts-entry"
+  done < <(mirrored_refs "$ctr" "$sock")
+  [ -n "${hosts_done[k8s.gcr.io]:-}" ] || die "k8s.gcr.io/stress:v1 is not among the run's images"
 }
 
-# The mirror's hosts.toml out of the instance's hosts directory (the registry itself ends with
-# the namespace).
+# The mirror's hosts.toml files out of the instance's hosts directory (the registry itself
+# ends with the namespace).
 stop_mirror() {
   local entry
-  entry=$(cat "$STATE/registry/hosts-entry" 2>/dev/null || true)
-  [ -z "$entry" ] || rm -rf "$entry"
+  while read -r entry; do
+    [ -z "$entry" ] || rm -rf "$entry"
+  done <"$STATE/registry/hosts-entry" 2>/dev/null || true
   rm -rf "$STATE/registry"
 }
 
@@ -533,6 +556,7 @@ main() {
       cmd_groups "$@"
       ;;
     group-table) print_group_table ;;
+    go-kubelet) echo "$(go_kubelet)/kubelet" ;;
     table) print_table ;;
     summary) summarize "${2:-kubelet-rs}" ;;
     ci)
@@ -552,7 +576,7 @@ main() {
       ;;
     down) cleanup ;;
     *)
-      echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|compare [FOCUS]|groups [KIND|all] [GROUP...]|group-table|table|summary KIND|ci|skips|down" >&2
+      echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|compare [FOCUS]|groups [KIND|all] [GROUP...]|group-table|table|summary KIND|ci|skips|go-kubelet|down" >&2
       exit 2
       ;;
   esac

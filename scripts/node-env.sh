@@ -69,7 +69,7 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=cgroup-tree.sh
 . "$SCRIPT_DIR/cgroup-tree.sh"
 PACKAGES=(containerd runc containernetworking-plugins busybox-static umoci protobuf-compiler
-  iproute2 iptables gcc libc6-dev)
+  iproute2 iptables gcc libc6-dev dbus-daemon)
 # What containerd 1.7 from trixie needs besides (patchelf: its runc runs on trixie's glibc).
 PACKAGES_17=(patchelf)
 BUSYBOX_APPLETS=(sh ash ls cat echo sleep httpd wget date env touch rm mkdir ps kill true false

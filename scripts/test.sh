@@ -84,14 +84,29 @@ started_ctd17=1
   cargo test -p kubelet-tests --test cri_backend --test engine_evented_pleg --test engine_lifecycle \
     --test engine_pods --test engine_probes --test engine_restart --test engine_images \
     --test engine_volumes --test engine_delete --test engine_cgroups --test engine_pod_api \
-    --test engine_static_pods --test node_log_rotation --test node_image_gc
+    --test engine_static_pods --test engine_cpu_manager --test node_log_rotation --test node_image_gc
 ) 2>&1 | tee -a "$results"
 ctd17 down >/dev/null
 started_ctd17=0
 echo "== tests that restart containerd (one at a time)"
 cargo test -p kubelet-tests -- --ignored --test-threads=1 containerd_restart 2>&1 | tee -a "$results"
+echo "== the CPU manager's state file against the Go kubelet v1.20.2's (builds it once from the tree)"
+bash scripts/node-e2e.sh go-kubelet >/dev/null
+cargo test -p kubelet-tests --test standalone_cpu_manager_go -- --ignored 2>&1 | tee -a "$results"
 echo "== the API server outage test (stops the shared apiserver, so alone)"
 cargo test -p kubelet-tests --test cluster_apiserver_outage -- --ignored 2>&1 | tee -a "$results"
+# --- the systemd host tier (issue #35) -----------------------------------------------------
+# kubelet-rs (the debug build above) as a systemd service on a systemd + cgroup v2 host: a qemu
+# VM under software emulation (scripts/vm.sh, image cached in /var/cache/kubelet-rs/vm), once
+# with the systemd cgroup driver and once with cgroupfs; see README "systemd hosts".
+# KUBELET_RS_VM_TIER=0 leaves it out; a failed check fails CI.
+if [ "${KUBELET_RS_VM_TIER:-1}" != 0 ]; then
+  echo "== systemd host tier: kubelet-rs on systemd + cgroup v2 in a VM (both cgroup drivers)"
+  vm_tier_start=$SECONDS
+  cargo build -q -p kubelet-bin
+  KUBELET_RS_VM_KUBELET="$CARGO_TARGET_DIR/debug/kubelet" bash scripts/vm-tier.sh all
+  echo "== systemd host tier took $((SECONDS - vm_tier_start)) s"
+fi
 # --- conformance (issue #16) ---------------------------------------------------------------
 # The upstream [NodeConformance] specs against kubelet-rs (debug build, already built above) on a
 # cluster of its own (second control plane, containerd instance "conf"); see README "Conformance".

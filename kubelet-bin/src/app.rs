@@ -184,6 +184,7 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
                 loaded.runtime_endpoint()
             )
         })?;
+    check_runtime_cgroup_driver(&loaded.config.cgroup_driver, runtime.cgroup_driver().await)?;
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(
         kubelet_core::metrics::InstrumentedRuntime::new(Arc::new(runtime)),
     );
@@ -211,6 +212,23 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
         tasks.wait().await;
     }
     result
+}
+
+/// The kubelet's and the runtime's cgroup drivers must agree: with different drivers the
+/// runtime puts containers outside the pod cgroups the kubelet made (or fails to parse the
+/// cgroup parent), so the mismatch stops the start with both named.
+fn check_runtime_cgroup_driver(kubelet: &str, runtime: Option<&str>) -> Result<()> {
+    match runtime {
+        Some(r) if r != kubelet => anyhow::bail!(
+            "cgroupDriver {kubelet:?} differs from the container runtime's cgroup driver {r:?} (containerd: SystemdCgroup = {} in the default runtime's options); set both to the same driver",
+            r == "systemd"
+        ),
+        Some(r) => {
+            tracing::info!(cgroup_driver = r, "the container runtime uses the same cgroup driver");
+            Ok(())
+        }
+        None => Ok(()),
+    }
 }
 
 /// A cluster member with the certificates behind its API clients.
@@ -332,6 +350,9 @@ pub async fn create_and_init_kubelet(
     create_and_init_kubelet_with(loaded, runtime, cm, None).await
 }
 
+/// How long a call to logind may take.
+const LOGIND_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// [`create_and_init_kubelet`] in cluster mode: the member's API source and status sink too.
 pub async fn create_and_init_kubelet_with(
     loaded: &LoadedConfig,
@@ -397,6 +418,17 @@ pub async fn create_and_init_kubelet_with(
     }
     if sources == 0 {
         tracing::warn!("no pod source: set --pod-manifest-path (staticPodPath) or --manifest-url (staticPodURL)");
+    }
+    if !crate::config::node_shutdown_config(&loaded.config)
+        .groups()
+        .is_empty()
+    {
+        // Graceful node shutdown: systemd-logind on the system bus (Go's nodeshutdown).
+        builder = builder.shutdown_inhibitor(Arc::new(kubelet_cm::logind::LogindInhibitor::new(
+            &kubelet_cm::cgroups::systemd::dbus_client::DbusSystemd::system_bus_address(),
+            LOGIND_TIMEOUT,
+            std::path::PathBuf::from(kubelet_cm::logind::LOGIND_CONF_DIR),
+        )));
     }
     builder.build().context("building the kubelet")
 }
@@ -560,6 +592,23 @@ mod tests {
             Some("unix:///run/img.sock")
         );
         assert_eq!(cm_config(&d).cgroup_root, "/");
+    }
+
+    #[test]
+    fn the_runtimes_cgroup_driver_must_be_the_kubelets() {
+        check_runtime_cgroup_driver("systemd", Some("systemd")).unwrap();
+        check_runtime_cgroup_driver("cgroupfs", None).unwrap();
+        let err = check_runtime_cgroup_driver("systemd", Some("cgroupfs"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cgroupDriver \"systemd\" differs from the container runtime's cgroup driver \"cgroupfs\" (containerd: SystemdCgroup = false"),
+            "{err}"
+        );
+        assert_eq!(
+            cm_config(&load(&["--cgroup-driver=systemd"])).cgroup_driver,
+            "systemd"
+        );
     }
 
     #[tokio::test]

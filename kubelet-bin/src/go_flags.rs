@@ -216,14 +216,14 @@ pub const TABLE: &[GoFlag] = &[
     config("volume-stats-agg-period", Duration, "1m0s", "volumeStatsAggPeriod", "Period of volume disk usage calculation"),
     config("kube-reserved-cgroup", Str, "", "kubeReservedCgroup", "Cgroup of Kubernetes daemons (kube-reserved enforcement)"),
     config("system-reserved-cgroup", Str, "", "systemReservedCgroup", "Cgroup of system daemons (system-reserved enforcement)"),
-    // KubeletConfiguration fields kubelet-rs parses but does not act on (config::parsed_only).
-    config("contention-profiling", Bool, "false", "enableContentionProfiling", "Enable block profiling"),
     config("cpu-manager-policy", Str, "none", "cpuManagerPolicy", "CPU manager policy (none, static)"),
-    config("cpu-manager-policy-options", Map, "", "cpuManagerPolicyOptions", "CPU manager policy options (key=value,...)"),
     config("cpu-manager-reconcile-period", Duration, "10s", "cpuManagerReconcilePeriod", "CPU manager reconciliation period"),
-    config("memory-manager-policy", Str, "None", "memoryManagerPolicy", "Memory manager policy (None, Static)"),
     config("topology-manager-policy", Str, "none", "topologyManagerPolicy", "Topology manager policy"),
     config("topology-manager-scope", Str, "container", "topologyManagerScope", "Topology manager scope (container, pod)"),
+    // KubeletConfiguration fields kubelet-rs parses but does not act on (config::parsed_only).
+    config("contention-profiling", Bool, "false", "enableContentionProfiling", "Enable block profiling"),
+    config("cpu-manager-policy-options", Map, "", "cpuManagerPolicyOptions", "CPU manager policy options (key=value,...)"),
+    config("memory-manager-policy", Str, "None", "memoryManagerPolicy", "Memory manager policy (None, Static)"),
     config("topology-manager-policy-options", Map, "", "topologyManagerPolicyOptions", "Topology manager policy options (key=value,...)"),
     config("qos-reserved", Map, "", "qosReserved", "Memory reserved per QoS class (memory=50%)"),
     config("reserved-memory", ReservedMemory, "", "reservedMemory", "Memory reserved per NUMA node (0:memory=1Gi;1:memory=2Gi)"),

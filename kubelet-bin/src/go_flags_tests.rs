@@ -68,7 +68,7 @@ fn the_seed_nodes_164_flags_are_all_accepted() {
     let loaded = load(&line).unwrap_or_else(|e| panic!("refused: {e}"));
     // Values of the command line and of the file arrive.
     assert_eq!(loaded.verbosity, 8);
-    assert_eq!(loaded.config.parsed_only.cpu_manager_policy, "none");
+    assert_eq!(loaded.config.cpu_manager_policy, "none");
     assert_eq!(loaded.config.oom_score_adj, -999);
     assert!(
         loaded.config.allowed_unsafe_sysctls.is_empty(),
@@ -227,14 +227,14 @@ fn configuration_flags_override_the_file_and_feature_gates_merge() {
     std::fs::write(
         &config,
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-         cpuManagerPolicy: none\nstreamingConnectionIdleTimeout: 1h\nenableServer: true\n\
+         memoryManagerPolicy: None\nstreamingConnectionIdleTimeout: 1h\nenableServer: true\n\
          featureGates: {EventedPLEG: true, MemoryQoS: true}\nauthentication: {webhook: {cacheTTL: 1m}}\n",
     )
     .unwrap();
     let c = format!("--config={}", config.display());
     let loaded = load(&args(&[
         &c,
-        "--cpu-manager-policy=static",
+        "--memory-manager-policy=Static",
         "--streaming-connection-idle-timeout=5m",
         "--feature-gates=MemoryQoS=false,CPUManagerPolicyAlphaOptions=true",
         "--authentication-token-webhook-cache-ttl=3m",
@@ -242,7 +242,7 @@ fn configuration_flags_override_the_file_and_feature_gates_merge() {
     ]))
     .unwrap();
     let k = &loaded.config;
-    assert_eq!(k.parsed_only.cpu_manager_policy, "static");
+    assert_eq!(k.parsed_only.memory_manager_policy, "Static");
     assert_eq!(k.streaming_connection_idle_timeout.0.as_secs(), 300);
     assert!(!k.enable_server);
     assert_eq!(k.authentication.webhook.cache_ttl.0.as_secs(), 180);
@@ -262,7 +262,7 @@ fn configuration_flags_override_the_file_and_feature_gates_merge() {
     // A configuration flag kubelet-rs does not act on is reported as the file's field is.
     let w = loaded.warnings.join("\n");
     assert!(
-        w.contains("KubeletConfiguration field cpuManagerPolicy is not supported by kubelet-rs; its value \"static\" is ignored"),
+        w.contains("KubeletConfiguration field memoryManagerPolicy is not supported by kubelet-rs; its value \"Static\" is ignored"),
         "{w}"
     );
     // Not given on the command line: the file's value stays.

@@ -339,6 +339,7 @@ mod tests {
                     cpu,
                     core: cpu,
                     socket: 0,
+                    numa_node: 0,
                 })
                 .collect(),
             memory_capacity: 16 * GI as u64,

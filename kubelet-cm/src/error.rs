@@ -68,11 +68,11 @@ pub enum Error {
     /// Some other configuration value is invalid.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
-    /// The cgroup driver is not supported by this implementation.
-    #[error("cgroup driver {driver:?} is not supported here: only \"cgroupfs\" is implemented (no systemd on this node)")]
-    UnsupportedCgroupDriver {
-        /// The driver requested.
-        driver: String,
+    /// `cgroupDriver: systemd` on a host where systemd cannot be reached.
+    #[error("cgroupDriver \"systemd\" needs systemd as the host's init system: {reason}")]
+    SystemdUnavailable {
+        /// What is missing or failed.
+        reason: String,
     },
     /// A cgroup operation failed.
     #[error(transparent)]

@@ -1,10 +1,11 @@
 //! # kubelet-cm
 //!
 //! The Linux container manager of kubelet-rs, implementing
-//! [`kubelet_core::ContainerManager`] the way Go's `pkg/kubelet/cm` does with the cgroupfs
-//! driver: it reads the machine (CPUs, memory, hugepages, ids, ephemeral storage), refuses
-//! to run with swap on (`failSwapOn`), computes capacity and allocatable (reservations and
-//! hard eviction thresholds), detects cgroup v1 / v2 / hybrid from the mount table, creates
+//! [`kubelet_core::ContainerManager`] the way Go's `pkg/kubelet/cm` does, with the cgroupfs
+//! driver or the systemd one ([`cgroups::systemd`]: slices over D-Bus): it reads the
+//! machine (CPUs, memory, hugepages, ids, ephemeral storage), refuses to run with swap on
+//! (`failSwapOn`), computes capacity and allocatable (reservations and hard eviction
+//! thresholds), detects cgroup v1 / v2 / hybrid from the mount table, creates
 //! the QoS hierarchy (`kubepods`, `kubepods/burstable`, `kubepods/besteffort`) with node
 //! allocatable enforced on `kubepods`, and creates/removes the per-pod `pod<uid>` cgroups
 //! that the runtime uses as cgroup parent. It measures the node for the core stats contract
@@ -32,6 +33,7 @@ pub mod cgroups;
 mod error;
 pub mod helpers;
 mod host_root;
+pub mod logind;
 pub mod machine;
 mod manager;
 pub mod oom;

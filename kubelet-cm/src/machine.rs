@@ -113,6 +113,7 @@ fn read_topology(root: &Path) -> Result<Vec<CpuTopology>, Error> {
             path: online_path.clone(),
             message: e.to_string(),
         })?;
+        let numa = read_numa_nodes(root);
         let mut out = Vec::with_capacity(cpus.len());
         for cpu in cpus {
             let dir = under(root, &format!("/sys/devices/system/cpu/cpu{cpu}/topology"));
@@ -131,7 +132,13 @@ fn read_topology(root: &Path) -> Result<Vec<CpuTopology>, Error> {
             };
             let core = read_id("core_id")?.unwrap_or(cpu);
             let socket = read_id("physical_package_id")?.unwrap_or(0);
-            out.push(CpuTopology { cpu, core, socket });
+            let numa_node = numa.get(&cpu).copied().unwrap_or(0);
+            out.push(CpuTopology {
+                cpu,
+                core,
+                socket,
+                numa_node,
+            });
         }
         if !out.is_empty() {
             return Ok(out);
@@ -153,7 +160,12 @@ fn read_topology(root: &Path) -> Result<Vec<CpuTopology>, Error> {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(cpu);
         let socket = info.physical_id(i).unwrap_or(0);
-        out.push(CpuTopology { cpu, core, socket });
+        out.push(CpuTopology {
+            cpu,
+            core,
+            socket,
+            numa_node: 0,
+        });
     }
     if out.is_empty() {
         return Err(Error::ParseFile {
@@ -163,6 +175,35 @@ fn read_topology(root: &Path) -> Result<Vec<CpuTopology>, Error> {
     }
     out.sort_by_key(|t| t.cpu);
     Ok(out)
+}
+
+/// Each CPU's NUMA node, from `/sys/devices/system/node/node<N>/cpulist` (as cAdvisor);
+/// empty on kernels without NUMA support (every CPU then counts as node 0).
+fn read_numa_nodes(root: &Path) -> std::collections::BTreeMap<u32, u32> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(under(root, "/sys/devices/system/node")) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(node) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("node"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Some(list) = read_trimmed_opt(&entry.path().join("cpulist")) else {
+            continue;
+        };
+        match parse_cpuset(&list) {
+            Ok(cpus) => out.extend(cpus.into_iter().map(|cpu| (cpu, node))),
+            Err(e) => {
+                tracing::warn!(node, error = %e, "unreadable NUMA node CPU list; its CPUs count as node 0")
+            }
+        }
+    }
+    out
 }
 
 /// Huge page pools from `/sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages`.
@@ -339,6 +380,8 @@ pub(crate) mod tests {
         assert_eq!(info.num_cores, 4);
         assert_eq!(info.num_physical_cores, 4);
         assert_eq!(info.num_sockets, 2);
+        let numa: Vec<u32> = info.topology.iter().map(|t| t.numa_node).collect();
+        assert_eq!(numa, [0, 0, 0, 0], "no node directories: node 0");
         assert_eq!(info.memory_capacity, 24_684_084 * 1024);
         assert_eq!(
             info.hugepages,
@@ -369,6 +412,23 @@ pub(crate) mod tests {
         let info = read_machine_info(dir.path(), dir.path()).unwrap();
         assert_eq!(info.machine_id, "etcid");
         assert_eq!(info.system_uuid, "UUID-1");
+
+        // One NUMA node per socket; a garbled list leaves its CPUs on node 0.
+        write(
+            dir.path(),
+            "/sys/devices/system/node/node0/cpulist",
+            "0-1\n",
+        );
+        write(
+            dir.path(),
+            "/sys/devices/system/node/node1/cpulist",
+            "2-3\n",
+        );
+        write(dir.path(), "/sys/devices/system/node/node2/cpulist", "x\n");
+        write(dir.path(), "/sys/devices/system/node/online", "0-2\n");
+        let info = read_machine_info(dir.path(), dir.path()).unwrap();
+        let numa: Vec<u32> = info.topology.iter().map(|t| t.numa_node).collect();
+        assert_eq!(numa, [0, 0, 1, 1]);
     }
 
     #[test]

@@ -18,8 +18,11 @@ use crate::allocatable::{
     node_allocatable_reservation, parse_eviction_hard, parse_reserved, to_resource_list,
     validate_reservation, Amounts, RESOURCE_PID,
 };
+use crate::cgroups::systemd::bus::SystemdBus;
+use crate::cgroups::systemd::dbus_client::DbusSystemd;
 use crate::cgroups::{
     detect, manager_for, CgroupManager, CgroupMounts, CgroupName, ResourceConfig,
+    SystemdCgroupManager,
 };
 use crate::error::Error;
 use crate::helpers::{hugepage_size_bytes, resource_config_for_pod};
@@ -43,7 +46,8 @@ pub struct CmConfig {
     pub cgroup_root: String,
     /// `cgroupsPerQOS` (default true).
     pub cgroups_per_qos: bool,
-    /// `cgroupDriver`: only `cgroupfs` is supported (default `cgroupfs`).
+    /// `cgroupDriver`: `cgroupfs` (default) or `systemd` (slices over D-Bus; see
+    /// [`crate::cgroups::systemd`]).
     pub cgroup_driver: String,
     /// `cpuCFSQuota` (default true): enforce cpu limits with CFS quota.
     pub cpu_cfs_quota: bool,
@@ -190,7 +194,7 @@ pub(crate) struct Inner {
 }
 
 /// The Linux container manager: machine info, capacity/allocatable, the QoS cgroup
-/// hierarchy and per-pod cgroups (cgroupfs driver, cgroup v1, v2 or hybrid).
+/// hierarchy and per-pod cgroups (cgroupfs or systemd driver, cgroup v1, v2 or hybrid).
 ///
 /// Construction does blocking file IO; call it from a blocking context
 /// (`tokio::task::spawn_blocking`) when on a runtime thread. The async trait methods move
@@ -212,18 +216,32 @@ impl LinuxContainerManager {
     /// `kubepods/besteffort` under the cgroup root, enforcing node allocatable on `kubepods`.
     pub fn new(config: CmConfig) -> Result<LinuxContainerManager, Error> {
         match config.cgroup_driver.as_str() {
-            "cgroupfs" => {}
+            "cgroupfs" => Self::build(config, None),
             "systemd" => {
-                return Err(Error::UnsupportedCgroupDriver {
-                    driver: config.cgroup_driver.clone(),
-                })
+                let bus = connect_systemd(&config.root)?;
+                Self::build(config, Some(Box::new(bus)))
             }
-            other => {
-                return Err(Error::InvalidConfig(format!(
-                    "unknown cgroupDriver {other:?} (expected \"cgroupfs\" or \"systemd\")"
-                )))
-            }
+            other => Err(Error::InvalidConfig(format!(
+                "unknown cgroupDriver {other:?} (expected \"cgroupfs\" or \"systemd\")"
+            ))),
         }
+    }
+
+    /// As [`new`](Self::new) with the systemd driver over `bus` instead of the system bus
+    /// (`cgroup_driver` is taken to be `systemd`): for embedders with their own connection,
+    /// and for tests.
+    pub fn with_systemd_bus(
+        mut config: CmConfig,
+        bus: Box<dyn SystemdBus>,
+    ) -> Result<LinuxContainerManager, Error> {
+        config.cgroup_driver = "systemd".into();
+        Self::build(config, Some(bus))
+    }
+
+    fn build(
+        config: CmConfig,
+        systemd: Option<Box<dyn SystemdBus>>,
+    ) -> Result<LinuxContainerManager, Error> {
         validate_enforce_keys(&config.enforce_node_allocatable)?;
         if config.cpu_cfs_quota_period < Duration::from_millis(1)
             || config.cpu_cfs_quota_period > Duration::from_secs(1)
@@ -256,8 +274,14 @@ impl LinuxContainerManager {
         }
 
         let mounts = detect(&config.root)?;
-        let cgroups = manager_for(&config.root, &mounts);
-        tracing::info!(mode = ?mounts.mode, cgroup_root = %config.cgroup_root, "detected cgroups");
+        let cgroups = match systemd {
+            None => manager_for(&config.root, &mounts),
+            Some(bus) => Box::new(SystemdCgroupManager::new(
+                manager_for(&config.root, &mounts),
+                bus,
+            )),
+        };
+        tracing::info!(mode = ?mounts.mode, driver = %config.cgroup_driver, cgroup_root = %config.cgroup_root, "detected cgroups");
 
         let root_name = CgroupName::from_cgroupfs(&config.cgroup_root);
         let mut kubepods_config = None;
@@ -347,10 +371,12 @@ impl LinuxContainerManager {
     /// Puts the kubelet in `kubeletCgroups` and the root cgroup's processes in
     /// `systemCgroups` ([`crate::process_placement`]); what failed, one message each. Blocking
     /// file I/O: call it off the async runtime, at start and every
-    /// [`crate::process_placement::PLACEMENT_PERIOD`].
+    /// [`crate::process_placement::PLACEMENT_PERIOD`]. Both are literal cgroupfs paths
+    /// whatever the driver, as Go's `createManager` makes them (`Systemd: false`): with the
+    /// systemd driver `kubeletCgroups: /system.slice/kubelet.service` is that directory.
     pub fn place_system_processes(&self) -> Vec<String> {
         crate::process_placement::place_processes(
-            self.inner.cgroups.as_ref(),
+            self.inner.cgroups.cgroupfs(),
             &self.inner.config.system_cgroups,
             &self.inner.config.root,
             std::process::id(),
@@ -361,6 +387,24 @@ impl LinuxContainerManager {
     pub fn stats(&self) -> Arc<CgroupStats> {
         self.stats.clone()
     }
+}
+
+/// How long a call to systemd (and the job it starts) may take.
+const SYSTEMD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Go's `IsRunningSystemd` (`/run/systemd/system` exists), then a connection to the system bus.
+fn connect_systemd(root: &std::path::Path) -> Result<DbusSystemd, Error> {
+    let marker = crate::host_root::under(root, "/run/systemd/system");
+    if !marker.is_dir() {
+        return Err(Error::SystemdUnavailable {
+            reason: format!("{} does not exist", marker.display()),
+        });
+    }
+    DbusSystemd::connect(&DbusSystemd::system_bus_address(), SYSTEMD_TIMEOUT).map_err(|e| {
+        Error::SystemdUnavailable {
+            reason: e.to_string(),
+        }
+    })
 }
 
 fn validate_enforce_keys(keys: &[String]) -> Result<(), Error> {
@@ -551,7 +595,7 @@ impl Inner {
             updated?;
         }
         Ok(PodResources {
-            cgroup_parent: Some(name.to_cgroupfs()),
+            cgroup_parent: Some(self.cgroups.runtime_name(&name)),
         })
     }
 
@@ -696,7 +740,22 @@ impl ContainerManager for LinuxContainerManager {
     }
 
     fn pod_cgroup_parent(&self, pod: &Pod) -> Option<String> {
-        self.pod_cgroup_name(pod).map(|n| n.to_cgroupfs())
+        self.pod_cgroup_name(pod)
+            .map(|n| self.inner.cgroups.runtime_name(&n))
+    }
+
+    fn container_cgroup(&self, pod: &Pod, container_id: &str) -> Option<String> {
+        if !crate::cgroups::is_plain_container_id(container_id) {
+            return None;
+        }
+        let cgroups = self.inner.cgroups.as_ref();
+        let candidates = cgroups.container_cgroups(&self.pod_cgroup_name(pod)?, container_id);
+        let literal = cgroups.cgroupfs();
+        candidates
+            .iter()
+            .find(|c| literal.exists(c))
+            .or(candidates.first())
+            .map(CgroupName::to_cgroupfs)
     }
 
     async fn pods_with_resources(&self) -> Result<Vec<String>, CmError> {

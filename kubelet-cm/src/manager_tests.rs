@@ -20,6 +20,19 @@ fn hybrid_fixture() -> tempfile::TempDir {
     dir
 }
 
+/// A cgroup v2 host tree with every controller the kubelet wants.
+fn v2_fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fixture_machine(dir.path());
+    write(dir.path(), "/proc/self/mountinfo", V2_MOUNTINFO);
+    write(
+        dir.path(),
+        "/sys/fs/cgroup/cgroup.controllers",
+        "cpuset cpu io memory pids",
+    );
+    dir
+}
+
 fn config(root: &Path) -> CmConfig {
     CmConfig {
         root: root.to_path_buf(),
@@ -56,7 +69,7 @@ fn config_errors() {
                 cgroup_driver: "systemd".into(),
                 ..config(dir.path())
             },
-            "not supported here",
+            "needs systemd as the host's init system: ",
         ),
         (
             CmConfig {
@@ -191,14 +204,7 @@ async fn qos_hierarchy_and_pods_on_hybrid_fixture() {
 
 #[tokio::test]
 async fn v2_fixture_and_custom_root() {
-    let dir = tempfile::tempdir().unwrap();
-    fixture_machine(dir.path());
-    write(dir.path(), "/proc/self/mountinfo", V2_MOUNTINFO);
-    write(
-        dir.path(),
-        "/sys/fs/cgroup/cgroup.controllers",
-        "cpuset cpu io memory pids",
-    );
+    let dir = v2_fixture();
     std::fs::create_dir_all(dir.path().join("sys/fs/cgroup/custom")).unwrap();
     let cm = LinuxContainerManager::new(CmConfig {
         cgroup_root: "/custom".into(),
@@ -212,11 +218,87 @@ async fn v2_fixture_and_custom_root() {
     let g = pod("g2", &[(full, full)]);
     let res = cm.ensure_pod_resources(&g).await.unwrap();
     assert_eq!(res.cgroup_parent.as_deref(), Some("/custom/kubepods/podg2"));
+    assert_eq!(
+        cm.container_cgroup(&g, "c1").as_deref(),
+        Some("/custom/kubepods/podg2/c1")
+    );
     assert_eq!(read(r, "custom/kubepods/podg2/cpu.max"), "max 100000");
     assert_eq!(read(r, "custom/kubepods/podg2/memory.max"), "1073741824");
     assert_eq!(read(r, "custom/kubepods/besteffort/cpu.weight"), "1");
     cm.remove_pod_resources("g2").await.unwrap();
     assert!(cm.pods_with_resources().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn systemd_driver_on_v2_fixture() {
+    use crate::cgroups::systemd::tests::{Call, FakeSystemd};
+    let dir = v2_fixture();
+    let bus = FakeSystemd::new(&dir.path().join("sys/fs/cgroup"));
+    let cm =
+        LinuxContainerManager::with_systemd_bus(config(dir.path()), Box::new(bus.clone())).unwrap();
+    let r = dir.path();
+    let started: Vec<String> = bus
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Start(unit, _) => Some(unit),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        started,
+        [
+            "kubepods.slice",
+            "kubepods-burstable.slice",
+            "kubepods-besteffort.slice"
+        ]
+    );
+    assert_eq!(read(r, "kubepods.slice/cpu.weight"), "157");
+    assert_eq!(
+        read(r, "kubepods.slice/kubepods-besteffort.slice/cpu.weight"),
+        "1"
+    );
+
+    let full: &[(&str, &str)] = &[("cpu", "1"), ("memory", "1Gi")];
+    let g = pod("g-1", &[(full, full)]);
+    let b = pod("b-2", &[(&[("cpu", "250m")], &[])]);
+    let res = cm.ensure_pod_resources(&g).await.unwrap();
+    assert_eq!(
+        res.cgroup_parent.as_deref(),
+        Some("/kubepods.slice/kubepods-podg_1.slice")
+    );
+    assert_eq!(
+        read(r, "kubepods.slice/kubepods-podg_1.slice/memory.max"),
+        "1073741824"
+    );
+    let res = cm.ensure_pod_resources(&b).await.unwrap();
+    assert_eq!(
+        res.cgroup_parent.as_deref(),
+        Some("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podb_2.slice")
+    );
+    assert_eq!(cm.pod_cgroup_parent(&b), res.cgroup_parent);
+    // cAdvisor's `id` of a container: containerd's scope in the pod slice (CRI-O's when
+    // that is the one there).
+    let slice = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podb_2.slice";
+    assert_eq!(
+        cm.container_cgroup(&b, "c1").as_deref(),
+        Some(format!("/{slice}/cri-containerd-c1.scope").as_str())
+    );
+    std::fs::create_dir_all(r.join(format!("sys/fs/cgroup/{slice}/crio-c2.scope"))).unwrap();
+    assert_eq!(
+        cm.container_cgroup(&b, "c2").as_deref(),
+        Some(format!("/{slice}/crio-c2.scope").as_str())
+    );
+    assert_eq!(cm.container_cgroup(&b, "../c3"), None);
+    assert_eq!(cm.pods_with_resources().await.unwrap(), vec!["b-2", "g-1"]);
+    cm.remove_pod_resources("g-1").await.unwrap();
+    assert!(bus
+        .calls()
+        .contains(&Call::Stop("kubepods-podg_1.slice".into())));
+    assert!(!r
+        .join("sys/fs/cgroup/kubepods.slice/kubepods-podg_1.slice")
+        .exists());
+    assert_eq!(cm.pods_with_resources().await.unwrap(), vec!["b-2"]);
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@
 //! other (Go's configuration validation). Applied once, when the container manager starts.
 
 use crate::allocatable::Amounts;
-use crate::cgroups::{CgroupManager, CgroupName};
+use crate::cgroups::CgroupManager;
 use crate::error::Error;
 
 /// `enforceNodeAllocatable` key: limit `systemReservedCgroup` to `systemReserved`.
@@ -105,7 +105,7 @@ pub fn plan(
 /// `enforceExistingCgroup`: validate, then update). The error names the cgroup in Go's words.
 pub fn enforce(cgroups: &dyn CgroupManager, planned: &[ReservedEnforcement]) -> Result<(), Error> {
     for e in planned {
-        let name = CgroupName::from_cgroupfs(&e.cgroup);
+        let name = cgroups.cgroup_name(&e.cgroup);
         let failed = |reason: String| {
             Error::InvalidConfig(format!(
                 "Failed to enforce {} Cgroup Limits on {:?}: {reason}",

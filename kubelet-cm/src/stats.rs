@@ -44,13 +44,18 @@ impl CgroupStats {
     fn read(&self, request: SampleRequest) -> Sample {
         let root = &self.inner.config.root;
         let cgroups = self.inner.cgroups.as_ref();
-        let usage = |name: &CgroupName| match cgroups.usage(name) {
-            Ok(u) => Some(u),
-            Err(e) => {
-                tracing::debug!(cgroup = %name, error = %e, "reading cgroup usage failed");
-                None
-            }
-        };
+        let usage_in =
+            |mgr: &dyn crate::cgroups::CgroupManager, name: &CgroupName| match mgr.usage(name) {
+                Ok(u) => Some(u),
+                Err(e) => {
+                    tracing::debug!(cgroup = %name, error = %e, "reading cgroup usage failed");
+                    None
+                }
+            };
+        let usage = |name: &CgroupName| usage_in(cgroups, name);
+        // The system containers' and the containers' cgroups are the runtime's and the host's
+        // paths, not names of the kubelet's driver.
+        let literal = cgroups.cgroupfs();
         let boot = self.machine.boot_time_seconds.saturating_mul(1_000_000_000);
         let system_containers = self
             .inner
@@ -62,11 +67,11 @@ impl CgroupStats {
                 let created_at = if name == system_container::KUBELET {
                     Some(self.created)
                 } else {
-                    created_at(cgroups, &cgroup, boot)
+                    created_at(literal, &cgroup, boot)
                 };
                 Some(SystemContainerSample {
                     name: name.to_string(),
-                    usage: usage(&cgroup)?,
+                    usage: usage_in(literal, &cgroup)?,
                     created_at,
                 })
             })
@@ -94,12 +99,17 @@ impl CgroupStats {
                     .ok()
                     .map(|pids| u64::try_from(pids.len()).unwrap_or(u64::MAX));
                 for id in &p.container_ids {
-                    // Runtime ids are plain names; anything else would leave the pod cgroup.
-                    if id.is_empty() || id.contains('/') || id == "." || id == ".." {
+                    if !crate::cgroups::is_plain_container_id(id) {
                         continue;
                     }
-                    if let Some(u) = usage(&c.child(id)) {
-                        pod.containers.insert(id.clone(), u);
+                    let candidates = cgroups.container_cgroups(c, id);
+                    match candidates.iter().find_map(|cg| literal.usage(cg).ok()) {
+                        Some(u) => {
+                            pod.containers.insert(id.clone(), u);
+                        }
+                        None => {
+                            tracing::debug!(pod_cgroup = %c, container = %id, "no readable container cgroup")
+                        }
                     }
                 }
                 if request.network && p.network {

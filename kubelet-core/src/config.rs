@@ -78,6 +78,18 @@ pub struct Config {
     pub container_logs_dir: PathBuf,
     /// The eviction manager (`evictionHard`, `evictionSoft`, …).
     pub eviction: EvictionConfig,
+    /// Graceful node shutdown (`shutdownGracePeriod`, `shutdownGracePeriodCriticalPods`,
+    /// `shutdownGracePeriodByPodPriority`); it runs with a
+    /// [`ShutdownInhibitor`](crate::nodeshutdown::ShutdownInhibitor) given to the builder.
+    pub node_shutdown: crate::nodeshutdown::ShutdownConfig,
+    /// The CPU manager (`cpuManagerPolicy`, `cpuManagerReconcilePeriod`,
+    /// `reservedSystemCPUs`); its `static` policy needs a container manager that measures
+    /// the machine (its CPU topology) and a cpu reservation.
+    pub cpu_manager: crate::cpumanager::CpuManagerConfig,
+    /// `topologyManagerPolicy` (default `none`).
+    pub topology_manager_policy: crate::topologymanager::TopologyPolicy,
+    /// `topologyManagerScope` (default `container`).
+    pub topology_manager_scope: crate::topologymanager::TopologyScope,
     /// Image garbage collection (`imageGC*`, `imageMinimumGCAge`, `imageMaximumGCAge`).
     pub image_gc: ImageGcPolicy,
     /// Container log rotation (`containerLogMax*`, `containerLogMonitorInterval`).
@@ -123,6 +135,10 @@ impl Default for Config {
             maximum_dead_containers: -1,
             container_logs_dir: PathBuf::from("/var/log/containers"),
             eviction: EvictionConfig::default(),
+            node_shutdown: Default::default(),
+            cpu_manager: Default::default(),
+            topology_manager_policy: Default::default(),
+            topology_manager_scope: Default::default(),
             image_gc: ImageGcPolicy::default(),
             container_logs: ContainerLogConfig::default(),
             update_channel_capacity: 64,

@@ -13,6 +13,7 @@ use crate::admission::{AdmitHandler, NodeLister};
 use crate::backoff::Backoff;
 use crate::cm::ContainerManager;
 use crate::config::Config;
+use crate::cpumanager::CpuManager;
 use crate::credentials::CredentialProvider;
 use crate::hooks::Hooks;
 use crate::images::gc::ImageGc;
@@ -26,6 +27,7 @@ use crate::runtime_state::RuntimeState;
 use crate::sink::StatusSink;
 use crate::status::StatusManager;
 use crate::summary::{SummaryCollector, SummaryConfig};
+use crate::topologymanager::TopologyManager;
 use crate::volume::VolumeManager;
 
 /// Bound of the queue of pods whose probe results changed.
@@ -66,6 +68,9 @@ pub(crate) struct Engine {
     /// Each pod's runtime state as its worker last read it, while the PLEG sees no change.
     pub pod_cache: PodCache,
     pub sources_ready: AtomicBool,
+    /// Notified when something the node status reports changed outside its own polling
+    /// (the node began or stopped shutting down).
+    pub node_status_changed: Arc<tokio::sync::Notify>,
     pub sync_permits: Option<Semaphore>,
     pub health: Health,
     /// Pod directories, volumes and the object store.
@@ -74,6 +79,11 @@ pub(crate) struct Engine {
     pub stats: Option<Arc<SummaryCollector>>,
     /// Image garbage collection (its own task, and the eviction manager's disk reclaim).
     pub image_gc: ImageGc,
+    /// The CPU manager (the `none` policy unless the builder set up another).
+    pub cpu_manager: Arc<CpuManager>,
+    /// The topology manager: the last admission step, which allocates the pod's resources
+    /// through the resource managers (the `none` policy unless the builder set up another).
+    pub topology: Arc<TopologyManager>,
 }
 
 impl Engine {
@@ -114,7 +124,12 @@ impl Engine {
                 },
             ))
         });
+        let cpu_manager = Arc::new(CpuManager::none(&config.root_dir));
+        let mut topology = TopologyManager::none();
+        topology.add_provider(cpu_manager.clone());
         Engine {
+            cpu_manager,
+            topology: Arc::new(topology),
             image_gc: ImageGc::new(config.image_gc.clone()),
             stats,
             status,
@@ -133,6 +148,7 @@ impl Engine {
             runtime_state: RuntimeState::default(),
             pod_cache,
             sources_ready: AtomicBool::new(false),
+            node_status_changed: Arc::default(),
             sync_permits,
             health: Health::default(),
             volumes,
@@ -149,6 +165,16 @@ impl Engine {
 
     pub fn crash_backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
         self.crash_backoff.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The pods the engine is to run and that have not finished (Go's `GetActivePods`):
+    /// known to the pod manager and not in a terminal phase.
+    pub fn active_pods(&self) -> Vec<Arc<k8s_openapi::api::core::v1::Pod>> {
+        self.pods()
+            .pods()
+            .into_iter()
+            .filter(|p| !crate::pod::is_mirror(p) && !self.status.is_terminal(crate::pod::uid(p)))
+            .collect()
     }
 
     /// Uids of every pod the engine knows: desired ones and those the last relist saw.

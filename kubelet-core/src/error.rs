@@ -16,12 +16,21 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The CPU manager cannot start (its state file, Go's message).
+    #[error("start cpu manager error: {0}")]
+    CpuManager(Box<crate::cpumanager::CpuManagerError>),
     /// The container runtime failed at start-up.
     #[error("container runtime: {error}")]
     Runtime {
         /// The runtime's error.
         error: RuntimeError,
     },
+}
+
+impl From<crate::cpumanager::CpuManagerError> for Error {
+    fn from(error: crate::cpumanager::CpuManagerError) -> Self {
+        Error::CpuManager(Box::new(error))
+    }
 }
 
 impl From<RuntimeError> for Error {

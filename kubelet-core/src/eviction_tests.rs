@@ -106,6 +106,16 @@ async fn memory_pressure_evicts_through_the_worker_and_rejects_best_effort_pods(
     assert!(events
         .iter()
         .any(|e| e.reason == "Evicted" && e.message == message));
+    // Its worker removes its stopped containers (Go's container deletor for evicted pods);
+    // the sandbox stays until garbage collection.
+    eventually(
+        Duration::from_secs(5),
+        "the evicted pod's containers removed",
+        || async { rt.container_ids("u-be", "app").is_empty().then_some(()) },
+    )
+    .await;
+    assert_eq!(rt.sandbox_handlers("u-be").len(), 1, "the sandbox stays");
+    let first_eviction = tokio::time::Instant::now();
 
     // A new BestEffort pod is refused while the node is under memory pressure.
     let newcomer = PodBuilder::new("newcomer", "u-new")
@@ -125,14 +135,20 @@ async fn memory_pressure_evicts_through_the_worker_and_rejects_best_effort_pods(
         Some("Pod was rejected: The node had condition: [MemoryPressure]. ")
     );
 
-    // The pressure stays: the Guaranteed pod goes next; the static pod never does.
+    // The pressure stays: the Guaranteed pod goes next, as soon as the first one's
+    // containers are gone (not after the 30 s cleanup limit); the static pod never does.
     eventually(
         Duration::from_secs(60),
         "the Guaranteed pod evicted",
         || async { (phase("u-g") == "Failed").then_some(()) },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(
+        first_eviction.elapsed() < Duration::from_secs(10),
+        "the manager measured again once the evicted pod was cleaned up: {:?}",
+        first_eviction.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(phase("u-static"), "Running", "a static pod is critical");
 
     // Lifted: the condition goes after the transition period.

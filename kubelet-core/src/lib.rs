@@ -42,6 +42,7 @@ pub use contracts::{cm, credentials, objects, runtime, sink, source, stats};
 // Helpers for backends, sources and servers that speak the kubelet's language.
 pub mod clock;
 pub mod cpu;
+pub mod cpumanager;
 pub mod cri_log;
 pub mod duration;
 pub mod eviction;
@@ -50,6 +51,7 @@ pub mod images;
 pub mod keyring;
 pub mod logs;
 pub mod metrics;
+pub mod nodeshutdown;
 pub mod pod;
 pub mod qos;
 pub mod resources;
@@ -57,6 +59,7 @@ pub mod summary;
 pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod topologymanager;
 
 // The engine: the sync loop, pod workers and their components (internal).
 mod backoff;
@@ -88,6 +91,8 @@ mod admission_lifecycle_tests;
 mod eviction_tests;
 #[cfg(test)]
 mod lifecycle_tests;
+#[cfg(test)]
+mod nodeshutdown_tests;
 #[cfg(test)]
 mod pod_api_tests;
 #[cfg(test)]

@@ -480,6 +480,7 @@ async fn orphans_are_removed_only_after_all_sources_are_seen() {
                 env: vec![],
                 mounts: vec![],
                 log_path: "c/0.log".into(),
+                cpuset_cpus: None,
             },
             &sandbox,
         )

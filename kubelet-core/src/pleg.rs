@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_unix_nanos;
 use crate::engine::Engine;
-use crate::runtime::{ContainerState, PodRef, SandboxState};
+use crate::runtime::{ContainerState, SandboxState};
 
 pub(crate) mod evented;
 
@@ -147,13 +147,14 @@ impl Pleg {
         .await?;
         let mut current: HashMap<String, Record> =
             HashMap::with_capacity(sandboxes.len() + containers.len());
-        let mut pods: HashMap<String, PodRef> = HashMap::new();
+        let mut seen = crate::runtime_state::SeenPods::default();
         for s in sandboxes {
             let state = match s.state {
                 SandboxState::Ready => Observed::SandboxReady,
                 SandboxState::NotReady => Observed::SandboxNotReady,
             };
-            pods.entry(s.pod.uid.clone())
+            seen.pods
+                .entry(s.pod.uid.clone())
                 .or_insert_with(|| s.pod.clone());
             current.insert(
                 s.id,
@@ -165,8 +166,10 @@ impl Pleg {
             );
         }
         for c in containers {
-            pods.entry(c.pod.uid.clone())
+            seen.pods
+                .entry(c.pod.uid.clone())
                 .or_insert_with(|| c.pod.clone());
+            seen.with_containers.insert(c.pod.uid.clone());
             current.insert(
                 c.id,
                 Record {
@@ -207,7 +210,7 @@ impl Pleg {
             changed.chain(skipped.iter().map(String::as_str)),
         );
         self.publish_counts();
-        self.engine.runtime_state.set_pods(pods);
+        self.engine.runtime_state.set_pods(seen);
         Ok(events)
     }
 

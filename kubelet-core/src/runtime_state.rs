@@ -1,10 +1,11 @@
 //! What the engine last learnt from the runtime: its name, whether it and its network are
 //! ready (polled every 5s by [`run`]), the host's DNS settings for pods, and which pods the
-//! last PLEG relist saw (for orphan cleanup). Written by the runtime-state poller and the
-//! PLEG, read by the sync loop, the sync step and the handle; every lock is held only for a
-//! read or a write, never across an `.await`.
+//! last PLEG relist saw (for orphan cleanup) and which of them still had containers (the
+//! eviction manager's cleanup wait). Written by the runtime-state poller and the PLEG, read
+//! by the sync loop, the sync step, the eviction manager and the handle; every lock is held
+//! only for a read or a write, never across an `.await`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
@@ -26,7 +27,16 @@ pub(crate) struct RuntimeState {
     /// The runtime handlers of the last successful status poll.
     handlers: RwLock<Vec<RuntimeHandler>>,
     /// Pods seen in the runtime at the last relist.
-    pods: Mutex<HashMap<String, PodRef>>,
+    pods: Mutex<SeenPods>,
+}
+
+/// The pods a relist saw: every pod with a sandbox or a container, and which had containers.
+#[derive(Debug, Default)]
+pub(crate) struct SeenPods {
+    /// Every pod seen, by uid.
+    pub pods: HashMap<String, PodRef>,
+    /// Uids of the pods that had at least one container (in any state).
+    pub with_containers: HashSet<String>,
 }
 
 impl Default for RuntimeState {
@@ -37,7 +47,7 @@ impl Default for RuntimeState {
             network_ready: AtomicBool::new(false),
             host_dns: RwLock::new(DnsConfig::default()),
             handlers: RwLock::new(Vec::new()),
-            pods: Mutex::new(HashMap::new()),
+            pods: Mutex::new(SeenPods::default()),
         }
     }
 }
@@ -80,7 +90,7 @@ impl RuntimeState {
     }
 
     /// Records the pods the last relist saw.
-    pub fn set_pods(&self, pods: HashMap<String, PodRef>) {
+    pub fn set_pods(&self, pods: SeenPods) {
         *self.pods.lock().unwrap_or_else(|e| e.into_inner()) = pods;
     }
 
@@ -89,6 +99,7 @@ impl RuntimeState {
         self.pods
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .pods
             .values()
             .filter(|r| !wanted(&r.uid))
             .cloned()
@@ -100,7 +111,18 @@ impl RuntimeState {
         self.pods
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .pods
             .contains_key(uid)
+    }
+
+    /// Whether the last relist saw a container (in any state) of the pod: Go's
+    /// `PodResourcesAreReclaimed` waits for none to be left.
+    pub fn has_containers(&self, uid: &str) -> bool {
+        self.pods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .with_containers
+            .contains(uid)
     }
 
     /// Asks the runtime for its version (logged, name kept) and readiness.

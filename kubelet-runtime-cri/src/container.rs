@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use k8s_cri::v1 as cri;
 use kubelet_core::runtime::{
-    ContainerConfig, ContainerStatus, ContainerSummary, RuntimeError, RuntimeResult, SandboxConfig,
+    ContainerConfig, ContainerStatus, ContainerSummary, ResourcesUpdate, RuntimeError,
+    RuntimeResult, SandboxConfig,
 };
 use tracing::{info, warn};
 
@@ -268,6 +269,34 @@ pub(crate) async fn reopen_log(rt: &CriRuntime, container_id: &str) -> RuntimeRe
         ctx("ReopenContainerLog", "container", container_id),
         rt.deadline(),
         client.reopen_container_log(req),
+    )
+    .await?;
+    Ok(())
+}
+
+/// `UpdateContainerResources` with only what `update` sets (containerd leaves zero fields
+/// as they are, which Go's CPU manager relies on too).
+pub(crate) async fn update_resources(
+    rt: &CriRuntime,
+    container_id: &str,
+    update: &ResourcesUpdate,
+) -> RuntimeResult<()> {
+    let mut client = rt.runtime.clone();
+    let req = rt.request(
+        cri::UpdateContainerResourcesRequest {
+            container_id: container_id.to_string(),
+            linux: Some(cri::LinuxContainerResources {
+                cpuset_cpus: update.cpuset_cpus.clone().unwrap_or_default(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        rt.deadline(),
+    );
+    rt.call(
+        ctx("UpdateContainerResources", "container", container_id),
+        rt.deadline(),
+        client.update_container_resources(req),
     )
     .await?;
     Ok(())

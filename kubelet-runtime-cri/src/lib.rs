@@ -56,8 +56,8 @@ use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use kubelet_core::runtime::{
     AttachRequest, ContainerConfig, ContainerEventStream, ContainerRuntime, ContainerStats,
     ContainerStatus, ContainerSummary, ExecOutput, ExecRequest, ImageFsInfo, ImageInfo, ListFilter,
-    PullImageRequest, RuntimeError, RuntimeResult, RuntimeStatus, RuntimeVersion, SandboxConfig,
-    SandboxStatus, SandboxSummary,
+    PullImageRequest, ResourcesUpdate, RuntimeError, RuntimeResult, RuntimeStatus, RuntimeVersion,
+    SandboxConfig, SandboxStatus, SandboxSummary,
 };
 use tracing::{info, warn};
 
@@ -253,6 +253,13 @@ impl CriRuntime {
         &self.config
     }
 
+    /// The cgroup driver of the runtime's default handler (`systemd` or `cgroupfs`), as
+    /// containerd's verbose `Status` reports it; `None` when the runtime does not say. The
+    /// kubelet's `cgroupDriver` must be the same.
+    pub async fn cgroup_driver(&self) -> Option<&'static str> {
+        runtime_info::cgroup_driver(self).await
+    }
+
     /// The runtime's sandbox image (asked for once; `None` when it does not say).
     pub(crate) async fn sandbox_image(&self) -> Option<String> {
         self.sandbox_image
@@ -312,6 +319,13 @@ impl ContainerRuntime for CriRuntime {
     }
     async fn reopen_container_log(&self, container_id: &str) -> RuntimeResult<()> {
         container::reopen_log(self, container_id).await
+    }
+    async fn update_container_resources(
+        &self,
+        container_id: &str,
+        update: &ResourcesUpdate,
+    ) -> RuntimeResult<()> {
+        container::update_resources(self, container_id, update).await
     }
 
     async fn version(&self) -> RuntimeResult<RuntimeVersion> {

@@ -43,8 +43,11 @@ pub struct CadvisorInput<'a> {
     pub sandboxes: &'a [SandboxSummary],
     /// The runtime's container stats (writable layers), by container id.
     pub runtime_stats: &'a [RuntimeContainerStats],
-    /// The pod cgroup of a pod (cgroupfs path), when the container manager knows it.
-    pub pod_cgroup: &'a dyn Fn(&Pod) -> Option<String>,
+    /// The cgroup (cgroupfs path) of a container or sandbox by its id, when the container
+    /// manager knows it ([`ContainerManager::container_cgroup`]); `/<id>` otherwise.
+    ///
+    /// [`ContainerManager::container_cgroup`]: kubelet_core::ContainerManager::container_cgroup
+    pub container_cgroup: &'a dyn Fn(&str) -> Option<String>,
     /// The machine.
     pub machine: Option<&'a MachineInfo>,
 }
@@ -162,10 +165,10 @@ pub fn render(input: &CadvisorInput<'_>) -> String {
         }
     };
     let now = kubelet_core::clock::now_unix_nanos() as f64 / 1e9;
+    let cgroup_of = |id: &str| (input.container_cgroup)(id).unwrap_or_else(|| format!("/{id}"));
     for ps in &input.summary.pods {
         let uid = ps.pod_ref.uid.as_str();
         let pod = pods.get(uid).copied();
-        let cgroup = pod.and_then(|p| (input.pod_cgroup)(p)).unwrap_or_default();
         // The pod's network, on its sandbox.
         if let Some(net) = &ps.network {
             let sandbox = input
@@ -177,7 +180,7 @@ pub fn render(input: &CadvisorInput<'_>) -> String {
                 .unwrap_or_default();
             let labels = Labels {
                 container: String::new(),
-                id: format!("{cgroup}/{sandbox}"),
+                id: cgroup_of(&sandbox),
                 image: String::new(),
                 name: sandbox,
                 namespace: ps.pod_ref.namespace.clone(),
@@ -216,7 +219,7 @@ pub fn render(input: &CadvisorInput<'_>) -> String {
             };
             let labels = Labels {
                 container: cs.name.clone(),
-                id: format!("{cgroup}/{id}"),
+                id: cgroup_of(&id),
                 image,
                 name: id.clone(),
                 namespace: ps.pod_ref.namespace.clone(),
@@ -390,7 +393,7 @@ mod tests {
             containers: &containers,
             sandboxes: &sandboxes,
             runtime_stats: &[],
-            pod_cgroup: &|_| Some("/kubepods/burstable/podu1".into()),
+            container_cgroup: &|id| Some(format!("/kubepods/burstable/podu1/{id}")),
             machine: None,
         });
         let l = "container=\"app\",id=\"/kubepods/burstable/podu1/c1\",image=\"busybox:1\",name=\"c1\",namespace=\"prod\",pod=\"web\"";

@@ -206,13 +206,41 @@ impl Host for KubeletHost {
         let cm = self.handle.container_manager();
         let pods = self.handle.pods();
         let machine = stats.machine_info();
+        let containers = containers.unwrap_or_default();
+        let sandboxes = sandboxes.unwrap_or_default();
+        // The cgroups of the pods' containers and sandboxes (the `id` label): the container
+        // manager may look at the cgroup filesystem for them.
+        let owned: Vec<(Arc<Pod>, String)> = {
+            let by_uid: std::collections::HashMap<&str, &Arc<Pod>> = pods
+                .iter()
+                .map(|p| (kubelet_core::pod::uid(p), p))
+                .collect();
+            let running = containers
+                .iter()
+                .filter(|c| c.state == kubelet_core::runtime::ContainerState::Running)
+                .map(|c| (c.pod.uid.as_str(), c.id.clone()));
+            let sandbox_ids = sandboxes.iter().map(|s| (s.pod.uid.as_str(), s.id.clone()));
+            running
+                .chain(sandbox_ids)
+                .filter_map(|(uid, id)| by_uid.get(uid).map(|p| (Arc::clone(p), id)))
+                .collect()
+        };
+        let cgroups: std::collections::HashMap<String, String> =
+            tokio::task::spawn_blocking(move || {
+                owned
+                    .into_iter()
+                    .filter_map(|(p, id)| cm.container_cgroup(&p, &id).map(|cg| (id, cg)))
+                    .collect()
+            })
+            .await
+            .unwrap_or_default();
         Ok(crate::cadvisor::render(&crate::cadvisor::CadvisorInput {
             summary: &summary,
             pods: &pods,
-            containers: &containers.unwrap_or_default(),
-            sandboxes: &sandboxes.unwrap_or_default(),
+            containers: &containers,
+            sandboxes: &sandboxes,
             runtime_stats: &runtime_stats.unwrap_or_default(),
-            pod_cgroup: &|p| cm.pod_cgroup_parent(p),
+            container_cgroup: &|id| cgroups.get(id).cloned(),
             machine: Some(&machine),
         }))
     }

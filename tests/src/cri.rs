@@ -189,6 +189,7 @@ pub fn container_config(pod: &Arc<Pod>, index: usize, image_ref: &str) -> Contai
         env: Vec::new(),
         mounts: Vec::new(),
         log_path: PathBuf::from(&container.name).join("0.log"),
+        cpuset_cpus: None,
         container,
     }
 }

@@ -227,12 +227,19 @@ impl EngineTest {
     /// Replaces the container manager with a new one on the same cgroup root, as a restarted
     /// kubelet process would create.
     pub async fn new_container_manager(&mut self) {
-        let cm_config = CmConfig {
+        self.new_container_manager_with(|_| {}).await;
+    }
+
+    /// Like [`EngineTest::new_container_manager`], with `customize` changing its
+    /// configuration (reservations, say).
+    pub async fn new_container_manager_with(&mut self, customize: impl FnOnce(&mut CmConfig)) {
+        let mut cm_config = CmConfig {
             root_dir: self.dir.path().join("root"),
             cgroup_root: self.cgroup_root.clone(),
             fail_swap_on: false,
             ..CmConfig::default()
         };
+        customize(&mut cm_config);
         let cm = tokio::task::spawn_blocking(move || LinuxContainerManager::new(cm_config))
             .await
             .unwrap()
@@ -371,6 +378,11 @@ impl EngineTest {
             .list_pod_sandboxes(&ListFilter::pod(uid))
             .await
             .unwrap()
+    }
+
+    /// The test's kubelet root directory (`Config::root_dir`).
+    pub fn root_dir(&self) -> PathBuf {
+        self.dir.path().join("root")
     }
 
     /// Containers of the pod with `uid` in the real runtime.

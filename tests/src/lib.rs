@@ -9,3 +9,4 @@ pub mod scoped_runtime;
 pub mod scripts;
 pub mod seed_node;
 pub mod small_fs;
+pub mod standalone;

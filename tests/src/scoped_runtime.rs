@@ -218,6 +218,15 @@ impl ContainerRuntime for ScopedRuntime {
     async fn reopen_container_log(&self, container_id: &str) -> RuntimeResult<()> {
         self.inner.reopen_container_log(container_id).await
     }
+    async fn update_container_resources(
+        &self,
+        container_id: &str,
+        update: &kubelet_core::runtime::ResourcesUpdate,
+    ) -> RuntimeResult<()> {
+        self.inner
+            .update_container_resources(container_id, update)
+            .await
+    }
     async fn container_events(&self) -> RuntimeResult<ContainerEventStream> {
         if self.events_cut.is_cancelled() {
             return Err(RuntimeError::Unimplemented {

@@ -14,9 +14,9 @@
 //!    pod using more than it requests (no request, 24 MiB of logs) before the one within its
 //!    `ephemeral-storage` request — phase `Failed`, reason `Evicted`, Go's message, an
 //!    `Evicted` event after the node's `EvictionThresholdMet` one. A new pod is refused at
-//!    admission while DiskPressure holds. The evicted pod's dead container is reclaimed on
-//!    the next cycle, which ends the pressure without a second eviction, and the condition
-//!    returns to False after the transition period.
+//!    admission while DiskPressure holds. The evicted pod's worker removes its dead
+//!    container (Go's container deletor for evicted pods), which ends the pressure without a
+//!    second eviction, and the condition returns to False after the transition period.
 //! 3. Restarted with image garbage collection thresholds the small filesystem is past and
 //!    nothing left to remove, Go's `FreeDiskSpaceFailed` and (failing twice in a row)
 //!    `ImageGCFailed` node events are recorded.
@@ -305,8 +305,8 @@ async fn disk_pressure_reclaims_node_resources_before_evicting() {
         message,
         "Pod was rejected: The node had condition: [DiskPressure]. "
     );
-    // The evicted pod's dead container is reclaimed next: the pressure ends without a
-    // second eviction, and the condition returns to False after the transition period.
+    // The evicted pod's dead container is removed: the pressure ends without a second
+    // eviction, and the condition returns to False after the transition period.
     let cri = t.cri.clone();
     kubelet_tests::engine::eventually(LONG, "the evicted pod's container reclaimed", || {
         let (cri, uid) = (cri.clone(), hog_uid.clone());

@@ -13,61 +13,17 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kubelet_core::testing::poll_until;
 use kubelet_tests::seed_node;
+use kubelet_tests::standalone::{
+    free_port, http_get, kubelet_binary, KubeletProcess, NodeInstance,
+};
 
 const INSTANCE: &str = "flags";
 const CGROUP_ROOT: &str = "/kubelet-rs-flags";
-
-fn node_env(args: &[&str]) -> String {
-    let out = Command::new("bash")
-        .arg(kubelet_tests::scripts::script("node-env.sh"))
-        .args(args)
-        .env("KUBELET_RS_NODE_INSTANCE", INSTANCE)
-        .output()
-        .expect("running node-env.sh");
-    assert!(
-        out.status.success(),
-        "node-env.sh {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The instance goes down at the end, whatever happened.
-struct Instance;
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(kubelet_tests::scripts::script("node-env.sh"))
-            .arg("down")
-            .env("KUBELET_RS_NODE_INSTANCE", INSTANCE)
-            .output();
-    }
-}
-
-/// The kubelet process is stopped at the end (SIGTERM, then SIGKILL).
-struct Kubelet(Child);
-
-impl Drop for Kubelet {
-    fn drop(&mut self) {
-        let pid = self.0.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        for _ in 0..100 {
-            if matches!(self.0.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Every mounted cgroup hierarchy (v1 controllers, and the unified one).
 fn hierarchies() -> Vec<PathBuf> {
@@ -98,51 +54,6 @@ fn move_into(cgroup: &str, pid: u32) {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// The `kubelet` binary of this checkout, built in this test's profile if it is not (a no-op
-/// when fresh).
-fn kubelet_binary() -> PathBuf {
-    // deps/<test binary> → the profile's directory (`debug` is the `dev` profile's).
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the profile directory")
-        .to_path_buf();
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev".to_string(),
-        Some(name) => name.to_string(),
-    };
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "-q",
-            "-p",
-            "kubelet-bin",
-            "--bin",
-            "kubelet",
-            "--profile",
-        ])
-        .arg(&profile)
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "building the kubelet binary");
-    profile_dir.join("kubelet")
-}
-
-async fn get(url: &str) -> Option<String> {
-    let r = reqwest::get(url).await.ok()?;
-    r.status().is_success().then_some(())?;
-    r.text().await.ok()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
     // The shared node environment stands for "this machine can run containerd" (skipped
@@ -154,23 +65,9 @@ async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
         return;
     }
     let binary = kubelet_binary();
-    let _instance = Instance;
-    node_env(&["up"]);
-    let env = node_env(&["env"]);
-    let setting = |key: &str| {
-        env.lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("{key} in {env}"))
-            .to_string()
-    };
-    let endpoint = setting("KUBELET_RS_CRI_ENDPOINT");
-    let run_dir = setting("KUBELET_RS_RUN_DIR");
-    let containerd_pid: u32 =
-        std::fs::read_to_string(format!("{run_dir}/containerd/containerd.pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+    let instance = NodeInstance::up(INSTANCE);
+    let endpoint = instance.endpoint();
+    let containerd_pid = instance.containerd_pid();
 
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -215,24 +112,18 @@ async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
     };
     let args = seed_node::command_line(ours);
     let log = dir.join("kubelet.log");
-    let child = Command::new(&binary)
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let kubelet = Kubelet(child);
+    let kubelet = KubeletProcess::spawn(&binary, &args, &log);
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     let tail = |text: String| text.lines().rev().take(60).collect::<Vec<_>>().join("\n");
 
     let healthy = poll_until(Duration::from_secs(60), || async {
-        get(&format!("http://127.0.0.1:{healthz}/healthz")).await
+        http_get(&format!("http://127.0.0.1:{healthz}/healthz")).await
     })
     .await;
     assert_eq!(healthy.as_deref(), Some("ok"), "{}", tail(log_text()));
     let pods_url = format!("http://127.0.0.1:{read_only}/pods");
     let running = poll_until(Duration::from_secs(90), || async {
-        let text = get(&pods_url).await?;
+        let text = http_get(&pods_url).await?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
         let items = v["items"].as_array()?;
         items
@@ -252,7 +143,7 @@ async fn the_seed_nodes_164_flags_start_the_binary_standalone() {
     // The system containers, from the cgroups the flags name.
     let summary_url = format!("http://127.0.0.1:{read_only}/stats/summary");
     let summary = poll_until(Duration::from_secs(30), || async {
-        let v: serde_json::Value = serde_json::from_str(&get(&summary_url).await?).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&http_get(&summary_url).await?).ok()?;
         let all_rated = ["kubelet", "runtime", "pods"].iter().all(|name| {
             v["node"]["systemContainers"]
                 .as_array()

@@ -163,6 +163,24 @@ pub struct LoadedConfig {
     pub external_cloud_provider: bool,
 }
 
+/// Graceful node shutdown's settings (`shutdownGracePeriod*`) for the engine.
+pub fn node_shutdown_config(
+    c: &KubeletConfiguration,
+) -> kubelet_core::nodeshutdown::ShutdownConfig {
+    kubelet_core::nodeshutdown::ShutdownConfig {
+        grace_period: c.shutdown_grace_period.0,
+        grace_period_critical_pods: c.shutdown_grace_period_critical_pods.0,
+        by_pod_priority: c
+            .shutdown_grace_period_by_pod_priority
+            .iter()
+            .map(|p| kubelet_core::nodeshutdown::PriorityGracePeriod {
+                priority: p.priority,
+                grace_seconds: p.shutdown_grace_period_seconds,
+            })
+            .collect(),
+    }
+}
+
 impl LoadedConfig {
     /// The engine configuration (`kubelet_core::Config`) for this kubelet.
     pub fn engine_config(&self) -> kubelet_core::Config {
@@ -192,6 +210,25 @@ impl LoadedConfig {
             .unwrap_or(usize::MAX),
             maximum_dead_containers: i64::from(self.maximum_dead_containers),
             eviction: self.eviction_config(),
+            node_shutdown: node_shutdown_config(c),
+            cpu_manager: kubelet_core::cpumanager::CpuManagerConfig {
+                policy: kubelet_core::cpumanager::CpuManagerPolicy::parse(&c.cpu_manager_policy)
+                    .unwrap_or_default(),
+                reconcile_period: c.cpu_manager_reconcile_period.0,
+                reserved_system_cpus: kubelet_core::cpumanager::CpuSet::parse(
+                    &c.reserved_system_cpus,
+                )
+                .ok()
+                .filter(|s| !s.is_empty()),
+            },
+            topology_manager_policy: kubelet_core::topologymanager::TopologyPolicy::parse(
+                &c.topology_manager_policy,
+            )
+            .unwrap_or_default(),
+            topology_manager_scope: kubelet_core::topologymanager::TopologyScope::parse(
+                &c.topology_manager_scope,
+            )
+            .unwrap_or_default(),
             image_gc: kubelet_core::images::gc::ImageGcPolicy {
                 high_threshold_percent: c.image_gc_high_threshold_percent,
                 low_threshold_percent: c.image_gc_low_threshold_percent,

@@ -9,8 +9,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::duration::GoDuration;
-
 /// One NUMA node's reserved memory (`reservedMemory`, `--reserved-memory`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -30,24 +28,12 @@ pub struct ParsedOnly {
     /// `--contention-profiling`.
     #[serde(rename = "enableContentionProfiling")]
     pub enable_contention_profiling: bool,
-    /// `--cpu-manager-policy`: `none` (default) or `static`.
-    #[serde(rename = "cpuManagerPolicy")]
-    pub cpu_manager_policy: String,
     /// `--cpu-manager-policy-options`.
     #[serde(rename = "cpuManagerPolicyOptions")]
     pub cpu_manager_policy_options: BTreeMap<String, String>,
-    /// `--cpu-manager-reconcile-period` (default 10s).
-    #[serde(rename = "cpuManagerReconcilePeriod")]
-    pub cpu_manager_reconcile_period: GoDuration,
     /// `--memory-manager-policy`: `None` (default) or `Static`.
     #[serde(rename = "memoryManagerPolicy")]
     pub memory_manager_policy: String,
-    /// `--topology-manager-policy` (default `none`).
-    #[serde(rename = "topologyManagerPolicy")]
-    pub topology_manager_policy: String,
-    /// `--topology-manager-scope` (default `container`).
-    #[serde(rename = "topologyManagerScope")]
-    pub topology_manager_scope: String,
     /// `--topology-manager-policy-options`.
     #[serde(rename = "topologyManagerPolicyOptions")]
     pub topology_manager_policy_options: BTreeMap<String, String>,
@@ -93,36 +79,14 @@ pub struct ParsedOnly {
     /// `--enable-controller-attach-detach` (default true).
     #[serde(rename = "enableControllerAttachDetach")]
     pub enable_controller_attach_detach: bool,
-    /// The part of `shutdownGracePeriod` kept for critical pods (default 0).
-    #[serde(rename = "shutdownGracePeriodCriticalPods")]
-    pub shutdown_grace_period_critical_pods: GoDuration,
-    /// Shutdown grace periods by pod priority (default none).
-    #[serde(rename = "shutdownGracePeriodByPodPriority")]
-    pub shutdown_grace_period_by_pod_priority: Vec<ShutdownGracePeriodByPriority>,
-}
-
-/// One `shutdownGracePeriodByPodPriority` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct ShutdownGracePeriodByPriority {
-    /// Pods of at least this priority…
-    #[serde(rename = "priority")]
-    pub priority: i32,
-    /// …get this many seconds.
-    #[serde(rename = "shutdownGracePeriodSeconds")]
-    pub shutdown_grace_period_seconds: i64,
 }
 
 impl Default for ParsedOnly {
     fn default() -> Self {
         ParsedOnly {
             enable_contention_profiling: false,
-            cpu_manager_policy: "none".into(),
             cpu_manager_policy_options: BTreeMap::new(),
-            cpu_manager_reconcile_period: GoDuration::from_secs(10),
             memory_manager_policy: "None".into(),
-            topology_manager_policy: "none".into(),
-            topology_manager_scope: "container".into(),
             topology_manager_policy_options: BTreeMap::new(),
             qos_reserved: BTreeMap::new(),
             reserved_memory: Vec::new(),
@@ -138,8 +102,6 @@ impl Default for ParsedOnly {
             local_storage_capacity_isolation: true,
             content_type: "application/vnd.kubernetes.protobuf".into(),
             enable_controller_attach_detach: true,
-            shutdown_grace_period_critical_pods: GoDuration::default(),
-            shutdown_grace_period_by_pod_priority: Vec::new(),
         }
     }
 }

@@ -151,10 +151,20 @@ fn yaml_file_loads_with_warnings_and_relative_paths() {
     assert_eq!(c.read_only_port, 0);
     assert_eq!(l.warnings.len(), 1, "{:?}", l.warnings);
     // A Go field kubelet-rs parses but does not act on, set to other than Go's default; the
-    // file's `logging: {format: json}` is honoured.
-    assert!(l.warnings[0].contains("field cpuManagerPolicy is not supported by kubelet-rs"));
+    // file's `logging: {format: json}`, `cpuManagerPolicy: static` and
+    // `topologyManagerPolicy: best-effort` are honoured.
+    assert!(l.warnings[0].contains("field memoryManagerPolicy is not supported by kubelet-rs"));
     assert_eq!(c.logging.format, "json");
     let e = l.engine_config();
+    assert_eq!(
+        e.cpu_manager.policy,
+        kubelet_core::cpumanager::CpuManagerPolicy::Static
+    );
+    assert_eq!(e.cpu_manager.reconcile_period, Duration::from_secs(10));
+    assert_eq!(
+        e.topology_manager_policy,
+        kubelet_core::topologymanager::TopologyPolicy::BestEffort
+    );
     assert_eq!(e.max_pods, 20);
     assert_eq!(e.sync_frequency, Duration::from_secs(30));
     assert_eq!(e.node_name, "my-host");
@@ -287,8 +297,8 @@ fn broken_files_table() {
             format!("{head}maxPods: -1\n"),
         ),
         (
-            "cgroupDriver: \"systemd\" is not supported here (use cgroupfs)",
-            format!("{head}cgroupDriver: systemd\n"),
+            "cgroupDriver: unsupported value \"openrc\" (supported: cgroupfs, systemd)",
+            format!("{head}cgroupDriver: openrc\n"),
         ),
         (
             "configMapAndSecretChangeDetectionStrategy: unsupported value \"Informer\" (supported: Watch, Cache, Get)",
@@ -347,6 +357,22 @@ fn broken_files_table() {
             format!("{head}reservedSystemCPUs: \"0-x\"\n"),
         ),
         (
+            "cpuManagerPolicy: unknown policy: \"Static\"",
+            format!("{head}cpuManagerPolicy: Static\n"),
+        ),
+        (
+            "cpuManagerReconcilePeriod: must be greater than 0",
+            format!("{head}cpuManagerReconcilePeriod: 0s\n"),
+        ),
+        (
+            "topologyManagerPolicy: unknown policy: \"numa\"",
+            format!("{head}topologyManagerPolicy: numa\n"),
+        ),
+        (
+            "topologyManagerScope: unknown scope: \"node\"",
+            format!("{head}topologyManagerScope: node\n"),
+        ),
+        (
             "enforceNodeAllocatable: is not supported unless cgroupsPerQOS is true",
             format!("{head}cgroupsPerQOS: false\n"),
         ),
@@ -399,8 +425,8 @@ fn broken_command_lines_table() {
         ),
         (&["--sync-frequency=soon"], "invalid duration \"soon\""),
         (
-            &["--cgroup-driver=systemd"],
-            "cgroupDriver: \"systemd\" is not supported here",
+            &["--cgroup-driver=runit"],
+            "cgroupDriver: unsupported value \"runit\"",
         ),
         (
             &["--kube-reserved=cpu"],

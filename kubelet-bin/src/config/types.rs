@@ -352,6 +352,12 @@ pub struct KubeletConfiguration {
     /// Total graceful node shutdown delay (default 0: disabled).
     #[serde(rename = "shutdownGracePeriod")]
     pub shutdown_grace_period: GoDuration,
+    /// The part of `shutdownGracePeriod` kept for critical pods (default 0).
+    #[serde(rename = "shutdownGracePeriodCriticalPods")]
+    pub shutdown_grace_period_critical_pods: GoDuration,
+    /// Shutdown grace periods by pod priority (default none).
+    #[serde(rename = "shutdownGracePeriodByPodPriority")]
+    pub shutdown_grace_period_by_pod_priority: Vec<ShutdownGracePeriodByPriority>,
     /// Feature gates (name → enabled).
     #[serde(rename = "featureGates")]
     pub feature_gates: BTreeMap<String, bool>,
@@ -387,6 +393,19 @@ pub struct KubeletConfiguration {
     pub system_cgroups: String,
     /// `logging`: format, verbosity, per-file verbosity, stream options.
     pub logging: super::logging::Logging,
+    /// `--cpu-manager-policy`: `none` (default) or `static`.
+    #[serde(rename = "cpuManagerPolicy")]
+    pub cpu_manager_policy: String,
+    /// `--cpu-manager-reconcile-period` (default 10s).
+    #[serde(rename = "cpuManagerReconcilePeriod")]
+    pub cpu_manager_reconcile_period: GoDuration,
+    /// `--topology-manager-policy`: `none` (default), `best-effort`, `restricted`,
+    /// `single-numa-node`.
+    #[serde(rename = "topologyManagerPolicy")]
+    pub topology_manager_policy: String,
+    /// `--topology-manager-scope`: `container` (default) or `pod`.
+    #[serde(rename = "topologyManagerScope")]
+    pub topology_manager_scope: String,
     /// The Go fields kubelet-rs parses but does not act on (see [`super::parsed_only`]).
     #[serde(flatten)]
     pub parsed_only: super::parsed_only::ParsedOnly,
@@ -487,6 +506,8 @@ impl Default for KubeletConfiguration {
             container_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
             image_service_endpoint: String::new(),
             shutdown_grace_period: GoDuration::default(),
+            shutdown_grace_period_critical_pods: GoDuration::default(),
+            shutdown_grace_period_by_pod_priority: Vec::new(),
             feature_gates: BTreeMap::new(),
             seccomp_default: false,
             allowed_unsafe_sysctls: Vec::new(),
@@ -498,6 +519,10 @@ impl Default for KubeletConfiguration {
             kubelet_cgroups: String::new(),
             system_cgroups: String::new(),
             logging: Default::default(),
+            cpu_manager_policy: "none".into(),
+            cpu_manager_reconcile_period: GoDuration::from_secs(10),
+            topology_manager_policy: "none".into(),
+            topology_manager_scope: "container".into(),
             parsed_only: Default::default(),
         }
     }
@@ -521,4 +546,16 @@ impl KubeletConfiguration {
             .flat_map(|(k, vs)| vs.iter().map(move |v| (k.clone(), v.clone())))
             .collect()
     }
+}
+
+/// One `shutdownGracePeriodByPodPriority` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownGracePeriodByPriority {
+    /// Pods of at least this priority…
+    #[serde(rename = "priority")]
+    pub priority: i32,
+    /// …get this many seconds.
+    #[serde(rename = "shutdownGracePeriodSeconds")]
+    pub shutdown_grace_period_seconds: i64,
 }

@@ -223,6 +223,9 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
         "nodeStatusReportFrequency",
         c.node_status_report_frequency.0,
     );
+    if let Err((field, message)) = super::node_shutdown_config(c).validate() {
+        errs.add(field, message);
+    }
     let period = c.cpu_cfs_quota_period.0;
     if period < Duration::from_millis(1) || period > Duration::from_secs(1) {
         errs.add(
@@ -359,14 +362,10 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
         );
     }
     match c.cgroup_driver.as_str() {
-        "cgroupfs" => {}
-        "systemd" => errs.add(
-            "cgroupDriver",
-            "\"systemd\" is not supported here (use cgroupfs)",
-        ),
+        "cgroupfs" | "systemd" => {}
         other => errs.add(
             "cgroupDriver",
-            format!("unsupported value {other:?} (supported: cgroupfs)"),
+            format!("unsupported value {other:?} (supported: cgroupfs, systemd)"),
         ),
     }
     let alpha_options =
@@ -432,6 +431,19 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
         if let Err(e) = kubelet_core::cpu::parse_cpuset(&c.reserved_system_cpus) {
             errs.add("reservedSystemCPUs", e.to_string());
         }
+    }
+    if let Err(e) = kubelet_core::cpumanager::CpuManagerPolicy::parse(&c.cpu_manager_policy) {
+        errs.add("cpuManagerPolicy", e.to_string());
+    }
+    if c.cpu_manager_reconcile_period.0.is_zero() {
+        errs.add("cpuManagerReconcilePeriod", "must be greater than 0");
+    }
+    if let Err(e) = kubelet_core::topologymanager::TopologyPolicy::parse(&c.topology_manager_policy)
+    {
+        errs.add("topologyManagerPolicy", e);
+    }
+    if let Err(e) = kubelet_core::topologymanager::TopologyScope::parse(&c.topology_manager_scope) {
+        errs.add("topologyManagerScope", e);
     }
     for (i, v) in c.enforce_node_allocatable.iter().enumerate() {
         let field = format!("enforceNodeAllocatable[{i}]");

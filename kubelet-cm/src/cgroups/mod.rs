@@ -12,6 +12,7 @@
 //! (`/kubepods/burstable/pod<uid>`); every mount point is resolved under a `root` directory,
 //! so the managers run against a plain temporary directory tree in tests.
 
+pub mod systemd;
 mod v1;
 mod v2;
 
@@ -23,6 +24,7 @@ use std::time::Duration;
 use procfs::process::MountInfos;
 use procfs::FromRead;
 
+pub use systemd::SystemdCgroupManager;
 pub use v1::V1Manager;
 pub use v2::{shares_to_weight, V2Manager};
 
@@ -78,6 +80,14 @@ pub enum CgroupError {
         pids: Vec<u32>,
         /// The last rmdir error.
         error: std::io::Error,
+    },
+    /// systemd refused or did not finish a call about the cgroup's unit.
+    #[error("systemd unit {unit}: {error}")]
+    Systemd {
+        /// The unit, e.g. `kubepods-burstable.slice`.
+        unit: String,
+        /// What systemd said.
+        error: systemd::bus::BusError,
     },
 }
 
@@ -266,7 +276,8 @@ pub(crate) fn working_set(usage: u64, inactive_file: u64) -> u64 {
     usage.saturating_sub(inactive_file)
 }
 
-/// Creates, updates, removes and reads cgroups by name (cgroupfs driver).
+/// Creates, updates, removes and reads cgroups by name: the cgroupfs driver ([`V1Manager`],
+/// [`V2Manager`]) or the systemd driver ([`SystemdCgroupManager`]).
 pub trait CgroupManager: Send + Sync + fmt::Debug {
     /// The layout this manager drives.
     fn mode(&self) -> CgroupMode;
@@ -295,6 +306,36 @@ pub trait CgroupManager: Send + Sync + fmt::Debug {
     /// Processes directly in the cgroup, not in its descendants (on v1, the cpu hierarchy's
     /// `cgroup.procs`, as Go's `GetPids`).
     fn own_pids(&self, name: &CgroupName) -> Result<Vec<u32>, CgroupError>;
+    /// A cgroup an operator configured (`systemReservedCgroup`, …) as a name of this
+    /// driver (Go's `CgroupName(string)`): a cgroupfs path here, a slice for systemd.
+    fn cgroup_name(&self, configured: &str) -> CgroupName {
+        CgroupName::from_cgroupfs(configured)
+    }
+    /// The name the runtime is given as cgroup parent (Go's `Name`): the cgroupfs path
+    /// here, the slice's expanded path for systemd.
+    fn runtime_name(&self, name: &CgroupName) -> String {
+        name.to_cgroupfs()
+    }
+    /// The cgroup's directory below the hierarchy root, as [`cgroupfs`](Self::cgroupfs)
+    /// takes it (the name itself here; the slice path for systemd).
+    fn literal(&self, name: &CgroupName) -> CgroupName {
+        name.clone()
+    }
+    /// Where the runtime puts a container of the pod cgroup `pod`, as literal cgroups (the
+    /// first that exists is it): `<pod>/<id>` here; runc's scopes for systemd.
+    fn container_cgroups(&self, pod: &CgroupName, container_id: &str) -> Vec<CgroupName> {
+        vec![self.literal(pod).child(container_id)]
+    }
+    /// The cgroupfs manager of the same hierarchy, taking literal paths: for cgroups the
+    /// kubelet does not name (the runtime's, the kubelet's own, containers').
+    fn cgroupfs(&self) -> &dyn CgroupManager;
+}
+
+/// Whether a runtime's container id can name a cgroup below the pod's: runtime ids are plain
+/// (hex) names; an empty one, one with `/` or one starting with `.` (`.`, `..`) could leave
+/// the pod cgroup or name no child of it.
+pub(crate) fn is_plain_container_id(id: &str) -> bool {
+    !(id.is_empty() || id.contains('/') || id.starts_with('.'))
 }
 
 /// Builds the manager for the detected layout (v1 for V1 and Hybrid, v2 for V2).

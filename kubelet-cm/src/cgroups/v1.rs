@@ -236,6 +236,10 @@ impl CgroupManager for V1Manager {
         }
     }
 
+    fn cgroupfs(&self) -> &dyn CgroupManager {
+        self
+    }
+
     fn pids(&self, name: &CgroupName) -> Result<Vec<u32>, CgroupError> {
         let dir = ["memory", "pids", "cpu"]
             .iter()

@@ -169,6 +169,10 @@ impl CgroupManager for V2Manager {
         own_pids_of(&name.dir_in(&self.mount))
     }
 
+    fn cgroupfs(&self) -> &dyn CgroupManager {
+        self
+    }
+
     fn usage(&self, name: &CgroupName) -> Result<Usage, CgroupError> {
         let timestamp = kubelet_core::clock::monotonic_now();
         let dir = name.dir_in(&self.mount);

@@ -81,4 +81,13 @@ pub trait ContainerManager: Send + Sync {
     fn pod_cgroup_parent(&self, _pod: &Pod) -> Option<String> {
         None
     }
+    /// The cgroup (cgroupfs path below the hierarchy root) the runtime put the pod's container
+    /// or sandbox `container_id` in — cAdvisor's `id` label: `<pod cgroup>/<id>` with
+    /// cgroupfs, a `cri-containerd-<id>.scope` in the pod's slice with systemd. May read the
+    /// cgroup filesystem: call it off the async runtime's threads. Default: the id below
+    /// [`pod_cgroup_parent`](Self::pod_cgroup_parent).
+    fn container_cgroup(&self, pod: &Pod, container_id: &str) -> Option<String> {
+        self.pod_cgroup_parent(pod)
+            .map(|parent| format!("{parent}/{container_id}"))
+    }
 }

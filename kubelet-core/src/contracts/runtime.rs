@@ -94,7 +94,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 pub use container::{
     ContainerConfig, ContainerKind, ContainerState, ContainerStatus, ContainerSummary, EnvVar,
-    Mount, MountPropagation,
+    Mount, MountPropagation, ResourcesUpdate,
 };
 pub use events::{ContainerEvent, ContainerEventKind, ContainerEventStream};
 pub use image::{ImageInfo, PullImageRequest, RegistryAuth};
@@ -405,6 +405,18 @@ pub trait ContainerRuntime: Send + Sync {
         unimplemented("ImageFsInfo")
     }
 
+    /// Changes a created or running container's Linux resources (CRI
+    /// `UpdateContainerResources`); what `update` leaves `None` stays as it is. The CPU
+    /// manager moves containers between CPU sets with it.
+    async fn update_container_resources(
+        &self,
+        container_id: &str,
+        update: &ResourcesUpdate,
+    ) -> RuntimeResult<()> {
+        let _ = (container_id, update);
+        unimplemented("UpdateContainerResources")
+    }
+
     /// Runs a command in a container and waits for it (or for `timeout`; zero: no timeout).
     async fn exec_sync(
         &self,
@@ -674,6 +686,7 @@ mod tests {
             env: vec![],
             mounts: vec![],
             log_path: PathBuf::from("app/1.log"),
+            cpuset_cpus: None,
         };
         let mut c = ContainerStatus::new("c1", "sb-1", &config, &sandbox);
         assert_eq!(c.summary.state, ContainerState::Created);

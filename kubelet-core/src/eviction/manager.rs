@@ -73,6 +73,9 @@ pub(crate) trait EvictionHost: Send + Sync {
     fn evict(&self, pod: &Arc<Pod>, grace_seconds: i64, message: &str) -> bool;
     /// Whether the pod's containers are stopped (or its worker is gone).
     fn pod_cleaned_up(&self, uid: &str) -> bool;
+    /// Whether, besides, the runtime holds no container of the pod any more (Go's
+    /// `PodResourcesAreReclaimed`: its containers removed; its sandbox may stay).
+    fn pod_resources_reclaimed(&self, uid: &str) -> bool;
     /// Records an event.
     fn record_event(&self, event: Event);
 }
@@ -211,9 +214,12 @@ impl EvictionManager {
         }
     }
 
-    /// One synchronisation; the pods it evicted, or `None` when the node cannot be measured
-    /// at all (no stats provider).
-    pub(crate) async fn synchronize(&self, host: &dyn EvictionHost) -> Option<Vec<Arc<Pod>>> {
+    /// One synchronisation; the pods it evicted with the grace period each was given, or
+    /// `None` when the node cannot be measured at all (no stats provider).
+    pub(crate) async fn synchronize(
+        &self,
+        host: &dyn EvictionHost,
+    ) -> Option<Vec<(Arc<Pod>, i64)>> {
         let mut active = host.active_pods();
         // Pods are measured only where this cycle needs them: their local-storage limits
         // now, all of them once ranking needs their usage.
@@ -248,7 +254,7 @@ impl EvictionManager {
             for v in local_storage::violations(&active, &stats, dedicated) {
                 if evict_pod(host, &v.pod, 0, &v.message, BTreeMap::new()) {
                     crate::metrics::global().evictions.inc(v.signal);
-                    evicted.push(v.pod);
+                    evicted.push((v.pod, 0));
                 }
             }
             if !evicted.is_empty() {
@@ -334,7 +340,7 @@ impl EvictionManager {
                 crate::metrics::global()
                     .evictions
                     .inc(to_reclaim.signal.as_str());
-                return Some(vec![p.clone()]);
+                return Some(vec![(p.clone(), grace)]);
             }
         }
         tracing::info!("eviction manager: unable to evict any pods from the node");
@@ -413,24 +419,64 @@ fn evict_pod(
     true
 }
 
-/// Waits until every evicted pod is stopped, at most [`CLEANUP_TIMEOUT`].
-async fn wait_for_cleanup(host: &dyn EvictionHost, pods: &[Arc<Pod>]) {
-    let deadline = Instant::now() + CLEANUP_TIMEOUT;
+/// How long Go's eviction waits for an evicted pod to be killed before it starts waiting for
+/// the cleanup (`killPodNow`: one and a half grace periods, at least 10 s).
+pub(crate) fn kill_timeout(grace_seconds: i64) -> Duration {
+    let g = u64::try_from(grace_seconds).unwrap_or(0);
+    Duration::from_secs((g + g / 2).max(10))
+}
+
+/// Waits as Go does after an eviction: until the evicted pods are stopped (Go's `evictPod`
+/// blocks on the kill: at most [`kill_timeout`]), then until their resources are reclaimed
+/// (`waitForPodsCleanup`: at most [`CLEANUP_TIMEOUT`]). An evicted pod's worker removes its
+/// containers once they are stopped (Go's container deletor for evicted pods), so the second
+/// wait ends a relist or two later; the runtime frees their writable layers in the background
+/// meanwhile, and the next measurement sees the space they held.
+async fn wait_for_cleanup(host: &dyn EvictionHost, evicted: &[(Arc<Pod>, i64)]) {
+    let kill = evicted
+        .iter()
+        .map(|(_, g)| kill_timeout(*g))
+        .max()
+        .unwrap_or_default();
+    let stopped = || {
+        evicted
+            .iter()
+            .all(|(p, _)| host.pod_cleaned_up(pod::uid(p)))
+    };
+    let reclaimed = || {
+        evicted
+            .iter()
+            .all(|(p, _)| host.pod_resources_reclaimed(pod::uid(p)))
+    };
+    if !poll_until(stopped, kill).await {
+        tracing::info!(
+            pods = evicted.len(),
+            "eviction manager: timed out waiting for pods to be killed"
+        );
+    }
+    if poll_until(reclaimed, CLEANUP_TIMEOUT).await {
+        tracing::info!(
+            pods = evicted.len(),
+            "eviction manager: pods successfully cleaned up"
+        );
+    } else {
+        tracing::info!(
+            pods = evicted.len(),
+            "eviction manager: timed out waiting for pods to be cleaned up"
+        );
+    }
+}
+
+/// Checks `done` every [`CLEANUP_POLL`] until it holds (true) or `limit` has passed (false).
+async fn poll_until(done: impl Fn() -> bool, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
     loop {
         tokio::time::sleep(CLEANUP_POLL).await;
-        if pods.iter().all(|p| host.pod_cleaned_up(pod::uid(p))) {
-            tracing::info!(
-                pods = pods.len(),
-                "eviction manager: pods successfully cleaned up"
-            );
-            return;
+        if done() {
+            return true;
         }
         if Instant::now() >= deadline {
-            tracing::info!(
-                pods = pods.len(),
-                "eviction manager: timed out waiting for pods to be cleaned up"
-            );
-            return;
+            return false;
         }
     }
 }

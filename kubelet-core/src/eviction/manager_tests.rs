@@ -99,6 +99,9 @@ impl EvictionHost for Fake {
     fn pod_cleaned_up(&self, _uid: &str) -> bool {
         true
     }
+    fn pod_resources_reclaimed(&self, _uid: &str) -> bool {
+        true
+    }
     fn record_event(&self, event: Event) {
         self.events.lock().unwrap().push(event);
     }
@@ -509,4 +512,16 @@ async fn pods_are_measured_only_where_a_cycle_needs_them() {
             MeasuredPods::All
         ]
     );
+}
+
+#[test]
+fn the_kill_wait_is_gos() {
+    // killPodNow: grace + grace/2, at least 10 s; the cleanup wait starts after it.
+    for (grace, secs) in [(0, 10), (5, 10), (30, 45), (120, 180), (-1, 10)] {
+        assert_eq!(
+            super::kill_timeout(grace),
+            Duration::from_secs(secs),
+            "{grace}"
+        );
+    }
 }

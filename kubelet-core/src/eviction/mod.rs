@@ -23,9 +23,12 @@
 //!   dead containers and unused images for disk signals — then, if still met,
 //!   rank the active pods (ranking.rs) and evict the first non-critical one.
 //! ```
-//! After evicting, the loop waits (up to 30s, polling every second) until the evicted pods'
-//! containers are stopped before it measures again; otherwise it sleeps until the next
-//! period. State carried between runs: when each threshold was first met, when each
+//! After evicting, the loop waits as Go's does (polling every second): until the evicted
+//! pods are stopped (at most the grace period and half again, at least 10 s), then until the
+//! runtime holds no container of them (at most 30 s; the worker of an evicted pod removes its
+//! stopped containers, as Go's container deletor does, so this takes a relist or two and the
+//! runtime frees their writable layers meanwhile) before it measures again; otherwise it
+//! sleeps until the next period. State carried between runs: when each threshold was first met, when each
 //! condition was last observed, the thresholds met (so reclaim continues until the minimum
 //! reclaim is reached), and the last observations (a measurement is acted on once).
 //!

@@ -395,6 +395,7 @@ mod tests {
             env: vec![],
             mounts: vec![],
             log_path: PathBuf::from("c/0.log"),
+            cpuset_cpus: None,
         };
         sim.create_container(&sb, &config, &sandbox).await.unwrap()
     }

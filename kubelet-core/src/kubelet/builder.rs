@@ -11,17 +11,21 @@ use crate::admission::{
 };
 use crate::cm::ContainerManager;
 use crate::config::Config;
+use crate::cpumanager::{CpuManager, CpuManagerPolicy, CpuTopology};
 use crate::credentials::CredentialProvider;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::eviction::admission::EvictionAdmitHandler;
 use crate::eviction::manager::EvictionManager;
 use crate::eviction::PressureState;
+use crate::nodeshutdown::manager::NodeShutdownManager;
+use crate::nodeshutdown::{ShutdownAdmitHandler, ShutdownInhibitor, ShutdownState};
 use crate::objects::{ObjectStore, StandaloneObjectStore};
 use crate::pod_workers::PodWorkers;
 use crate::runtime::ContainerRuntime;
 use crate::sink::{NoopStatusSink, StatusSink};
 use crate::source::PodSource;
+use crate::topologymanager::TopologyManager;
 
 /// Builds a [`Kubelet`]: the one construction path for the binary and embedders.
 #[derive(Default)]
@@ -35,6 +39,7 @@ pub struct KubeletBuilder {
     object_store: Option<Arc<dyn ObjectStore>>,
     credential_providers: Vec<Arc<dyn CredentialProvider>>,
     node_lister: Option<Arc<dyn NodeLister>>,
+    shutdown_inhibitor: Option<Arc<dyn ShutdownInhibitor>>,
 }
 
 impl KubeletBuilder {
@@ -88,6 +93,12 @@ impl KubeletBuilder {
         self.node_lister = Some(lister);
         self
     }
+    /// Sets the host side of graceful node shutdown (logind's inhibitor lock and shutdown
+    /// signal); without one, `node_shutdown` in the configuration has no effect.
+    pub fn shutdown_inhibitor(mut self, inhibitor: Arc<dyn ShutdownInhibitor>) -> Self {
+        self.shutdown_inhibitor = Some(inhibitor);
+        self
+    }
     /// Validates the parts and builds the kubelet.
     pub fn build(self) -> Result<Kubelet> {
         let c = &self.config;
@@ -129,6 +140,9 @@ impl KubeletBuilder {
                 });
             }
         }
+        c.node_shutdown
+            .validate()
+            .map_err(|(field, message)| Error::InvalidConfig { field, message })?;
         c.image_gc
             .validate()
             .map_err(|(field, message)| Error::InvalidConfig { field, message })?;
@@ -185,11 +199,27 @@ impl KubeletBuilder {
             thresholds,
             pressure.clone(),
         ));
+        let shutdown_state = Arc::new(ShutdownState::default());
+        let node_shutdown = self.shutdown_inhibitor.map(|inhibitor| {
+            Arc::new(NodeShutdownManager::new(
+                self.config.node_shutdown.clone(),
+                inhibitor,
+                shutdown_state.clone(),
+            ))
+        });
+        let cpu_manager = Arc::new(cpu_manager(&self.config, cm.as_ref())?);
+        let c_topology = (
+            self.config.topology_manager_policy,
+            self.config.topology_manager_scope,
+        );
+        // Go's order: eviction, predicates, sysctls, AppArmor, then the shutdown manager. The
+        // CPU manager allocates once every handler admitted the pod (the sync loop).
         let mut handlers: Vec<Arc<dyn AdmitHandler>> = vec![
             Arc::new(EvictionAdmitHandler::new(pressure.clone())),
             Arc::new(PredicateAdmitHandler),
             Arc::new(sysctls),
             Arc::new(apparmor),
+            Arc::new(ShutdownAdmitHandler::new(shutdown_state.clone())),
         ];
         handlers.extend(self.admit_handlers);
         let objects = self
@@ -205,6 +235,15 @@ impl KubeletBuilder {
             self.credential_providers,
         );
         engine.node_lister = self.node_lister;
+        let mut topology =
+            TopologyManager::new(c_topology.0, c_topology.1, numa_nodes(engine.cm.as_ref()))
+                .map_err(|message| Error::InvalidConfig {
+                    field: "topologyManagerPolicy",
+                    message,
+                })?;
+        topology.add_provider(cpu_manager.clone());
+        engine.topology = Arc::new(topology);
+        engine.cpu_manager = cpu_manager;
         let engine = Arc::new(engine);
         let shutdown = CancellationToken::new();
         let workers = Arc::new(PodWorkers::new(shutdown.clone()));
@@ -213,10 +252,58 @@ impl KubeletBuilder {
                 engine,
                 workers,
                 pressure,
+                shutdown_state,
             },
             sources: self.sources,
             workers_shutdown: shutdown,
             eviction,
+            node_shutdown,
         })
+    }
+}
+
+/// The CPU manager of `config` on the machine `cm` measures: the `static` policy needs the
+/// machine's CPU topology and takes the node's cpu reservation (capacity − allocatable).
+fn cpu_manager(config: &Config, cm: &dyn ContainerManager) -> Result<CpuManager> {
+    let invalid = |message: String| Error::InvalidConfig {
+        field: "cpuManagerPolicy",
+        message,
+    };
+    let topology = match config.cpu_manager.policy {
+        CpuManagerPolicy::None => CpuTopology::default(),
+        CpuManagerPolicy::Static => {
+            let stats = cm.node_stats().ok_or_else(|| {
+                invalid("the static policy needs the machine's CPU topology, and this container manager does not measure the machine".into())
+            })?;
+            CpuTopology::new(&stats.machine_info().topology)
+        }
+    };
+    let cpu = |list: &crate::cm::ResourceList| crate::resources::amount(list, "cpu").unwrap_or(0);
+    let reserved = cpu(&cm.capacity()).saturating_sub(cpu(&cm.allocatable()));
+    CpuManager::new(
+        config.cpu_manager.clone(),
+        topology,
+        reserved,
+        &config.root_dir,
+    )
+    .map_err(|e| invalid(e.to_string()))
+}
+
+/// The machine's NUMA nodes, from the container manager's measurements (`[0]` without them).
+fn numa_nodes(cm: &dyn ContainerManager) -> Vec<u32> {
+    let nodes: std::collections::BTreeSet<u32> = cm
+        .node_stats()
+        .map(|s| {
+            s.machine_info()
+                .topology
+                .iter()
+                .map(|c| c.numa_node)
+                .collect()
+        })
+        .unwrap_or_default();
+    if nodes.is_empty() {
+        vec![0]
+    } else {
+        nodes.into_iter().collect()
     }
 }

@@ -22,6 +22,7 @@ pub struct KubeletHandle {
     pub(super) engine: Arc<Engine>,
     pub(super) workers: Arc<PodWorkers>,
     pub(super) pressure: Arc<PressureState>,
+    pub(super) shutdown_state: Arc<crate::nodeshutdown::ShutdownState>,
 }
 
 impl KubeletHandle {
@@ -85,9 +86,37 @@ impl KubeletHandle {
         self.pressure.pressure()
     }
 
+    /// Why the node is not ready because it is shutting down (Go's `ShutdownStatus`):
+    /// `Some("node is shutting down")` between a shutdown signal and its cancellation.
+    pub fn shutdown_status(&self) -> Option<&'static str> {
+        self.shutdown_state
+            .is_shutting_down()
+            .then_some(crate::nodeshutdown::NOT_READY_MESSAGE)
+    }
+
+    /// Wakes whoever reports the node's status (the shutdown state changed).
+    pub fn node_status_changed(&self) -> Arc<tokio::sync::Notify> {
+        self.engine.node_status_changed.clone()
+    }
+
     /// The pressure conditions in effect, sorted.
     pub fn pressure_conditions(&self) -> Vec<PressureCondition> {
         self.pressure.conditions()
+    }
+
+    /// The NUMA affinity the topology manager chose for a container at admission (`None`
+    /// under its `none` policy, or for a container it did not admit).
+    pub fn topology_affinity(
+        &self,
+        uid: &str,
+        container: &str,
+    ) -> Option<crate::topologymanager::TopologyHint> {
+        self.engine.topology.affinity(uid, container)
+    }
+
+    /// The CPU manager's state (what `cpu_manager_state` holds once written).
+    pub fn cpu_manager_state(&self) -> crate::cpumanager::CpuManagerCheckpoint {
+        self.engine.cpu_manager.state()
     }
 
     /// Whether every pod source has delivered its first full state.

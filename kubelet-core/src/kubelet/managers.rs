@@ -2,7 +2,8 @@
 //! tokio's clock with the kubelet's cancellation token: the eviction manager (through
 //! [`EngineEvictionHost`], which gives it the summary, node-level reclaim and the pod
 //! workers), image garbage collection (every `image_gc.period`) and container log rotation
-//! (every `container_logs.monitor_interval`).
+//! (every `container_logs.monitor_interval`), and the CPU manager's reconcile
+//! ([`run_cpu_reconcile`]).
 //!
 //! Images are removed — by the periodic collection and by the eviction manager's disk
 //! reclaim alike — only once it is safe by construction ([`images_removable`]): every pod
@@ -23,6 +24,7 @@ use crate::engine::Engine;
 use crate::eviction::manager::{EvictionHost, MeasuredPods, Reclaim};
 use crate::images::gc::ImageGcError;
 use crate::images::in_use::{may_start_containers, ImageRefs};
+use crate::nodeshutdown::manager::ShutdownHost;
 use crate::pod;
 use crate::pod_workers::{PodWorkers, WorkerState};
 use crate::sink::{Event, EventType};
@@ -32,14 +34,17 @@ use crate::summary::{Detail, PodEntry, Summary};
 /// Capacity of the eviction manager → sync loop channel.
 pub(super) const EVICTION_CHANNEL_CAPACITY: usize = 16;
 
-/// The eviction manager asks the sync loop to kill a pod.
+/// The eviction manager (or the node shutdown manager) asks the sync loop to kill a pod
+/// and fail it.
 #[derive(Debug, Clone)]
 pub(super) struct EvictionRequest {
     /// The pod's uid.
     pub uid: String,
     /// The grace period override.
     pub grace_seconds: i64,
-    /// Go's eviction message (the status message and the event's).
+    /// The failed status' reason (`Evicted`, or `Terminated` for a node shutdown).
+    pub reason: &'static str,
+    /// Its message (Go's eviction message, the event's too).
     pub message: String,
 }
 
@@ -142,6 +147,7 @@ impl EvictionHost for EngineEvictionHost {
             .try_send(EvictionRequest {
                 uid: pod::uid(p).to_string(),
                 grace_seconds,
+                reason: crate::eviction::messages::REASON,
                 message: message.to_string(),
             })
             .is_ok()
@@ -154,8 +160,47 @@ impl EvictionHost for EngineEvictionHost {
         )
     }
 
+    fn pod_resources_reclaimed(&self, uid: &str) -> bool {
+        self.pod_cleaned_up(uid) && !self.engine.runtime_state.has_containers(uid)
+    }
+
     fn record_event(&self, event: Event) {
         self.engine.sink.record_event(event);
+    }
+}
+
+/// The node shutdown manager's view of the engine: the eviction host's pods and kill path,
+/// and the node status' wake-up.
+pub(super) struct EngineShutdownHost {
+    pub eviction: Arc<EngineEvictionHost>,
+    pub changed: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl ShutdownHost for EngineShutdownHost {
+    fn active_pods(&self) -> Vec<Arc<Pod>> {
+        self.eviction.active_pods()
+    }
+
+    async fn kill(&self, p: &Arc<Pod>, grace_seconds: i64) -> bool {
+        self.eviction
+            .requests
+            .send(EvictionRequest {
+                uid: pod::uid(p).to_string(),
+                grace_seconds,
+                reason: crate::nodeshutdown::REASON,
+                message: crate::nodeshutdown::MESSAGE.to_string(),
+            })
+            .await
+            .is_ok()
+    }
+
+    fn pod_stopped(&self, uid: &str) -> bool {
+        self.eviction.pod_cleaned_up(uid)
+    }
+
+    fn state_changed(&self) {
+        self.changed.notify_one();
     }
 }
 
@@ -258,6 +303,57 @@ pub(super) async fn run_image_gc(
                     tracing::warn!(error = %e, "image garbage collection failed once; stats initialization may not have completed yet");
                 }
                 failed_before = true;
+            }
+        }
+    }
+}
+
+/// The CPU manager's reconcile, every `cpuManagerReconcilePeriod` until `shutdown`: stale
+/// assignments released, the state file written, and running containers whose CPUs changed
+/// updated through the runtime (see [`crate::cpumanager::manager`]).
+pub(super) async fn run_cpu_reconcile(engine: Arc<Engine>, shutdown: CancellationToken) {
+    let manager = engine.cpu_manager.clone();
+    let mut tick = tokio::time::interval(manager.config().reconcile_period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let listed = match engine
+            .runtime
+            .list_containers(&crate::runtime::ListFilter::all())
+            .await
+        {
+            Ok(listed) => listed,
+            Err(e) => {
+                tracing::warn!(error = %e, "cpu manager: reconcile cannot list containers");
+                continue;
+            }
+        };
+        let ready = engine
+            .sources_ready
+            .load(std::sync::atomic::Ordering::Acquire);
+        let plan = manager.reconcile_plan(&engine.active_pods(), ready, &listed);
+        if let Err(e) = manager.persist().await {
+            tracing::error!(error = %e, "cpu manager: writing the state file failed");
+        }
+        for (id, cpus) in plan {
+            let update = crate::runtime::ResourcesUpdate {
+                cpuset_cpus: Some(cpus.to_string()),
+            };
+            match engine
+                .runtime
+                .update_container_resources(&id, &update)
+                .await
+            {
+                Ok(()) => {
+                    tracing::debug!(container = %id, cpus = %cpus, "cpu manager: container CPUs updated");
+                    manager.applied(&id, cpus);
+                }
+                Err(e) => {
+                    tracing::warn!(container = %id, cpus = %cpus, error = %e, "cpu manager: updating a container's CPUs failed")
+                }
             }
         }
     }

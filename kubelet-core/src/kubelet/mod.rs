@@ -7,7 +7,9 @@
 //! runtime-state poller (every 5s), the container garbage collector (every
 //! `container_gc_period`, see the `gc` module), the node-level managers (the eviction
 //! manager, image garbage collection and container log rotation, see `managers`), the PLEG
-//! (relisting, or evented with `evented_pleg`: see `pleg::evented`), and the sync loop itself.
+//! (relisting, or evented with `evented_pleg`: see `pleg::evented`), the CPU manager's
+//! reconcile (every `cpuManagerReconcilePeriod`, with a policy other than `none`; the state
+//! file is read before anything starts), and the sync loop itself.
 //! The sync loop is one task that selects over merged source updates, PLEG events, eviction
 //! requests and the housekeeping tick; it
 //! never waits on the runtime, it hands work to pod workers ([`crate::pod_workers`]). While
@@ -46,6 +48,7 @@ use tokio_util::task::TaskTracker;
 use crate::dns::parse_resolv_conf;
 use crate::error::Result;
 use crate::eviction::manager::EvictionManager;
+use crate::nodeshutdown::manager::NodeShutdownManager;
 use crate::pleg::Pleg;
 use crate::podconfig::PodConfigMerger;
 use crate::source::{PodSource, PodUpdate};
@@ -63,6 +66,7 @@ pub struct Kubelet {
     sources: Vec<Arc<dyn PodSource>>,
     workers_shutdown: CancellationToken,
     eviction: Arc<EvictionManager>,
+    node_shutdown: Option<Arc<NodeShutdownManager>>,
 }
 
 impl Kubelet {
@@ -80,6 +84,7 @@ impl Kubelet {
     /// `shutdown` fires, then stops them all and returns. Pods keep running.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
         let engine = self.handle.engine.clone();
+        engine.cpu_manager.start().await?;
         engine.runtime_state.init(engine.runtime.as_ref()).await;
         if !engine.config.resolv_conf.as_os_str().is_empty() {
             engine
@@ -106,6 +111,9 @@ impl Kubelet {
             crate::runtime_state::run(&e.runtime_state, e.runtime.as_ref(), token).await
         });
         tasks.spawn(crate::gc::run(engine.clone(), child.clone()));
+        if engine.config.cpu_manager.policy != crate::cpumanager::CpuManagerPolicy::None {
+            tasks.spawn(managers::run_cpu_reconcile(engine.clone(), child.clone()));
+        }
         // The node-level managers (see `managers`).
         let (eviction_tx, eviction_rx) = mpsc::channel(managers::EVICTION_CHANNEL_CAPACITY);
         let host = Arc::new(managers::EngineEvictionHost {
@@ -113,6 +121,14 @@ impl Kubelet {
             workers: self.handle.workers.clone(),
             requests: eviction_tx,
         });
+        if let Some(manager) = self.node_shutdown.clone() {
+            let host = managers::EngineShutdownHost {
+                eviction: host.clone(),
+                changed: engine.node_status_changed.clone(),
+            };
+            let token = child.clone();
+            tasks.spawn(async move { manager.run(&host, token).await });
+        }
         let (eviction, token) = (self.eviction.clone(), child.clone());
         tasks.spawn(async move { eviction.run(host, token).await });
         tasks.spawn(managers::run_image_gc(

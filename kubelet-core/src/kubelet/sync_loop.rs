@@ -17,6 +17,7 @@ use super::managers::EvictionRequest;
 use super::recv_opt;
 use crate::admission::{AdmitAttributes, AdmitResult, NodeInfo, RequestedResources};
 use crate::clock::{now_time, now_unix_nanos};
+use crate::cpumanager::CpuManagerPolicy;
 use crate::engine::Engine;
 use crate::pleg;
 use crate::pod;
@@ -25,6 +26,7 @@ use crate::podconfig::PodConfigMerger;
 use crate::runtime::PodRef;
 use crate::sink::{Event, EventType};
 use crate::source::{PodOperation, PodUpdate};
+use crate::topologymanager::TopologyPolicy;
 
 /// Go's grace period for pods found in the runtime that no source wants.
 const ORPHAN_GRACE_SECONDS: i64 = 2;
@@ -304,8 +306,12 @@ impl SyncLoop {
             key(a).cmp(&key(b))
         });
         let node = self.node_info();
-        for p in pods {
+        // Every pod of the batch is known before the first is admitted: the CPU manager's
+        // stale-state sweep must not take the CPUs of a pod admitted later in the batch.
+        for p in &pods {
             self.engine.pods_mut().upsert(p.clone());
+        }
+        for p in pods {
             if pod::is_mirror(&p) {
                 continue;
             }
@@ -328,13 +334,34 @@ impl SyncLoop {
             requested: &self.admitted.requested,
             node,
         };
-        self.engine
+        let rejected = self
+            .engine
             .admit_handlers
             .iter()
             .find_map(|h| match h.admit(&attrs) {
                 AdmitResult::Admit => None,
                 AdmitResult::Reject { reason, message } => Some((reason, message)),
-            })
+            });
+        if rejected.is_some() {
+            return rejected;
+        }
+        // Go's topology manager admission: the pod's resources aligned and allocated, once
+        // everything else admits it (the CPU manager first frees what finished pods held).
+        // The merger's view, not the engine's flag: the update being handled may be the one
+        // that makes every source seen (Go's `AllReady` is true by the time it admits).
+        // Only the static CPU policy and the aligning topology policies keep per-pod state;
+        // with neither, the active pods (a pass over every pod) are not read at all.
+        let config = &self.engine.config;
+        let keeps_state = config.cpu_manager.policy != CpuManagerPolicy::None
+            || config.topology_manager_policy != TopologyPolicy::None;
+        let active =
+            (keeps_state && self.merger.seen_all_sources()).then(|| self.engine.active_pods());
+        self.engine.cpu_manager.release_stale(p, active.as_deref());
+        if let Some(active) = &active {
+            let keep = active.iter().map(|a| pod::uid(a)).collect();
+            self.engine.topology.retain_pods(&keep);
+        }
+        self.engine.topology.admit(p).err()
     }
 
     fn reject(&self, p: &Arc<Pod>, reason: &str, message: &str) {
@@ -368,8 +395,9 @@ impl SyncLoop {
         }
     }
 
-    /// The eviction manager evicts a pod: its worker kills it with the grace period given
-    /// and fails it with reason `Evicted` (Go's `killPodNow` with the eviction's status).
+    /// The eviction manager evicts a pod (or the node shutdown manager stops it): its worker
+    /// kills it with the grace period given and fails it with the request's reason (`Evicted`,
+    /// `Terminated`) and message (Go's `killPodNow` with the manager's status).
     fn handle_eviction(&self, r: EvictionRequest) {
         let Some(p) = self.engine.pods().get(&r.uid) else {
             return;
@@ -383,7 +411,7 @@ impl SyncLoop {
                 grace_override: Some(r.grace_seconds),
                 removed: false,
                 failure: Some(crate::status::WaitingReason {
-                    reason: crate::eviction::messages::REASON.to_string(),
+                    reason: r.reason.to_string(),
                     message: r.message,
                 }),
             },

@@ -438,6 +438,7 @@ mod tests {
             env: vec![],
             mounts: vec![],
             log_path: PathBuf::from(format!("{name}/0.log")),
+            cpuset_cpus: None,
         };
         let id = sim.create_container(&sb, &config, &sandbox).await.unwrap();
         sim.start_container(&id).await.unwrap();

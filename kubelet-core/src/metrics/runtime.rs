@@ -213,6 +213,17 @@ impl ContainerRuntime for InstrumentedRuntime {
         )
         .await
     }
+    async fn update_container_resources(
+        &self,
+        container_id: &str,
+        update: &crate::runtime::ResourcesUpdate,
+    ) -> RuntimeResult<()> {
+        self.record(
+            "update_container",
+            self.inner.update_container_resources(container_id, update),
+        )
+        .await
+    }
     async fn container_events(&self) -> RuntimeResult<ContainerEventStream> {
         self.record("get_container_events", self.inner.container_events())
             .await

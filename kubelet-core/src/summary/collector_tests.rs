@@ -54,6 +54,7 @@ async fn run(sim: &SimRuntime, p: &Arc<Pod>) -> HashMap<String, String> {
             env: vec![],
             mounts: vec![],
             log_path: PathBuf::from(format!("{}/0.log", c.name)),
+            cpuset_cpus: None,
         };
         let id = sim.create_container(&sb, &config, &sandbox).await.unwrap();
         sim.start_container(&id).await.unwrap();

@@ -348,6 +348,14 @@ async fn start_container(
         Ok(None) => {}
         Err(err) => return Err(config_error(&err)),
     }
+    // The CPU manager's assignment is on disk before a container runs on it.
+    if let Err(err) = e.cpu_manager.persist().await {
+        return Err(fail("CreateContainerError", err.to_string()));
+    }
+    let cpuset_cpus = e
+        .cpu_manager
+        .container_cpus(pod::uid(p), &c.name)
+        .map(|cpus| cpus.to_string());
     let metrics = crate::metrics::global();
     let container_type = crate::metrics::container_type(&kind);
     metrics.started_containers.inc(container_type);
@@ -363,6 +371,7 @@ async fn start_container(
         env,
         mounts,
         log_path: PathBuf::from(&c.name).join(format!("{restart_count}.log")),
+        cpuset_cpus,
     };
     let id = match e
         .runtime

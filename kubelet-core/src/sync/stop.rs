@@ -138,8 +138,35 @@ pub(crate) async fn terminate_pod(
         fill_termination_messages(e, p, &mut rt, memory).await;
         let terminated = pod::is_deleted(p) || !e.pods().contains(uid);
         update_status(e, p, &rt, memory, terminated);
+        if is_evicted(memory) {
+            remove_evicted_containers(e, p, &rt).await;
+        }
     }
     Ok(())
+}
+
+/// Whether the kubelet failed the pod as evicted (Go's `eviction.PodIsEvicted`).
+fn is_evicted(memory: &WorkerMemory) -> bool {
+    memory
+        .failure
+        .as_ref()
+        .is_some_and(|f| f.reason == crate::eviction::messages::REASON)
+}
+
+/// Removes an evicted pod's stopped containers once its final status is recorded (Go's
+/// `cleanUpContainersInPod` with `removeAll` for evicted pods): the eviction manager waits
+/// for them to be gone, and what their writable layers held is freed before it measures
+/// again. Best effort: what fails here the next reclaim removes.
+async fn remove_evicted_containers(e: &Engine, p: &Pod, rt: &PodRuntimeStatus) {
+    for c in rt
+        .containers
+        .iter()
+        .filter(|c| c.summary.state != ContainerState::Running)
+    {
+        if let Err(err) = e.runtime.remove_container(&c.summary.id).await {
+            tracing::warn!(pod = %pod::full_name(p), uid = pod::uid(p), container = %c.summary.id, error = %err, "removing an evicted pod's container failed");
+        }
+    }
 }
 
 /// Removes the terminated pod's containers, sandboxes and pod-level resources.

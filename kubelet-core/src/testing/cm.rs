@@ -266,6 +266,7 @@ impl FakeNodeStats {
                     cpu,
                     core: cpu,
                     socket: 0,
+                    numa_node: 0,
                 })
                 .collect(),
             memory_capacity: amount("memory", false),

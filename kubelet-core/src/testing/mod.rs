@@ -11,12 +11,14 @@
 
 mod cm;
 mod pods;
+mod shutdown;
 mod sim;
 mod sink;
 mod source;
 
 pub use cm::{CgroupUsage, FakeContainerManager, FakeNodeStats};
 pub use pods::{container, eventually, pod, poll_until, ContainerBuilder, PodBuilder};
+pub use shutdown::ScriptedShutdownInhibitor;
 pub use sim::{ContainerBehavior, SimRuntime, SANDBOX_DIES};
 pub use sink::RecordingSink;
 pub use source::StaticSource;

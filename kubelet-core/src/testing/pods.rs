@@ -131,6 +131,12 @@ impl PodBuilder {
         self
     }
 
+    /// Sets `spec.priority` (what the admission plugin resolves a priority class to).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.spec_mut().priority = Some(priority);
+        self
+    }
+
     /// Sets `spec.nodeName`.
     pub fn node_name(mut self, node: &str) -> Self {
         self.spec_mut().node_name = Some(node.to_string());

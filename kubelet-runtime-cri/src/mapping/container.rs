@@ -25,7 +25,10 @@ pub fn container_config(
     opts: &Options,
 ) -> Result<cri::ContainerConfig, RuntimeError> {
     let c = &config.container;
-    let resources = container_resources(&config.pod, c, opts)?;
+    let mut resources = container_resources(&config.pod, c, opts)?;
+    if let Some(cpus) = &config.cpuset_cpus {
+        resources.cpuset_cpus.clone_from(cpus);
+    }
     let security_context =
         container_security_context(&config.pod, c, &config.kind, image_user, opts)?;
     Ok(cri::ContainerConfig {

@@ -87,5 +87,6 @@ pub(crate) fn container_cfg(pod: Pod, c: Container) -> ContainerConfig {
             propagation: MountPropagation::HostToContainer,
         }],
         log_path: PathBuf::from("app/3.log"),
+        cpuset_cpus: None,
     }
 }

@@ -124,6 +124,7 @@ pub(super) fn workload(prefix: &str, n: usize) -> Vec<BenchPod> {
                 env: Vec::new(),
                 mounts: Vec::new(),
                 log_path: PathBuf::from(&container.name).join("0.log"),
+                cpuset_cpus: None,
                 container,
             };
             BenchPod { sandbox, container }

@@ -196,4 +196,17 @@ pub struct ContainerConfig {
     pub mounts: Vec<Mount>,
     /// Log path relative to the sandbox log directory: `<container>/<restartCount>.log`.
     pub log_path: PathBuf,
+    /// The CPUs the container may run on (the CPU manager's choice, a Linux CPU list);
+    /// `None`: the runtime's default (every CPU of its cgroup parent).
+    pub cpuset_cpus: Option<String>,
+}
+
+/// A change of a container's Linux resources ([`update_container_resources`]); `None`
+/// fields are left as they are.
+///
+/// [`update_container_resources`]: super::ContainerRuntime::update_container_resources
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourcesUpdate {
+    /// CPUs (cgroup `cpuset.cpus`), a Linux CPU list.
+    pub cpuset_cpus: Option<String>,
 }

@@ -11,6 +11,8 @@ pub struct CpuTopology {
     pub core: u32,
     /// Socket (physical package) id.
     pub socket: u32,
+    /// NUMA node id (0 on machines without NUMA information).
+    pub numa_node: u32,
 }
 
 /// Huge pages of one size.

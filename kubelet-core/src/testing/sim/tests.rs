@@ -44,6 +44,7 @@ fn config(sandbox: &SandboxConfig, env: &[(&str, &str)]) -> ContainerConfig {
             .collect(),
         mounts: vec![],
         log_path: PathBuf::from("app/0.log"),
+        cpuset_cpus: None,
     }
 }
 

@@ -176,6 +176,8 @@ pub struct Observed {
     pub runtime_message: String,
     /// The kubelet's own health (sync loop and PLEG); the error says what is wrong.
     pub health: Result<(), String>,
+    /// Why the node is going away (graceful node shutdown in progress), if it is.
+    pub shutting_down: Option<String>,
     /// Memory pressure, as the kubelet's eviction manager reports it.
     pub memory_pressure: bool,
     /// Disk pressure, as the eviction manager reports it.
@@ -226,6 +228,7 @@ pub async fn observe(handle: &KubeletHandle) -> Observed {
         network_ready,
         runtime_message,
         health: handle.check_health(),
+        shutting_down: handle.shutdown_status().map(str::to_string),
         memory_pressure: pressure.memory,
         disk_pressure: pressure.disk,
         pid_pressure: pressure.pid,
@@ -276,6 +279,7 @@ pub(crate) mod fixtures {
             network_ready: true,
             runtime_message: String::new(),
             health: Ok(()),
+            shutting_down: None,
             memory_pressure: false,
             disk_pressure: false,
             pid_pressure: false,

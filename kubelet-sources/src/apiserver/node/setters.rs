@@ -334,6 +334,9 @@ pub fn not_ready_reasons(o: &Observed) -> Vec<String> {
     if let Err(e) = &o.health {
         errs.push(e.clone());
     }
+    if let Some(why) = &o.shutting_down {
+        errs.push(why.clone());
+    }
     let missing: Vec<&str> = ["cpu", "memory", "pods"]
         .into_iter()
         .filter(|r| !o.capacity.contains_key(*r))
@@ -456,6 +459,12 @@ mod tests {
                 Box::new(|o| o.health = Err("PLEG is not healthy".into())),
                 "False",
                 "PLEG is not healthy",
+            ),
+            (
+                "shutting down",
+                Box::new(|o| o.shutting_down = Some("node is shutting down".into())),
+                "False",
+                "node is shutting down",
             ),
             (
                 "capacity",

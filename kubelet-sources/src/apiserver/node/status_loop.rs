@@ -183,10 +183,13 @@ impl NodeStatusLoop {
         let mut reported_pressure: [Option<bool>; 3] = [None; 3];
         let mut tick = tokio::time::interval(self.config.status_update_frequency);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let changed = self.handle.node_status_changed();
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
+                // Something the status reports changed (the node began shutting down): now.
+                _ = changed.notified() => {}
             }
             let observed = observe(&self.handle).await;
             let now = now();
