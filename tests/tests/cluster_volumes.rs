@@ -147,13 +147,19 @@ async fn objects_from_the_api_server_with_the_node_identity() {
         .await
         .unwrap();
     let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), &ns);
-    eventually("default service account and kube-root-ca.crt", || {
+    // The account's token secret too: v1.20's ServiceAccount admission refuses a pod of an
+    // account whose token the controller has not added yet ("No API token found").
+    eventually("default service account, its token and kube-root-ca.crt", || {
         let (sas, cms) = (
             sas.clone(),
             Api::<ConfigMap>::namespaced(admin.clone(), &ns),
         );
         async move {
-            sas.get("default").await.ok()?;
+            sas.get("default")
+                .await
+                .ok()?
+                .secrets
+                .filter(|s| !s.is_empty())?;
             cms.get("kube-root-ca.crt").await.ok()
         }
     })
