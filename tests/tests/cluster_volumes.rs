@@ -149,20 +149,23 @@ async fn objects_from_the_api_server_with_the_node_identity() {
     let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), &ns);
     // The account's token secret too: v1.20's ServiceAccount admission refuses a pod of an
     // account whose token the controller has not added yet ("No API token found").
-    eventually("default service account, its token and kube-root-ca.crt", || {
-        let (sas, cms) = (
-            sas.clone(),
-            Api::<ConfigMap>::namespaced(admin.clone(), &ns),
-        );
-        async move {
-            sas.get("default")
-                .await
-                .ok()?
-                .secrets
-                .filter(|s| !s.is_empty())?;
-            cms.get("kube-root-ca.crt").await.ok()
-        }
-    })
+    eventually(
+        "default service account, its token and kube-root-ca.crt",
+        || {
+            let (sas, cms) = (
+                sas.clone(),
+                Api::<ConfigMap>::namespaced(admin.clone(), &ns),
+            );
+            async move {
+                sas.get("default")
+                    .await
+                    .ok()?
+                    .secrets
+                    .filter(|s| !s.is_empty())?;
+                cms.get("kube-root-ca.crt").await.ok()
+            }
+        },
+    )
     .await;
     let nodes: Api<Node> = Api::all(admin.clone());
     let _ = nodes
