@@ -37,13 +37,14 @@
 // at the crate root under its own name.
 pub mod admission;
 pub mod contracts;
-pub use contracts::{cm, credentials, objects, runtime, sink, source, stats};
+pub use contracts::{cm, credentials, devices, objects, runtime, sink, source, stats};
 
 // Helpers for backends, sources and servers that speak the kubelet's language.
 pub mod clock;
 pub mod cpu;
 pub mod cpumanager;
 pub mod cri_log;
+pub mod devicemanager;
 pub mod duration;
 pub mod eviction;
 pub mod hash;
@@ -63,6 +64,7 @@ pub mod topologymanager;
 
 // The engine: the sync loop, pod workers and their components (internal).
 mod backoff;
+mod checkpoint_file;
 mod config;
 mod dns;
 mod engine;

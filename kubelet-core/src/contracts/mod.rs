@@ -9,6 +9,7 @@
 //! | [`CredentialProvider`](credentials::CredentialProvider) | registry credentials from outside the pod (plugins) | `kubelet-sources` (exec plugins) |
 //! | [`ObjectStore`](objects::ObjectStore) | config maps, secrets, service-account tokens and services for volumes and env | `kubelet-sources` (API server), [`objects::StandaloneObjectStore`] |
 //! | [`NodeStatsProvider`](stats::NodeStatsProvider) | machine info and node, pod, container and filesystem measurements (what [`crate::summary`] reads) | `kubelet-cm` |
+//! | [`DevicePluginRegistry`](devices::DevicePluginRegistry) | where device plugins register, and the calls on a registered plugin ([`DevicePlugin`](devices::DevicePlugin)) | `kubelet-cm` (`deviceplugin/v1beta1` over gRPC) |
 //! | [`ShutdownInhibitor`](shutdown::ShutdownInhibitor) | the host's shutdown signal and delay lock (graceful node shutdown) | `kubelet-cm` (logind over D-Bus) |
 //! | [`AdmitHandler`](crate::AdmitHandler) | extra admission checks | embedders |
 //!
@@ -17,6 +18,7 @@
 
 pub mod cm;
 pub mod credentials;
+pub mod devices;
 pub mod objects;
 pub mod runtime;
 pub mod shutdown;

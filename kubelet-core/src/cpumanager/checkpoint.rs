@@ -27,7 +27,7 @@ use super::cpuset::{CpuSet, CpuSetError};
 pub const STATE_FILE: &str = "cpu_manager_state";
 
 /// The largest state file read (a node's assignments fit in a few KiB).
-pub const MAX_STATE_FILE_BYTES: usize = 4 << 20;
+pub const MAX_STATE_FILE_BYTES: usize = crate::checkpoint_file::MAX_CHECKPOINT_BYTES;
 
 /// Why a state file cannot be used.
 #[derive(Debug, thiserror::Error)]

@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::checkpoint::{CheckpointError, CpuManagerCheckpoint, MAX_STATE_FILE_BYTES, STATE_FILE};
+use super::checkpoint::{CheckpointError, CpuManagerCheckpoint, STATE_FILE};
 use super::cpuset::CpuSet;
 use super::policy::{PolicyError, StaticPolicy};
 use super::topology::CpuTopology;
@@ -221,7 +221,7 @@ impl CpuManager {
         let policy_name = self.config.policy.as_str();
         let restored = match &self.state_file {
             None => None,
-            Some(path) => match read_bounded(path).await {
+            Some(path) => match crate::checkpoint_file::read_bounded(path).await {
                 Ok(Some(bytes)) => Some(
                     CpuManagerCheckpoint::from_json(&bytes, policy_name).map_err(|source| {
                         CpuManagerError::Restore {
@@ -309,7 +309,7 @@ impl CpuManager {
         let bytes = state
             .to_json()
             .map_err(|e| io("writing", std::io::Error::other(e.to_string())))?;
-        write_atomically(path, &bytes)
+        crate::checkpoint_file::write_atomically(path, &bytes)
             .await
             .map_err(|e| io("writing", e))?;
         *written = Some(generation);
@@ -452,54 +452,6 @@ fn release_stale(
         policy.remove_container(state, uid, c);
     }
     !stale.is_empty()
-}
-
-/// The file's bytes, `None` when it does not exist; refuses files over the bound.
-async fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    use tokio::io::AsyncReadExt;
-    let file = match tokio::fs::File::open(path).await {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut bytes = Vec::new();
-    let limit = u64::try_from(MAX_STATE_FILE_BYTES).unwrap_or(u64::MAX) + 1;
-    file.take(limit).read_to_end(&mut bytes).await?;
-    Ok(Some(bytes))
-}
-
-/// Writes through a temporary file of its own in the same directory and renames it over
-/// `path` (as Go's checkpoint store does with `TempFile`; mode 0600 like its temporary
-/// files), so that writers of the same file never meet in one temporary file.
-async fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use tokio::io::AsyncWriteExt;
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    tokio::fs::create_dir_all(dir).await?;
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(STATE_FILE);
-    let unique = NEXT.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.tmp.{}.{unique}", std::process::id()));
-    let mut options = tokio::fs::OpenOptions::new();
-    options.write(true).create_new(true).mode(0o600);
-    let mut file = options.open(&tmp).await?;
-    let written = async {
-        file.write_all(bytes).await?;
-        file.sync_all().await
-    }
-    .await;
-    drop(file);
-    let result = match written {
-        Ok(()) => tokio::fs::rename(&tmp, path).await,
-        Err(e) => Err(e),
-    };
-    if result.is_err() {
-        let _ = tokio::fs::remove_file(&tmp).await;
-    }
-    result
 }
 
 /// The stale-state bookkeeping's view for tests: pod uid → container → CPUs.

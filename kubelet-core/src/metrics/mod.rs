@@ -21,6 +21,7 @@
 //! | `kubelet_restarted_pods_total`, `kubelet_desired_pods`, `kubelet_active_pods` | `static` |
 //! | `kubelet_working_pods` | `lifecycle`, `config`, `static` |
 //! | `kubelet_running_containers` | `container_state` |
+//! | `kubelet_device_plugin_registration_total`, `kubelet_device_plugin_alloc_duration_seconds` | `resource_name` |
 //! | `rest_client_requests_total` | `code`, `host`, `method` |
 //! | `rest_client_request_duration_seconds`, `rest_client_rate_limiter_duration_seconds` | `host`, `verb` |
 //! | `process_*` | — |
@@ -150,6 +151,11 @@ pub struct Metrics {
     pub working_pods: GaugeVec,
     /// `kubelet_managed_ephemeral_containers`.
     pub managed_ephemeral_containers: GaugeVec,
+    /// `kubelet_device_plugin_registration_total{resource_name}`: every `Register` call
+    /// received, accepted or not (as Go counts).
+    pub device_plugin_registrations: CounterVec,
+    /// `kubelet_device_plugin_alloc_duration_seconds{resource_name}`: each `Allocate` call.
+    pub device_plugin_alloc_duration: HistogramVec,
     /// `kubelet_running_pods`.
     pub running_pods: AtomicI64,
     /// `kubelet_running_containers{container_state="running"}`.
@@ -204,6 +210,8 @@ impl Default for Metrics {
             mirror_pods: GaugeVec::new(&[]),
             working_pods: GaugeVec::new(&["lifecycle", "config", "static"]),
             managed_ephemeral_containers: GaugeVec::new(&[]),
+            device_plugin_registrations: CounterVec::new(&["resource_name"]),
+            device_plugin_alloc_duration: HistogramVec::new(&["resource_name"], DEF_BUCKETS),
             running_pods: AtomicI64::new(0),
             running_containers: AtomicI64::new(0),
             exited_containers: AtomicI64::new(0),
@@ -462,6 +470,18 @@ impl Metrics {
             "kubelet_managed_ephemeral_containers",
             "Current number of ephemeral containers in pods managed by this kubelet.",
             &self.managed_ephemeral_containers,
+        );
+        c(
+            o,
+            "kubelet_device_plugin_registration_total",
+            "Cumulative number of device plugin registrations. Broken down by resource name.",
+            &self.device_plugin_registrations,
+        );
+        hv(
+            o,
+            "kubelet_device_plugin_alloc_duration_seconds",
+            "Duration in seconds to serve a device plugin Allocation request. Broken down by resource name.",
+            &self.device_plugin_alloc_duration,
         );
         self.node_startup.render(o);
         c(

@@ -98,6 +98,16 @@ const GO_FAMILIES: &[(&str, &str, &[&str])] = &[
     ("kubelet_running_pods", "gauge", &[]),
     ("kubelet_running_containers", "gauge", &["container_state"]),
     ("kubelet_desired_pods", "gauge", &["static"]),
+    (
+        "kubelet_device_plugin_registration_total",
+        "counter",
+        &["resource_name"],
+    ),
+    (
+        "kubelet_device_plugin_alloc_duration_seconds",
+        "histogram",
+        &["resource_name"],
+    ),
     ("kubelet_active_pods", "gauge", &["static"]),
     ("kubelet_mirror_pods", "gauge", &[]),
     (
@@ -254,6 +264,10 @@ fn families_and_labels_match_go() {
         .with("memory.available")
         .observe(Duration::from_secs(1));
     m.image_garbage_collected.inc("space");
+    m.device_plugin_registrations.inc("example.com/resource");
+    m.device_plugin_alloc_duration
+        .with("example.com/resource")
+        .observe(Duration::from_millis(2));
     let got = families_of(&m.render());
     let want: Vec<(String, String, Vec<String>)> = GO_FAMILIES
         .iter()
