@@ -11,7 +11,9 @@
 //! that the runtime uses as cgroup parent. It measures the node for the core stats contract
 //! ([`CgroupStats`], a [`kubelet_core::NodeStatsProvider`] returned by
 //! [`ContainerManager::node_stats`](kubelet_core::ContainerManager::node_stats)): cgroup CPU
-//! and memory usage, network interfaces from `/proc`, filesystems from `statvfs`.
+//! and memory usage, network interfaces from `/proc`, filesystems from `statvfs`. It serves
+//! the device plugin registration socket and calls registered plugins ([`device_plugins`]:
+//! `deviceplugin/v1beta1` over gRPC, a [`kubelet_core::devices::DevicePluginRegistry`]).
 //!
 //! ```no_run
 //! use kubelet_cm::{CmConfig, LinuxContainerManager};
@@ -30,7 +32,9 @@
 
 pub mod allocatable;
 pub mod cgroups;
+pub mod device_plugins;
 mod error;
+pub mod grpc_uds;
 pub mod helpers;
 mod host_root;
 pub mod logind;
@@ -44,6 +48,7 @@ mod stats;
 pub mod system_containers;
 
 pub use cgroups::{CgroupManager, CgroupMode, CgroupName, ResourceConfig, Usage};
+pub use device_plugins::{GrpcDevicePlugin, GrpcDevicePluginRegistry};
 pub use error::Error;
 pub use machine::MachineInfo;
 pub use manager::{
