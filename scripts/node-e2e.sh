@@ -18,6 +18,9 @@
 #                                     each, then their table (`group-table` prints it again)
 #   scripts/node-e2e.sh skips         the skip list with reasons (the README's)
 #   scripts/node-e2e.sh go-kubelet    build the Go kubelet v1.20.2 of the tree once; print its path
+#   scripts/node-e2e.sh sample-device-plugin
+#                                     build the tree's test/images/sample-device-plugin once; print
+#                                     its path (tests/tests/engine_device_plugin.rs runs it)
 #   scripts/node-e2e.sh down          remove what an interrupted run left
 #
 # In local mode the test binary starts everything itself: an embedded etcd, a kube-apiserver on
@@ -165,6 +168,23 @@ go_kubelet() {
     mv "$NE2E_CACHE/bin/go-kubelet/kubelet.tmp" "$NE2E_CACHE/bin/go-kubelet/kubelet"
   fi
   echo "$NE2E_CACHE/bin/go-kubelet"
+}
+
+# The upstream sample device plugin of the same tree (`example.com/resource`, devices Dev-1 and
+# Dev-2), for the device manager's tests.
+sample_device_plugin() {
+  local bin="$NE2E_CACHE/bin/sample-device-plugin"
+  if ! [ -x "$bin" ]; then
+    tree_of
+    log "building the sample device plugin (log: $NE2E_CACHE/build-sample-device-plugin.log)"
+    mkdir -p "$NE2E_CACHE/bin"
+    : >"$NE2E_CACHE/build-sample-device-plugin.log"
+    in_tree "$NE2E_CACHE/build-sample-device-plugin.log" make WHAT=test/images/sample-device-plugin ||
+      die "building the sample device plugin failed (log: $NE2E_CACHE/build-sample-device-plugin.log)"
+    install -m 0755 "$TREE/_output/local/bin/linux/amd64/sample-device-plugin" "$bin.tmp"
+    mv "$bin.tmp" "$bin"
+  fi
+  echo "$bin"
 }
 
 # kubelet_dir KIND: a directory holding `kubelet` (the suite's --k8s-bin-dir).
@@ -557,6 +577,7 @@ main() {
       ;;
     group-table) print_group_table ;;
     go-kubelet) echo "$(go_kubelet)/kubelet" ;;
+    sample-device-plugin) sample_device_plugin ;;
     table) print_table ;;
     summary) summarize "${2:-kubelet-rs}" ;;
     ci)
@@ -576,7 +597,7 @@ main() {
       ;;
     down) cleanup ;;
     *)
-      echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|compare [FOCUS]|groups [KIND|all] [GROUP...]|group-table|table|summary KIND|ci|skips|go-kubelet|down" >&2
+      echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|compare [FOCUS]|groups [KIND|all] [GROUP...]|group-table|table|summary KIND|ci|skips|go-kubelet|sample-device-plugin|down" >&2
       exit 2
       ;;
   esac

@@ -430,6 +430,19 @@ pub async fn create_and_init_kubelet_with(
             std::path::PathBuf::from(kubelet_cm::logind::LOGIND_CONF_DIR),
         )));
     }
+    // Device plugins register on `<root-dir>/device-plugins/kubelet.sock` (Go's device
+    // manager, on unless the DevicePlugins gate is off).
+    if crate::feature_gates::FeatureGates::new(&loaded.config.feature_gates)
+        .enabled("DevicePlugins")
+    {
+        builder = builder.device_plugin_registry(Arc::new(
+            kubelet_cm::device_plugins::GrpcDevicePluginRegistry::new(
+                loaded
+                    .root_dir
+                    .join(kubelet_core::devicemanager::DEVICE_PLUGIN_DIR),
+            ),
+        ));
+    }
     builder.build().context("building the kubelet")
 }
 

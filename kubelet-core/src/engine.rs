@@ -15,6 +15,7 @@ use crate::cm::ContainerManager;
 use crate::config::Config;
 use crate::cpumanager::CpuManager;
 use crate::credentials::CredentialProvider;
+use crate::devicemanager::DeviceManager;
 use crate::hooks::Hooks;
 use crate::images::gc::ImageGc;
 use crate::images::ImageManager;
@@ -84,6 +85,8 @@ pub(crate) struct Engine {
     /// The topology manager: the last admission step, which allocates the pod's resources
     /// through the resource managers (the `none` policy unless the builder set up another).
     pub topology: Arc<TopologyManager>,
+    /// The device manager (no checkpoint and no plugins unless the builder set it up).
+    pub device_manager: Arc<DeviceManager>,
 }
 
 impl Engine {
@@ -125,10 +128,13 @@ impl Engine {
             ))
         });
         let cpu_manager = Arc::new(CpuManager::none(&config.root_dir));
+        let device_manager = Arc::new(DeviceManager::new(None, Vec::new()));
         let mut topology = TopologyManager::none();
+        topology.add_provider(device_manager.clone());
         topology.add_provider(cpu_manager.clone());
         Engine {
             cpu_manager,
+            device_manager,
             topology: Arc::new(topology),
             image_gc: ImageGc::new(config.image_gc.clone()),
             stats,

@@ -19,6 +19,9 @@ pub enum Error {
     /// The CPU manager cannot start (its state file, Go's message).
     #[error("start cpu manager error: {0}")]
     CpuManager(Box<crate::cpumanager::CpuManagerError>),
+    /// The device plugin registry cannot serve (Go: "failed to start device plugin manager").
+    #[error("failed to start device plugin manager: {0}")]
+    DevicePlugins(#[from] crate::devices::DevicePluginError),
     /// The container runtime failed at start-up.
     #[error("container runtime: {error}")]
     Runtime {

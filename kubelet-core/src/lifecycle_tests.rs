@@ -481,6 +481,7 @@ async fn orphans_are_removed_only_after_all_sources_are_seen() {
                 mounts: vec![],
                 log_path: "c/0.log".into(),
                 cpuset_cpus: None,
+                devices: Default::default(),
             },
             &sandbox,
         )

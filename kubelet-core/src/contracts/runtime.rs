@@ -93,8 +93,8 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 
 pub use container::{
-    ContainerConfig, ContainerKind, ContainerState, ContainerStatus, ContainerSummary, EnvVar,
-    Mount, MountPropagation, ResourcesUpdate,
+    ContainerConfig, ContainerKind, ContainerState, ContainerStatus, ContainerSummary,
+    DeviceSettings, EnvVar, Mount, MountPropagation, ResourcesUpdate,
 };
 pub use events::{ContainerEvent, ContainerEventKind, ContainerEventStream};
 pub use image::{ImageInfo, PullImageRequest, RegistryAuth};
@@ -687,6 +687,7 @@ mod tests {
             mounts: vec![],
             log_path: PathBuf::from("app/1.log"),
             cpuset_cpus: None,
+            devices: Default::default(),
         };
         let mut c = ContainerStatus::new("c1", "sb-1", &config, &sandbox);
         assert_eq!(c.summary.state, ContainerState::Created);

@@ -13,6 +13,8 @@ use crate::cm::ContainerManager;
 use crate::config::Config;
 use crate::cpumanager::{CpuManager, CpuManagerPolicy, CpuTopology};
 use crate::credentials::CredentialProvider;
+use crate::devicemanager::{DeviceManager, DEVICE_PLUGIN_DIR};
+use crate::devices::DevicePluginRegistry;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::eviction::admission::EvictionAdmitHandler;
@@ -40,6 +42,7 @@ pub struct KubeletBuilder {
     credential_providers: Vec<Arc<dyn CredentialProvider>>,
     node_lister: Option<Arc<dyn NodeLister>>,
     shutdown_inhibitor: Option<Arc<dyn ShutdownInhibitor>>,
+    device_plugins: Option<Arc<dyn DevicePluginRegistry>>,
 }
 
 impl KubeletBuilder {
@@ -99,6 +102,14 @@ impl KubeletBuilder {
         self.shutdown_inhibitor = Some(inhibitor);
         self
     }
+
+    /// Where device plugins register (kubelet-cm's `deviceplugin/v1beta1` server on
+    /// `<root-dir>/device-plugins/kubelet.sock`); without one, no device plugin resources.
+    pub fn device_plugin_registry(mut self, registry: Arc<dyn DevicePluginRegistry>) -> Self {
+        self.device_plugins = Some(registry);
+        self
+    }
+
     /// Validates the parts and builds the kubelet.
     pub fn build(self) -> Result<Kubelet> {
         let c = &self.config;
@@ -241,9 +252,19 @@ impl KubeletBuilder {
                     field: "topologyManagerPolicy",
                     message,
                 })?;
+        // Go's order: the device manager's hints and allocation, then the CPU manager's.
+        let numa: Vec<u32> = numa_nodes(engine.cm.as_ref());
+        let device_manager = Arc::new(DeviceManager::new(
+            (!engine.config.root_dir.as_os_str().is_empty())
+                .then(|| engine.config.root_dir.join(DEVICE_PLUGIN_DIR))
+                .as_deref(),
+            numa,
+        ));
+        topology.add_provider(device_manager.clone());
         topology.add_provider(cpu_manager.clone());
         engine.topology = Arc::new(topology);
         engine.cpu_manager = cpu_manager;
+        engine.device_manager = device_manager;
         let engine = Arc::new(engine);
         let shutdown = CancellationToken::new();
         let workers = Arc::new(PodWorkers::new(shutdown.clone()));
@@ -258,6 +279,7 @@ impl KubeletBuilder {
             workers_shutdown: shutdown,
             eviction,
             node_shutdown,
+            device_plugins: self.device_plugins,
         })
     }
 }

@@ -114,6 +114,27 @@ impl KubeletHandle {
         self.engine.topology.affinity(uid, container)
     }
 
+    /// The device plugins' resources: capacity (every device) and allocatable (the healthy
+    /// ones), a resource whose plugin is gone past its grace period at 0 (Go's
+    /// `GetCapacity`, as the node status applies it).
+    pub fn device_capacity(&self) -> (crate::cm::ResourceList, crate::cm::ResourceList) {
+        self.engine.device_manager.capacity()
+    }
+
+    /// The devices a container holds: resource → NUMA node → device ids.
+    pub fn container_devices(
+        &self,
+        uid: &str,
+        container: &str,
+    ) -> Vec<(String, std::collections::BTreeMap<i64, Vec<String>>)> {
+        self.engine.device_manager.container_devices(uid, container)
+    }
+
+    /// The device manager's state as its checkpoint holds it.
+    pub fn device_checkpoint(&self) -> crate::devicemanager::DeviceCheckpoint {
+        self.engine.device_manager.checkpoint()
+    }
+
     /// The CPU manager's state (what `cpu_manager_state` holds once written).
     pub fn cpu_manager_state(&self) -> crate::cpumanager::CpuManagerCheckpoint {
         self.engine.cpu_manager.state()

@@ -9,15 +9,19 @@
 //! manager, image garbage collection and container log rotation, see `managers`), the PLEG
 //! (relisting, or evented with `evented_pleg`: see `pleg::evented`), the CPU manager's
 //! reconcile (every `cpuManagerReconcilePeriod`, with a policy other than `none`; the state
-//! file is read before anything starts), and the sync loop itself.
+//! file is read before anything starts), with a device plugin registry the device manager
+//! (the registry listens before the sync loop starts; the device manager applies what it
+//! reports, see [`crate::devicemanager`]), and the sync loop itself.
 //! The sync loop is one task that selects over merged source updates, PLEG events, eviction
 //! requests and the housekeeping tick; it
 //! never waits on the runtime, it hands work to pod workers ([`crate::pod_workers`]). While
 //! the runtime reports not ready, the loop pauses with a backoff from 100ms to 5s.
 //!
 //! # Handlers (Go's `HandlePod*`)
-//! - **Add**: pods are admitted in creation-time order ([`crate::admission`]); a rejected pod
-//!   gets a `Failed` status and never starts; an admitted one gets a worker.
+//! - **Add**: pods are admitted in creation-time order ([`crate::admission`], then the
+//!   topology manager allocating CPUs and devices, then the device plugins' `Allocate`
+//!   calls); a rejected pod gets a `Failed` status and never starts; an admitted one gets a
+//!   worker.
 //! - **Update**: the pod's worker syncs the new spec.
 //! - **Delete** (deletion timestamp set): the worker terminates it with its grace period.
 //! - **Remove**: the pod left its source: the worker terminates it and cleans up.
@@ -59,6 +63,8 @@ use sync_loop::SyncLoop;
 
 /// Capacity of the PLEG → sync loop channel.
 const PLEG_CHANNEL_CAPACITY: usize = 1000;
+/// Capacity of the device plugin registry → device manager channel.
+const DEVICE_PLUGIN_EVENTS_CAPACITY: usize = 64;
 
 /// The kubelet engine. Build it with [`Kubelet::builder`], then [`Kubelet::run`] it.
 pub struct Kubelet {
@@ -67,6 +73,7 @@ pub struct Kubelet {
     workers_shutdown: CancellationToken,
     eviction: Arc<EvictionManager>,
     node_shutdown: Option<Arc<NodeShutdownManager>>,
+    device_plugins: Option<Arc<dyn crate::devices::DevicePluginRegistry>>,
 }
 
 impl Kubelet {
@@ -85,6 +92,7 @@ impl Kubelet {
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
         let engine = self.handle.engine.clone();
         engine.cpu_manager.start().await?;
+        engine.device_manager.start().await;
         engine.runtime_state.init(engine.runtime.as_ref()).await;
         if !engine.config.resolv_conf.as_os_str().is_empty() {
             engine
@@ -93,6 +101,11 @@ impl Kubelet {
         }
         let tasks = TaskTracker::new();
         let child = shutdown.child_token();
+        if let Some(registry) = &self.device_plugins {
+            let (tx, rx) = mpsc::channel(DEVICE_PLUGIN_EVENTS_CAPACITY);
+            registry.start(tx, child.clone()).await?;
+            tasks.spawn(engine.device_manager.clone().run(rx, child.clone()));
+        }
 
         let (tx, rx) = mpsc::channel::<PodUpdate>(engine.config.update_channel_capacity);
         let names: Vec<String> = self.sources.iter().map(|s| s.name().to_string()).collect();

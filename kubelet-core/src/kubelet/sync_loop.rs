@@ -130,7 +130,7 @@ impl SyncLoop {
                 biased;
                 _ = shutdown.cancelled() => return,
                 u = updates.recv(), if sources_open => match u {
-                    Some(u) => self.handle_source_update(u),
+                    Some(u) => self.handle_source_update(u).await,
                     None => sources_open = false,
                 },
                 Some(e) = pleg.recv() => self.handle_pleg_event(e),
@@ -141,12 +141,12 @@ impl SyncLoop {
         }
     }
 
-    fn handle_source_update(&mut self, update: PodUpdate) {
+    async fn handle_source_update(&mut self, update: PodUpdate) {
         for inc in self.merger.merge(update) {
             tracing::debug!(op = ?inc.op, source = %inc.source, pods = inc.pods.len(), "pod config update");
             let pods = inc.pods;
             match inc.op {
-                PodOperation::Add => self.handle_additions(pods),
+                PodOperation::Add => self.handle_additions(pods).await,
                 PodOperation::Update => {
                     for p in pods {
                         self.engine.pods_mut().upsert(p.clone());
@@ -300,7 +300,7 @@ impl SyncLoop {
         )
     }
 
-    fn handle_additions(&mut self, mut pods: Vec<Arc<Pod>>) {
+    async fn handle_additions(&mut self, mut pods: Vec<Arc<Pod>>) {
         pods.sort_by(|a, b| {
             let key = |p: &Pod| (p.metadata.creation_timestamp.clone(), pod::full_name(p));
             key(a).cmp(&key(b))
@@ -317,7 +317,7 @@ impl SyncLoop {
             }
             let uid = pod::uid(&p).to_string();
             if !self.admitted.contains(&uid) {
-                if let Some((reason, message)) = self.admit(&p, &node) {
+                if let Some((reason, message)) = self.admit(&p, &node).await {
                     self.reject(&p, &reason, &message);
                     continue;
                 }
@@ -327,7 +327,22 @@ impl SyncLoop {
         }
     }
 
-    fn admit(&self, p: &Pod, node: &NodeInfo) -> Option<(String, String)> {
+    async fn admit(&self, p: &Pod, node: &NodeInfo) -> Option<(String, String)> {
+        // The device plugins' resources as the device manager has them (a pod already
+        // holding devices sees at least what it holds: Go's `sanitizeNodeAllocatable`).
+        let devices = self
+            .engine
+            .device_manager
+            .admission_allocatable(pod::uid(p));
+        let with_devices;
+        let node = if devices.is_empty() {
+            node
+        } else {
+            let mut n = node.clone();
+            n.allocatable.extend(devices);
+            with_devices = n;
+            &with_devices
+        };
         let attrs = AdmitAttributes {
             pod: p,
             other_pods: &self.admitted.list,
@@ -346,22 +361,40 @@ impl SyncLoop {
             return rejected;
         }
         // Go's topology manager admission: the pod's resources aligned and allocated, once
-        // everything else admits it (the CPU manager first frees what finished pods held).
-        // The merger's view, not the engine's flag: the update being handled may be the one
-        // that makes every source seen (Go's `AllReady` is true by the time it admits).
-        // Only the static CPU policy and the aligning topology policies keep per-pod state;
-        // with neither, the active pods (a pass over every pod) are not read at all.
+        // everything else admits it (the device and CPU managers first free what finished
+        // pods held). The merger's view, not the engine's flag: the update being handled may
+        // be the one that makes every source seen (Go's `AllReady` is true by the time it
+        // admits). Only the static CPU policy, the aligning topology policies and held
+        // devices keep per-pod state; with none of them, the active pods (a pass over every
+        // pod) are not read at all.
         let config = &self.engine.config;
         let keeps_state = config.cpu_manager.policy != CpuManagerPolicy::None
-            || config.topology_manager_policy != TopologyPolicy::None;
+            || config.topology_manager_policy != TopologyPolicy::None
+            || self.engine.device_manager.holds_devices();
         let active =
             (keeps_state && self.merger.seen_all_sources()).then(|| self.engine.active_pods());
         self.engine.cpu_manager.release_stale(p, active.as_deref());
+        self.engine.device_manager.release_stale(active.as_deref());
         if let Some(active) = &active {
             let keep = active.iter().map(|a| pod::uid(a)).collect();
             self.engine.topology.retain_pods(&keep);
         }
-        self.engine.topology.admit(p).err()
+        if let Err(rejected) = self.engine.topology.admit(p) {
+            return Some(rejected);
+        }
+        // The device plugins' `Allocate` calls for the devices just chosen (Go makes them
+        // inside its admission, as here: the loop waits for them).
+        self.engine
+            .device_manager
+            .allocate_pending(p)
+            .await
+            .err()
+            .map(|e| {
+                (
+                    "UnexpectedAdmissionError".to_string(),
+                    format!("Allocate failed due to {e}, which is unexpected"),
+                )
+            })
     }
 
     fn reject(&self, p: &Arc<Pod>, reason: &str, message: &str) {

@@ -18,7 +18,8 @@ use crate::hooks::{container_spec, whole_secs, KillTarget};
 use crate::pod;
 use crate::pod_status::PodRuntimeStatus;
 use crate::runtime::{
-    ContainerConfig, ContainerKind, ContainerState, EnvVar, Mount, SandboxConfig, SandboxState,
+    ContainerConfig, ContainerKind, ContainerState, DeviceSettings, EnvVar, Mount,
+    MountPropagation, SandboxConfig, SandboxState,
 };
 use crate::sink::{Event, EventType};
 use crate::status::WaitingReason;
@@ -336,13 +337,39 @@ async fn start_container(
     let restart_count = latest.map_or(0, |s| s.summary.attempt.saturating_add(1));
     let config_error =
         |err: &dyn std::fmt::Display| fail("CreateContainerConfigError", err.to_string());
-    let env = container_env(e, p, c, fields)
+    // The devices' settings come first, as Go's `GenerateRunContainerOptions` puts them
+    // (a pod's own env of the same name comes later and wins in the runtime).
+    let device_opts = e
+        .device_manager
+        .run_options(p, c)
         .await
         .map_err(|err| config_error(&err))?;
+    let mut env: Vec<EnvVar> = device_opts
+        .envs
+        .into_iter()
+        .map(|(name, value)| EnvVar { name, value })
+        .collect();
+    env.extend(
+        container_env(e, p, c, fields)
+            .await
+            .map_err(|err| config_error(&err))?,
+    );
     let (command, args) = expand_command(c, &env);
-    let mut mounts = container_mounts(e, p, c, &env, fields)
-        .await
-        .map_err(|err| config_error(&err))?;
+    let mut mounts: Vec<Mount> = device_opts
+        .mounts
+        .into_iter()
+        .map(|m| Mount {
+            container_path: m.container_path,
+            host_path: PathBuf::from(m.host_path),
+            read_only: m.read_only,
+            propagation: MountPropagation::Private,
+        })
+        .collect();
+    mounts.extend(
+        container_mounts(e, p, c, &env, fields)
+            .await
+            .map_err(|err| config_error(&err))?,
+    );
     match termination_message::prepare(&e.config.root_dir, p, c, restart_count).await {
         Ok(Some(m)) => mounts.push(m),
         Ok(None) => {}
@@ -372,6 +399,11 @@ async fn start_container(
         mounts,
         log_path: PathBuf::from(&c.name).join(format!("{restart_count}.log")),
         cpuset_cpus,
+        devices: DeviceSettings {
+            nodes: device_opts.devices,
+            annotations: device_opts.annotations,
+            cdi_devices: device_opts.cdi_devices,
+        },
     };
     let id = match e
         .runtime

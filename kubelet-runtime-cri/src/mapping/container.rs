@@ -63,6 +63,22 @@ pub fn container_config(
                 ..Default::default()
             })
             .collect(),
+        devices: config
+            .devices
+            .nodes
+            .iter()
+            .map(|d| cri::Device {
+                container_path: d.container_path.clone(),
+                host_path: d.host_path.clone(),
+                permissions: d.permissions.clone(),
+            })
+            .collect(),
+        cdi_devices: config
+            .devices
+            .cdi_devices
+            .iter()
+            .map(|name| cri::CdiDevice { name: name.clone() })
+            .collect(),
         labels: container_labels(&config.pod, &c.name),
         annotations: container_annotations(config),
         log_path: config.log_path.to_string_lossy().into_owned(),
@@ -105,6 +121,34 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{ContainerPort, PodSpec};
     use kubelet_core::runtime::{ContainerState, PodRef};
+
+    #[test]
+    fn device_plugin_settings_reach_the_cri_config() {
+        let c = container("app", &[], &[]);
+        let pod = pod_with(vec![c.clone()], PodSpec::default());
+        let mut cfg = container_cfg(pod, c);
+        cfg.devices = kubelet_core::runtime::DeviceSettings {
+            nodes: vec![kubelet_core::devices::DeviceNode {
+                container_path: "/dev/x".into(),
+                host_path: "/dev/null".into(),
+                permissions: "rw".into(),
+            }],
+            annotations: vec![
+                ("vendor.com/a".into(), "1".into()),
+                (CONTAINER_RESTART_COUNT_ANNOTATION.into(), "99".into()),
+            ],
+            cdi_devices: vec!["vendor.com/gpu=0".into()],
+        };
+        let out = container_config(&cfg, &ImageUser::default(), &Options::default()).unwrap();
+        assert_eq!(out.devices.len(), 1);
+        assert_eq!(out.devices[0].container_path, "/dev/x");
+        assert_eq!(out.devices[0].host_path, "/dev/null");
+        assert_eq!(out.devices[0].permissions, "rw");
+        assert_eq!(out.cdi_devices[0].name, "vendor.com/gpu=0");
+        assert_eq!(out.annotations["vendor.com/a"], "1");
+        // The kubelet's own annotation wins over a plugin's of the same key.
+        assert_eq!(out.annotations[CONTAINER_RESTART_COUNT_ANNOTATION], "3");
+    }
 
     #[test]
     fn container_config_labels_annotations_round_trip() {

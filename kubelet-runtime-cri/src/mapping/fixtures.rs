@@ -88,5 +88,6 @@ pub(crate) fn container_cfg(pod: Pod, c: Container) -> ContainerConfig {
         }],
         log_path: PathBuf::from("app/3.log"),
         cpuset_cpus: None,
+        devices: Default::default(),
     }
 }

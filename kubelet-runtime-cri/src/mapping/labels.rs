@@ -89,6 +89,10 @@ pub fn container_annotations(config: &ContainerConfig) -> HashMap<String, String
             g.to_string(),
         );
     }
+    // Device plugins' annotations go under the kubelet's own (Go sets them first).
+    for (k, v) in &config.devices.annotations {
+        a.entry(k.clone()).or_insert_with(|| v.clone());
+    }
     a
 }
 

@@ -199,6 +199,20 @@ pub struct ContainerConfig {
     /// The CPUs the container may run on (the CPU manager's choice, a Linux CPU list);
     /// `None`: the runtime's default (every CPU of its cgroup parent).
     pub cpuset_cpus: Option<String>,
+    /// What device plugins add beyond env and mounts (which are in `env` and `mounts`).
+    pub devices: DeviceSettings,
+}
+
+/// What device plugins' `Allocate` answers add to a container besides its env and mounts
+/// (Go's `DeviceRunContainerOptions` devices, annotations and CDI devices).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceSettings {
+    /// Host device nodes made available in the container.
+    pub nodes: Vec<crate::devices::DeviceNode>,
+    /// Annotations for the runtime (the kubelet's own annotations win over them).
+    pub annotations: Vec<(String, String)>,
+    /// Fully qualified CDI device names.
+    pub cdi_devices: Vec<String>,
 }
 
 /// A change of a container's Linux resources ([`update_container_resources`]); `None`

@@ -216,9 +216,15 @@ pub async fn observe(handle: &KubeletHandle) -> Observed {
         tracing::debug!(error = %e, "listing images for the node status failed");
         Vec::new()
     });
+    // The device plugins' resources join the container manager's (Go's MachineInfo setter
+    // takes both; a resource whose plugin is gone for good is at 0).
+    let (mut capacity, mut allocatable) = (cm.capacity(), cm.allocatable());
+    let (device_capacity, device_allocatable) = handle.device_capacity();
+    capacity.extend(device_capacity);
+    allocatable.extend(device_allocatable);
     Observed {
-        capacity: cm.capacity(),
-        allocatable: cm.allocatable(),
+        capacity,
+        allocatable,
         machine: cm
             .node_stats()
             .map(|s| s.machine_info().as_ref().clone())
