@@ -1,13 +1,19 @@
-//! Generates the `deviceplugin/v1beta1` gRPC messages, client and server
-//! (`src/device_plugins/api.rs` includes them).
+//! Generates the gRPC messages, clients and servers of the kubelet's plugin APIs:
+//! `deviceplugin/v1beta1` (`src/device_plugins/api.rs` includes it) and
+//! `pluginregistration/v1` (`src/plugin_manager/api.rs` includes it).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    const PROTO: &str = "proto/deviceplugin/v1beta1/api.proto";
-    println!("cargo:rerun-if-changed={PROTO}");
+    const PROTOS: [&str; 2] = [
+        "proto/deviceplugin/v1beta1/api.proto",
+        "proto/pluginregistration/v1/api.proto",
+    ];
+    for proto in PROTOS {
+        println!("cargo:rerun-if-changed={proto}");
+    }
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
         .btree_map(".")
-        .compile_protos(&[PROTO], &["proto"])?;
+        .compile_protos(&PROTOS, &["proto"])?;
     Ok(())
 }

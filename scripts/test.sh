@@ -93,9 +93,10 @@ cargo test -p kubelet-tests -- --ignored --test-threads=1 containerd_restart 2>&
 echo "== the CPU manager's state file against the Go kubelet v1.20.2's (builds it once from the tree)"
 bash scripts/node-e2e.sh go-kubelet >/dev/null
 cargo test -p kubelet-tests --test standalone_cpu_manager_go -- --ignored 2>&1 | tee -a "$results"
-echo "== the device manager with the upstream sample device plugin (builds it once from the tree)"
-KUBELET_RS_SAMPLE_DEVICE_PLUGIN=$(bash scripts/node-e2e.sh sample-device-plugin) \
-  cargo test -p kubelet-tests --test engine_device_plugin -- --ignored 2>&1 | tee -a "$results"
+echo "== the device manager with the upstream sample device plugin, and beside the Go kubelet's (builds the plugin once from the tree)"
+KUBELET_RS_SAMPLE_DEVICE_PLUGIN=$(bash scripts/node-e2e.sh sample-device-plugin)
+export KUBELET_RS_SAMPLE_DEVICE_PLUGIN
+cargo test -p kubelet-tests --test engine_device_plugin --test standalone_device_plugin_go -- --ignored 2>&1 | tee -a "$results"
 echo "== the API server outage test (stops the shared apiserver, so alone)"
 cargo test -p kubelet-tests --test cluster_apiserver_outage -- --ignored 2>&1 | tee -a "$results"
 # --- the systemd host tier (issue #35) -----------------------------------------------------

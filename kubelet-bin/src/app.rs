@@ -435,15 +435,47 @@ pub async fn create_and_init_kubelet_with(
     if crate::feature_gates::FeatureGates::new(&loaded.config.feature_gates)
         .enabled("DevicePlugins")
     {
-        builder = builder.device_plugin_registry(Arc::new(
-            kubelet_cm::device_plugins::GrpcDevicePluginRegistry::new(
-                loaded
-                    .root_dir
-                    .join(kubelet_core::devicemanager::DEVICE_PLUGIN_DIR),
-            ),
+        let registry = Arc::new(kubelet_cm::device_plugins::GrpcDevicePluginRegistry::new(
+            loaded
+                .root_dir
+                .join(kubelet_core::devicemanager::DEVICE_PLUGIN_DIR),
         ));
+        spawn_plugin_manager(registry.clone(), &loaded.root_dir);
+        builder = builder.device_plugin_registry(registry);
     }
     builder.build().context("building the kubelet")
+}
+
+/// The plugin manager on `<root-dir>/plugins_registry` (Go's, started with the kubelet), with
+/// the device plugin registry's `DevicePlugin` handler: it starts once the registry listens
+/// (inside `Kubelet::run`) and ends with it (the kubelet's shutdown).
+fn spawn_plugin_manager(
+    registry: Arc<kubelet_cm::device_plugins::GrpcDevicePluginRegistry>,
+    root_dir: &std::path::Path,
+) {
+    use kubelet_cm::plugin_manager::{plugins_registry_dir, PluginManager, DEVICE_PLUGIN};
+    let dir = plugins_registry_dir(root_dir);
+    tokio::spawn(async move {
+        if !registry.wait_started().await {
+            return;
+        }
+        let mut handlers = std::collections::BTreeMap::new();
+        if let Some(h) = registry.watcher_handler().await {
+            handlers.insert(DEVICE_PLUGIN.to_string(), h);
+        }
+        let token = CancellationToken::new();
+        let run = PluginManager::new(dir, handlers).run(token.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            r = &mut run => if let Err(e) = r {
+                tracing::error!(error = %e, "plugin manager stopped");
+            },
+            _ = registry.stopped() => {
+                token.cancel();
+                let _ = run.await;
+            }
+        }
+    });
 }
 
 /// Creates `--root-dir` and resolves it to its canonical path (as Go's kubelet does): mount

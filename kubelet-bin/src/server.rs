@@ -1,6 +1,7 @@
 //! The kubelet's HTTP listeners from the configuration (Go's `ListenAndServeKubeletServer`,
 //! `ListenAndServeKubeletReadOnlyServer`, the healthz server): the secure port with TLS,
-//! authentication and authorization, the read-only port and the healthz port.
+//! authentication and authorization, the read-only port and the healthz port; and the pod
+//! resources gRPC socket (Go's `ListenAndServePodResources`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -233,6 +234,31 @@ pub async fn start_servers_with(
             shutdown.clone(),
         ));
     }
+    start_pod_resources(loaded, handle, shutdown).await
+}
+
+/// The pod resources API on `<root-dir>/pod-resources/kubelet.sock` (Go serves it unless
+/// the `KubeletPodResources` gate is off; a socket that cannot be bound stops start-up, as
+/// Go's kubelet exits then).
+async fn start_pod_resources(
+    loaded: &LoadedConfig,
+    handle: &KubeletHandle,
+    shutdown: &CancellationToken,
+) -> Result<()> {
+    use kubelet_server::pod_resources::{socket_path, PodResourcesListener, PodResourcesService};
+    if !crate::feature_gates::FeatureGates::new(&loaded.config.feature_gates)
+        .enabled("KubeletPodResources")
+    {
+        tracing::info!(
+            "the KubeletPodResources feature gate is off: not serving the pod resources API"
+        );
+        return Ok(());
+    }
+    let listener = PodResourcesListener::bind(&socket_path(&loaded.root_dir))
+        .await
+        .context("starting the pod resources API")?;
+    let service = PodResourcesService::new(Arc::new(handle.clone()));
+    tokio::spawn(listener.serve(service, shutdown.clone()));
     Ok(())
 }
 
@@ -339,6 +365,9 @@ mod tests {
             .expect("listeners start");
         // The self-signed serving pair went to <root-dir>/pki.
         assert!(root.path().join("pki/kubelet.crt").exists());
+        // The pod resources API listens in <root-dir>/pod-resources.
+        let socket = root.path().join("pod-resources/kubelet.sock");
+        assert!(tokio::net::UnixStream::connect(&socket).await.is_ok());
         let client = reqwest::Client::builder()
             .danger_accept_invalid_certs(true)
             .build()

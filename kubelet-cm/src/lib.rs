@@ -13,7 +13,10 @@
 //! [`ContainerManager::node_stats`](kubelet_core::ContainerManager::node_stats)): cgroup CPU
 //! and memory usage, network interfaces from `/proc`, filesystems from `statvfs`. It serves
 //! the device plugin registration socket and calls registered plugins ([`device_plugins`]:
-//! `deviceplugin/v1beta1` over gRPC, a [`kubelet_core::devices::DevicePluginRegistry`]).
+//! `deviceplugin/v1beta1` over gRPC, a [`kubelet_core::devices::DevicePluginRegistry`]), and
+//! runs the plugin manager ([`plugin_manager`]: plugins registering by a socket in
+//! `<root-dir>/plugins_registry`, handed to a [`PluginHandler`] per plugin type, such as the
+//! registry's [`DevicePluginHandler`]).
 //!
 //! ```no_run
 //! use kubelet_cm::{CmConfig, LinuxContainerManager};
@@ -34,25 +37,27 @@ pub mod allocatable;
 pub mod cgroups;
 pub mod device_plugins;
 mod error;
-pub mod grpc_uds;
 pub mod helpers;
 mod host_root;
 pub mod logind;
 pub mod machine;
 mod manager;
 pub mod oom;
+pub mod plugin_manager;
 pub mod process_placement;
 pub mod quantity;
 pub mod reserved_cgroups;
 mod stats;
 pub mod system_containers;
+mod uds;
 
 pub use cgroups::{CgroupManager, CgroupMode, CgroupName, ResourceConfig, Usage};
-pub use device_plugins::{GrpcDevicePlugin, GrpcDevicePluginRegistry};
+pub use device_plugins::{DevicePluginHandler, GrpcDevicePlugin, GrpcDevicePluginRegistry};
 pub use error::Error;
 pub use machine::MachineInfo;
 pub use manager::{
     CmConfig, LinuxContainerManager, NodeResources, ENFORCE_PODS, NODE_ALLOCATABLE_CGROUP,
 };
 pub use oom::{apply_oom_score_adj, OomError};
+pub use plugin_manager::{PluginHandler, PluginManager, PluginManagerError};
 pub use stats::{parse_net_dev, CgroupStats};

@@ -47,6 +47,7 @@ pub mod cri_log;
 pub mod devicemanager;
 pub mod duration;
 pub mod eviction;
+pub mod grpc_uds;
 pub mod hash;
 pub mod images;
 pub mod keyring;

@@ -1,5 +1,6 @@
 //! The narrow interface the server needs from the kubelet (Go's `server.HostInterface`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kubelet_core::{ContainerRuntime, KubeletHandle};
 use serde_json::Value;
 
+use crate::pod_resources::PodResourcesHost;
 use crate::stats::{machine_spec, MachineInfo, StatsError, Summary, SummaryCollector};
 
 /// What the HTTP server reads from the kubelet. Everything the endpoints serve goes through
@@ -243,5 +245,63 @@ impl Host for KubeletHost {
             container_cgroup: &|id| cgroups.get(id).cloned(),
             machine: Some(&machine),
         }))
+    }
+}
+
+fn cpu_ids(cpus: Option<kubelet_core::cpumanager::CpuSet>) -> Vec<i64> {
+    cpus.map(|s| s.iter().map(i64::from).collect())
+        .unwrap_or_default()
+}
+
+/// The engine's pod manager (active pods), device manager and CPU manager (Go's pods,
+/// devices and CPUs providers).
+impl PodResourcesHost for KubeletHandle {
+    fn active_pods(&self) -> Vec<Arc<Pod>> {
+        KubeletHandle::active_pods(self)
+    }
+    fn find_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.pod_by_full_name(&format!("{namespace}/{name}"))
+    }
+    fn container_devices(
+        &self,
+        uid: &str,
+        container: &str,
+    ) -> Vec<(String, BTreeMap<i64, Vec<String>>)> {
+        KubeletHandle::container_devices(self, uid, container)
+    }
+    fn container_cpus(&self, uid: &str, container: &str) -> Vec<i64> {
+        cpu_ids(KubeletHandle::container_cpus(self, uid, container))
+    }
+    fn allocatable_devices(&self) -> Vec<(String, String, Vec<i64>)> {
+        KubeletHandle::allocatable_devices(self)
+    }
+    fn allocatable_cpus(&self) -> Vec<i64> {
+        cpu_ids(Some(KubeletHandle::allocatable_cpus(self)))
+    }
+}
+
+/// The stock kubelet's host answers as its engine handle.
+impl PodResourcesHost for KubeletHost {
+    fn active_pods(&self) -> Vec<Arc<Pod>> {
+        PodResourcesHost::active_pods(&self.handle)
+    }
+    fn find_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        PodResourcesHost::find_pod(&self.handle, namespace, name)
+    }
+    fn container_devices(
+        &self,
+        uid: &str,
+        container: &str,
+    ) -> Vec<(String, BTreeMap<i64, Vec<String>>)> {
+        PodResourcesHost::container_devices(&self.handle, uid, container)
+    }
+    fn container_cpus(&self, uid: &str, container: &str) -> Vec<i64> {
+        PodResourcesHost::container_cpus(&self.handle, uid, container)
+    }
+    fn allocatable_devices(&self) -> Vec<(String, String, Vec<i64>)> {
+        PodResourcesHost::allocatable_devices(&self.handle)
+    }
+    fn allocatable_cpus(&self) -> Vec<i64> {
+        PodResourcesHost::allocatable_cpus(&self.handle)
     }
 }

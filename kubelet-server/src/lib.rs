@@ -20,6 +20,11 @@
 //! `/metrics` (the engine's [`kubelet_core::metrics`]), `/metrics/cadvisor` ([`cadvisor`]),
 //! `/metrics/probes`.
 //!
+//! Beside the HTTP API, [`pod_resources`] serves the pod resources gRPC API
+//! (`podresources/v1`) on the unix socket `<root-dir>/pod-resources/kubelet.sock`, over the
+//! [`PodResourcesHost`] interface that [`KubeletHandle`](kubelet_core::KubeletHandle) and
+//! [`KubeletHost`] implement as well.
+//!
 //! ```no_run
 //! # async fn example(handle: kubelet_core::KubeletHandle) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
@@ -51,6 +56,7 @@ pub mod cadvisor;
 mod host;
 pub mod logs;
 pub mod node_logs;
+pub mod pod_resources;
 mod reply;
 mod routes;
 mod serve;
@@ -59,6 +65,7 @@ pub mod streaming;
 pub mod tls;
 
 pub use host::{Host, KubeletHost};
+pub use pod_resources::PodResourcesHost;
 pub use reply::Body;
 pub use routes::{Endpoints, HandlerOptions};
 pub use serve::{serve, serve_with, ServerConfig, ServerLimits};

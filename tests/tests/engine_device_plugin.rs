@@ -4,7 +4,8 @@
 //! `example.com/resource: 2`, a pod asking for one gets its `/tmp/Dev-N` mount, keeps it
 //! across a container restart and a kubelet restart, a second pod gets the other device, a
 //! third is rejected, and the plugin going away drops allocatable to 0 while capacity stays
-//! and the pods keep running. The checkpoint is Go's format.
+//! and the pods keep running. The checkpoint is Go's format, and the pod resources API lists
+//! the assignments.
 //!
 //! The plugin hard-codes `/var/lib/kubelet/device-plugins/kubelet.sock`: it runs in a mount
 //! namespace of its own where that directory is the test kubelet's `device-plugins`.
@@ -113,6 +114,56 @@ async fn sees(t: &EngineTest, uid: &str, dev: &str) -> bool {
         .is_ok_and(|o| o.exit_code == 0)
 }
 
+/// `List` of the pod resources API served for this kubelet on a socket of the test's: (pod,
+/// container, `example.com/resource` devices) of every listed container holding some.
+async fn pod_resources(t: &EngineTest, h: &KubeletHandle) -> Vec<(String, String, Vec<String>)> {
+    use kubelet_server::pod_resources::api::pod_resources_lister_client::PodResourcesListerClient;
+    use kubelet_server::pod_resources::api::ListPodResourcesRequest;
+    use kubelet_server::pod_resources::{PodResourcesListener, PodResourcesService};
+    let socket = kubelet_server::pod_resources::socket_path(&t.root_dir());
+    let listener = PodResourcesListener::bind(&socket).await.unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(listener.serve(
+        PodResourcesService::new(Arc::new(h.clone())),
+        shutdown.clone(),
+    ));
+    let path = socket.clone();
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: http::Uri| {
+            let path = path.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(path).await?,
+                ))
+            }
+        }))
+        .await
+        .unwrap();
+    let resp = PodResourcesListerClient::new(channel)
+        .list(ListPodResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    shutdown.cancel();
+    let _ = server.await;
+    let mut out = Vec::new();
+    for p in resp.pod_resources {
+        for c in p.containers {
+            let ids: Vec<String> = c
+                .devices
+                .iter()
+                .filter(|d| d.resource_name == RESOURCE)
+                .flat_map(|d| d.device_ids.clone())
+                .collect();
+            if !ids.is_empty() {
+                out.push((p.name.clone(), c.name.clone(), ids));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 fn device_pod(t: &EngineTest, name: &str, uid: &str) -> k8s_openapi::api::core::v1::Pod {
     let mut c = busybox("c", "exec sleep 3600");
     c.resources = Some(resources(&[(RESOURCE, "1")], &[(RESOURCE, "1")]));
@@ -216,6 +267,16 @@ async fn sample_device_plugin_devices_reach_pods_and_survive_restarts() {
         "a rejected pod never runs"
     );
 
+    // The pod resources API lists both assignments (what GPU exporters read).
+    let listed = pod_resources(&t, &k.handle).await;
+    assert_eq!(
+        listed,
+        vec![
+            ("a".to_string(), "c".to_string(), vec![dev_a.clone()]),
+            ("b".to_string(), "c".to_string(), vec![dev_b.clone()]),
+        ]
+    );
+
     // The plugin goes: allocatable 0, capacity kept; the pods keep running.
     let _ = plugin.kill().await;
     wait_counts(&k.handle, "2", "0", "the plugin gone").await;
@@ -234,5 +295,84 @@ async fn sample_device_plugin_devices_reach_pods_and_survive_restarts() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
+    k.stop().await;
+}
+
+/// The other registration path Go accepts: the plugin serves `pluginregistration.v1` on a
+/// socket in `<root-dir>/plugins_registry`, the plugin manager finds it (inotify), asks its
+/// info and hands it to the device plugin registry's `DevicePlugin` handler. The sample plugin
+/// takes this path when it finds `<its socket dir>/DEPRECATION` (which the kubelet writes in
+/// its own device plugin directory).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the sample device plugin: scripts/test.sh builds it and runs this"]
+async fn sample_device_plugin_registers_through_plugins_registry() {
+    use kubelet_cm::plugin_manager::{plugins_registry_dir, PluginManager, DEVICE_PLUGIN};
+    let Some(t) = EngineTest::new("pluginswatch").await else {
+        return;
+    };
+    let registry = Arc::new(GrpcDevicePluginRegistry::new(
+        t.root_dir().join(DEVICE_PLUGIN_DIR),
+    ));
+    let source = Arc::new(StaticSource::new("file", vec![]));
+    let r = registry.clone();
+    let k = t.start_customized(
+        t.config(),
+        vec![source.clone() as Arc<dyn PodSource>],
+        |b| b.device_plugin_registry(r),
+    );
+    assert!(registry.wait_started().await, "the registry listens");
+    let handler = registry
+        .watcher_handler()
+        .await
+        .expect("a DevicePlugin handler");
+    assert!(
+        t.root_dir()
+            .join(DEVICE_PLUGIN_DIR)
+            .join("DEPRECATION")
+            .exists(),
+        "Go's DEPRECATION file"
+    );
+    let dir = plugins_registry_dir(&t.root_dir());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let manager = PluginManager::new(
+        dir.clone(),
+        [(DEVICE_PLUGIN.to_string(), handler)].into_iter().collect(),
+    );
+    let watching = tokio::spawn(manager.run(shutdown.clone()));
+    // The plugin's socket directory, with the file that tells it to skip the Register call.
+    wait_until(Duration::from_secs(30), "plugins_registry", || {
+        dir.is_dir().then_some(())
+    })
+    .await;
+    std::fs::write(dir.join("DEPRECATION"), b"").unwrap();
+    let mut plugin = tokio::process::Command::new(plugin_binary())
+        .env("PLUGIN_SOCK_DIR", format!("{}/", dir.display()))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_counts(
+        &k.handle,
+        "2",
+        "2",
+        "the plugin registered through plugins_registry",
+    )
+    .await;
+
+    let a = t.uid("a");
+    source.set(vec![device_pod(&t, "a", &a)]);
+    wait_running(&k.handle, &a, Duration::from_secs(60)).await;
+    let dev = device_of(&k.handle, &a);
+    assert!(sees(&t, &a, &dev).await, "pod a sees /tmp/{dev}");
+
+    let _ = plugin.kill().await;
+    wait_counts(&k.handle, "2", "0", "the plugin gone").await;
+    source.set(vec![]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !t.sandboxes(&a).await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "pod a not removed");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    shutdown.cancel();
+    let _ = watching.await;
     k.stop().await;
 }

@@ -1,17 +1,17 @@
 //! A registration's task (Go's `addEndpoint` + `runEndpoint` + `endpointImpl.run`): dial the
 //! plugin back, report it `Registered`, report each `ListAndWatch` snapshot as `Devices`, and
-//! report `Stopped` when the stream is over. The states are in the module docs of
+//! report `Stopped` when the stream is over (or the plugin watcher deregistered it). Both
+//! ways in share it: a `Register` call ([`run`]) and a plugin-watcher registration
+//! ([`spawn`], from [`super::watcher_handler`]). The states are in the module docs of
 //! [`super`]; this is the only code that reports events for an endpoint.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use kubelet_core::devices::{Device, DevicePluginEvent, DevicePluginOptions};
-use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
 use tracing::{debug, error, info};
 
 use super::api;
@@ -21,11 +21,8 @@ use super::registration::Context;
 /// The `Health` of a usable device (Go's `pluginapi.Healthy`).
 const HEALTHY: &str = "Healthy";
 
-/// First and longest pause between attempts to connect to a plugin.
-const DIAL_RETRY_MIN: Duration = Duration::from_millis(100);
-const DIAL_RETRY_MAX: Duration = Duration::from_secs(1);
-
-/// Runs one accepted registration until its plugin's stream ends or shutdown.
+/// Runs one accepted `Register` call until its plugin's stream ends or shutdown: dials the
+/// plugin back, then serves the endpoint as [`spawn`]'s task does.
 pub(super) async fn run(context: Arc<Context>, request: api::RegisterRequest) {
     let resource = request.resource_name;
     let socket = plugin_socket(&context.socket_dir, &request.endpoint);
@@ -46,14 +43,54 @@ pub(super) async fn run(context: Arc<Context>, request: api::RegisterRequest) {
             return;
         }
     };
-    let endpoint = super::next_endpoint();
     let options = request.options.map(options_from).unwrap_or_default();
-    let plugin = Arc::new(GrpcDevicePlugin::new(
-        resource.clone(),
-        endpoint,
+    let plugin = new_plugin(resource, socket, channel);
+    // The stop token of an RPC registration is never cancelled: only its stream ends it.
+    serve(context, plugin, options, CancellationToken::new()).await;
+}
+
+/// Starts serving a plugin that is already connected (the plugin watcher's registration,
+/// Go's `RegisterPlugin` → `registerEndpoint` + `runEndpoint`): takes a fresh endpoint
+/// number and spawns the endpoint's task on the registry's tracker, which reports
+/// `Registered`, then `Devices`…, then `Stopped` once the stream ends or `stop` is
+/// cancelled. Returns the endpoint number.
+pub(super) fn spawn(
+    context: &Arc<Context>,
+    resource: String,
+    socket: PathBuf,
+    channel: Channel,
+    options: DevicePluginOptions,
+    stop: CancellationToken,
+) -> u64 {
+    let plugin = new_plugin(resource, socket, channel);
+    let endpoint = plugin.endpoint();
+    context
+        .tasks
+        .spawn(serve(context.clone(), plugin, options, stop));
+    endpoint
+}
+
+/// A plugin client under a fresh endpoint number.
+fn new_plugin(resource: String, socket: PathBuf, channel: Channel) -> Arc<GrpcDevicePlugin> {
+    Arc::new(GrpcDevicePlugin::new(
+        resource,
+        super::next_endpoint(),
         socket,
         channel,
-    ));
+    ))
+}
+
+/// The endpoint's life once connected: `Registered`, every `ListAndWatch` snapshot as
+/// `Devices`, and `Stopped` when the stream is over or `stop` is cancelled (nothing more
+/// at shutdown).
+async fn serve(
+    context: Arc<Context>,
+    plugin: Arc<GrpcDevicePlugin>,
+    options: DevicePluginOptions,
+    stop: CancellationToken,
+) {
+    let resource = plugin.resource().to_string();
+    let endpoint = plugin.endpoint();
     info!(resource = %resource, endpoint, ?options, "Registered device plugin endpoint");
     let registered = DevicePluginEvent::Registered {
         resource: resource.clone(),
@@ -61,7 +98,7 @@ pub(super) async fn run(context: Arc<Context>, request: api::RegisterRequest) {
         options,
         plugin: plugin.clone(),
     };
-    let still_reporting = context.report(registered).await && watch(&context, &plugin).await;
+    let still_reporting = context.report(registered).await && watch(&context, &plugin, &stop).await;
     plugin.mark_stopped();
     if still_reporting {
         info!(resource = %resource, endpoint, "Device plugin endpoint stopped");
@@ -71,15 +108,16 @@ pub(super) async fn run(context: Arc<Context>, request: api::RegisterRequest) {
     }
 }
 
-/// Reads `ListAndWatch` until it ends or fails (true: report `Stopped`), or until shutdown or
-/// the receiver going away (false: report nothing more).
-async fn watch(context: &Context, plugin: &GrpcDevicePlugin) -> bool {
+/// Reads `ListAndWatch` until it ends or fails or `stop` is cancelled (true: report
+/// `Stopped`), or until shutdown or the receiver going away (false: report nothing more).
+async fn watch(context: &Context, plugin: &GrpcDevicePlugin, stop: &CancellationToken) -> bool {
     let resource = plugin.resource();
     let endpoint = plugin.endpoint();
     let mut client = plugin.client();
     let opened = tokio::select! {
         biased;
         () = context.shutdown.cancelled() => return false,
+        () = stop.cancelled() => return stopped(resource, endpoint),
         opened = client.list_and_watch(api::Empty {}) => opened,
     };
     let mut stream = match opened {
@@ -93,6 +131,7 @@ async fn watch(context: &Context, plugin: &GrpcDevicePlugin) -> bool {
         let next = tokio::select! {
             biased;
             () = context.shutdown.cancelled() => return false,
+            () = stop.cancelled() => return stopped(resource, endpoint),
             next = stream.message() => next,
         };
         match next {
@@ -133,59 +172,24 @@ fn plugin_socket(socket_dir: &Path, endpoint: &str) -> PathBuf {
     socket_dir.join(endpoint.trim_start_matches('/'))
 }
 
+/// `stop` was cancelled (Go's `endpointImpl.stop()` from `DeRegisterPlugin`).
+fn stopped(resource: &str, endpoint: u64) -> bool {
+    info!(
+        resource,
+        endpoint, "Device plugin endpoint stopped by deregistration"
+    );
+    true
+}
+
 /// Connects to a plugin's socket, trying again until `timeout` (Go's blocking dial). The
 /// channel reconnects by itself after a broken connection, as a Go `ClientConn` does.
 pub(super) async fn dial(socket: &Path, timeout: Duration) -> Result<Channel, String> {
-    let mut last_error = String::from("no connection attempt finished");
-    let attempts = async {
-        let mut pause = DIAL_RETRY_MIN;
-        loop {
-            match connect(socket).await {
-                Ok(channel) => return channel,
-                Err(e) => {
-                    last_error = e;
-                    debug!(socket = %socket.display(), error = %last_error, "Device plugin not reachable yet");
-                }
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(DIAL_RETRY_MAX);
-        }
-    };
-    let dialled = tokio::time::timeout(timeout, attempts).await;
-    dialled.map_err(|_| {
-        format!(
-            "failed to dial device plugin: no connection within {}s: {last_error}",
-            timeout.as_secs_f64()
-        )
-    })
-}
-
-/// One attempt to connect to `socket`.
-async fn connect(socket: &Path) -> Result<Channel, String> {
-    let path = socket.to_path_buf();
-    // The URI is never resolved: the connector dials the socket.
-    Endpoint::from_static("http://device-plugin.local")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let path = path.clone();
-            async move { Ok::<_, io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
-        }))
+    crate::uds::dial(socket, timeout)
         .await
-        .map_err(|e| error_chain(&e))
+        .map_err(|e| format!("failed to dial device plugin: {e}"))
 }
 
-/// An error and its sources, `: `-separated (tonic's transport error says little alone).
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
-fn options_from(o: api::DevicePluginOptions) -> DevicePluginOptions {
+pub(super) fn options_from(o: api::DevicePluginOptions) -> DevicePluginOptions {
     DevicePluginOptions {
         pre_start_required: o.pre_start_required,
         get_preferred_allocation_available: o.get_preferred_allocation_available,

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
 use tokio_util::sync::CancellationToken;
+use tonic::transport::server::Router;
 use tonic::{Request, Response, Status};
 
 use super::api;
@@ -25,6 +26,8 @@ type Watcher = mpsc::Sender<Result<api::ListAndWatchResponse, Status>>;
 pub(super) struct FakeState {
     /// The device list every new `ListAndWatch` starts with.
     pub devices: Mutex<Vec<api::Device>>,
+    /// What `GetDevicePluginOptions` answers.
+    pub options: Mutex<api::DevicePluginOptions>,
     watchers: Mutex<Vec<Watcher>>,
     pub allocate_requests: Mutex<Vec<api::AllocateRequest>>,
     pub pre_start_requests: Mutex<Vec<api::PreStartContainerRequest>>,
@@ -74,7 +77,7 @@ impl DevicePlugin for FakeService {
         &self,
         _: Request<api::Empty>,
     ) -> Result<Response<api::DevicePluginOptions>, Status> {
-        Ok(Response::new(api::DevicePluginOptions::default()))
+        Ok(Response::new(*self.0.options.lock().unwrap()))
     }
 
     type ListAndWatchStream = ReceiverStream<Result<api::ListAndWatchResponse, Status>>;
@@ -199,16 +202,26 @@ pub(super) struct FakePlugin {
 impl FakePlugin {
     /// Serves on `socket` with [`two_devices`].
     pub async fn serve(socket: PathBuf) -> FakePlugin {
-        let state = Arc::new(FakeState::default());
+        Self::serve_with(socket, FakeState::default(), |router| router).await
+    }
+
+    /// Serves on `socket` from `state` (with [`two_devices`]), and whatever else `extra`
+    /// adds to the server (the plugin watcher's `Registration` service).
+    pub async fn serve_with(
+        socket: PathBuf,
+        state: FakeState,
+        extra: impl FnOnce(Router) -> Router,
+    ) -> FakePlugin {
+        let state = Arc::new(state);
         *state.devices.lock().unwrap() = two_devices();
         let listener = UnixListener::bind(&socket).unwrap();
         let shutdown = CancellationToken::new();
-        let server = tonic::transport::Server::builder()
-            .add_service(DevicePluginServer::new(FakeService(state.clone())))
-            .serve_with_incoming_shutdown(
-                UnixListenerStream::new(listener),
-                shutdown.clone().cancelled_owned(),
-            );
+        let router = tonic::transport::Server::builder()
+            .add_service(DevicePluginServer::new(FakeService(state.clone())));
+        let server = extra(router).serve_with_incoming_shutdown(
+            UnixListenerStream::new(listener),
+            shutdown.clone().cancelled_owned(),
+        );
         let server = tokio::spawn(async move { server.await.unwrap() });
         FakePlugin {
             socket,

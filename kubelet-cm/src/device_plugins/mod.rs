@@ -13,6 +13,7 @@
 //! | `registration` | the `Register` handler: Go's version and resource-name checks |
 //! | `endpoint` | dialling a plugin back and reading its `ListAndWatch` stream |
 //! | [`GrpcDevicePlugin`] | the calls on a registered plugin (`Allocate`, …) |
+//! | [`DevicePluginHandler`] | the plugin watcher's way in (`plugins_registry`, Go's `GetWatcherHandler`) |
 //!
 //! # The registry
 //!
@@ -22,6 +23,20 @@
 //! restarted and register again, binds [`KUBELET_SOCKET`] and serves the `Registration`
 //! service on it until the shutdown token is cancelled; then it removes the socket.
 //! `start` may be called once per registry; it returns once the socket listens.
+//!
+//! # Registering through the plugin watcher
+//!
+//! Plugins may also register through the kubelet's plugin manager
+//! ([`crate::plugin_manager`], a socket in `<root-dir>/plugins_registry`) instead of the
+//! `Register` call. Once the registry is started, [`GrpcDevicePluginRegistry::watcher_handler`]
+//! hands out the manager's handler for the `DevicePlugin` type ([`DevicePluginHandler`]) and
+//! writes `<socket_dir>/DEPRECATION`, which tells plugins that look for it to register that
+//! way. An accepted plugin is dialled at the endpoint it gave (its registration socket when
+//! it gave none), asked for its options (`GetDevicePluginOptions`) and then lives exactly as
+//! a `Register`ed one from **Watching** on (below), on the same event channel and shutdown
+//! token. One more way out exists for it: the plugin manager deregistering the resource
+//! (its socket is gone) stops the resource's newest watcher-registered endpoint, which then
+//! reports `Stopped` (Go's `DeRegisterPlugin` → `endpointImpl.stop()`).
 //!
 //! # The life of a registration
 //!
@@ -70,29 +85,34 @@ pub mod api;
 mod client;
 mod endpoint;
 mod registration;
+mod watcher_handler;
 
 #[cfg(test)]
 mod fake_plugin;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod watcher_tests;
 
 use std::fmt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use kubelet_core::devices::{DevicePluginError, DevicePluginEvent, DevicePluginRegistry};
 use tokio::net::UnixListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
 pub use client::GrpcDevicePlugin;
+pub use watcher_handler::{DevicePluginHandler, DEPRECATION_FILE};
 
+use crate::plugin_manager::PluginHandler;
 use api::registration_server::RegistrationServer;
 use registration::{Context, RegistrationHandler};
 
@@ -124,6 +144,19 @@ pub struct GrpcDevicePluginRegistry {
     dial_timeout: Duration,
     started: AtomicBool,
     tasks: TaskTracker,
+    serving: watch::Sender<Serving>,
+}
+
+/// How far `start` got, for [`GrpcDevicePluginRegistry::watcher_handler`].
+#[derive(Clone)]
+enum Serving {
+    /// `start` was not called or has not finished.
+    NotYet,
+    /// Serving: what the plugin watcher's handler needs (weak: the registry does not keep
+    /// the event sender alive once its tasks are over).
+    Up(Weak<Context>),
+    /// `start` failed: never serving.
+    Failed,
 }
 
 impl fmt::Debug for GrpcDevicePluginRegistry {
@@ -145,6 +178,7 @@ impl GrpcDevicePluginRegistry {
             dial_timeout: DIAL_TIMEOUT,
             started: AtomicBool::new(false),
             tasks: TaskTracker::new(),
+            serving: watch::Sender::new(Serving::NotYet),
         }
     }
 
@@ -163,6 +197,36 @@ impl GrpcDevicePluginRegistry {
     /// The registration socket, `<socket_dir>/kubelet.sock`.
     pub fn socket_path(&self) -> PathBuf {
         self.socket_dir.join(KUBELET_SOCKET)
+    }
+
+    /// The plugin manager's handler for `DevicePlugin` plugins (Go's `GetWatcherHandler`),
+    /// registering on this registry's event channel and shutdown token; `None` until
+    /// [`start`](DevicePluginRegistry::start) has succeeded, and again once the registry is
+    /// over. Each call writes the empty `<socket_dir>/DEPRECATION` file (a failure to write
+    /// it is only logged, as in Go); every handler handed out shares the registry's state.
+    pub async fn watcher_handler(&self) -> Option<Arc<dyn PluginHandler>> {
+        let context = match &*self.serving.borrow() {
+            Serving::Up(context) => context.upgrade()?,
+            Serving::NotYet | Serving::Failed => return None,
+        };
+        watcher_handler::write_deprecation_file(&self.socket_dir).await;
+        Some(Arc::new(DevicePluginHandler::new(context)))
+    }
+
+    /// Resolves once [`start`](DevicePluginRegistry::start) has finished: true when it
+    /// succeeded (then [`watcher_handler`](Self::watcher_handler) answers), false when it
+    /// failed. Never resolves while `start` is not called.
+    pub async fn wait_started(&self) -> bool {
+        let mut serving = self.serving.subscribe();
+        match serving
+            .wait_for(|s| !matches!(s, Serving::NotYet))
+            .await
+            .map(|s| s.clone())
+        {
+            Ok(Serving::Up(_)) => true,
+            // The sender lives as long as `self`: this is only `Failed`.
+            Ok(Serving::NotYet | Serving::Failed) | Err(_) => false,
+        }
     }
 
     /// Resolves once the registry is over: after shutdown, the server has stopped, its socket
@@ -217,6 +281,7 @@ impl DevicePluginRegistry for GrpcDevicePluginRegistry {
             Ok(listener) => listener,
             Err(e) => {
                 self.tasks.close();
+                self.serving.send_replace(Serving::Failed);
                 return Err(e);
             }
         };
@@ -226,9 +291,12 @@ impl DevicePluginRegistry for GrpcDevicePluginRegistry {
             events,
             shutdown: shutdown.clone(),
             tasks: self.tasks.clone(),
+            watcher_endpoints: Default::default(),
         });
         let socket = self.socket_path();
         info!(socket = %socket.display(), "Serving device plugin registration server");
+        self.serving
+            .send_replace(Serving::Up(Arc::downgrade(&context)));
         self.tasks.spawn(serve(context, listener, socket));
         Ok(())
     }
@@ -268,7 +336,7 @@ async fn serve(context: Arc<Context>, listener: UnixListener, socket: PathBuf) {
     let server = tonic::transport::Server::builder()
         .add_service(RegistrationServer::new(RegistrationHandler::new(context)))
         .serve_with_incoming_shutdown(
-            crate::grpc_uds::incoming(listener, shutdown.clone(), tasks.clone()),
+            kubelet_core::grpc_uds::incoming(listener, shutdown.clone(), tasks.clone()),
             shutdown.clone().cancelled_owned(),
         );
     let grace = async {

@@ -3,8 +3,9 @@
 //! messages, and otherwise answers at once and hands the request to a registration task
 //! ([`super::endpoint::run`]), which dials the plugin back.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kubelet_core::admission::is_extended_resource_name;
@@ -34,6 +35,17 @@ pub(super) struct Context {
     pub shutdown: CancellationToken,
     /// The registration tasks (and the server's own task).
     pub tasks: TaskTracker,
+    /// The newest endpoint that the plugin watcher registered for each resource, and what
+    /// stops it (Go's `m.endpoints[name]`, as far as `DeRegisterPlugin` is concerned).
+    pub watcher_endpoints: Mutex<HashMap<String, WatcherEndpoint>>,
+}
+
+/// An endpoint started through the plugin watcher ([`super::watcher_handler`]).
+pub(super) struct WatcherEndpoint {
+    /// Its number.
+    pub endpoint: u64,
+    /// Cancelled to stop it: its task reports `Stopped`.
+    pub stop: CancellationToken,
 }
 
 impl Context {
@@ -96,12 +108,14 @@ pub(super) fn check_request(request: &RegisterRequest) -> Result<(), String> {
         ));
     }
     if !is_valid_resource_name(&request.resource_name) {
-        return Err(format!(
-            "the ResourceName {} is invalid",
-            go_quote(&request.resource_name)
-        ));
+        return Err(invalid_resource_name(&request.resource_name));
     }
     Ok(())
+}
+
+/// Go's `errInvalidResourceName` for `name`: `the ResourceName "<name>" is invalid`.
+pub(super) fn invalid_resource_name(name: &str) -> String {
+    format!("the ResourceName {} is invalid", go_quote(name))
 }
 
 /// Go's `IsExtendedResourceName`: outside the `kubernetes.io/` domains, with a domain

@@ -283,6 +283,18 @@ impl CpuManager {
         (!cpus.is_empty()).then(|| cpus.clone())
     }
 
+    /// The CPUs this manager may hand out to containers (Go's `GetAllocatableCPUs`): under
+    /// the `static` policy every CPU of the machine but the reserved ones, under `none` no
+    /// CPU at all (it assigns nothing). What the pod resources API's
+    /// `GetAllocatableResources` lists.
+    pub fn allocatable_cpus(&self) -> CpuSet {
+        let inner = self.lock();
+        match inner.policy.as_ref() {
+            Some(policy) => policy.topology().cpus().difference(policy.reserved()),
+            None => CpuSet::new(),
+        }
+    }
+
     /// The current state (what the state file holds once persisted).
     pub fn state(&self) -> CpuManagerCheckpoint {
         self.lock().state.clone()

@@ -258,3 +258,29 @@ async fn kubelets_writing_one_state_file_at_once_all_succeed() {
         .collect();
     assert_eq!(names, [STATE_FILE], "no temporary file left");
 }
+
+#[tokio::test]
+async fn allocatable_cpus_are_the_machine_but_the_reserved_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    // none: nothing is handed out.
+    let m = started(dir.path(), CpuManagerConfig::default()).await;
+    assert!(m.allocatable_cpus().is_empty());
+
+    // static, one CPU reserved by topology (the lowest core's first thread).
+    let dir = tempfile::tempdir().unwrap();
+    let m = started(dir.path(), static_config()).await;
+    assert_eq!(m.allocatable_cpus().to_string(), "1-7");
+    // Exclusive assignments do not change it: it is what may be handed out at all.
+    assert_eq!(admit(&m, &pod("g", "2"), Some(&[])), Ok(()));
+    assert_eq!(m.allocatable_cpus().to_string(), "1-7");
+
+    // static with reservedSystemCPUs.
+    let dir = tempfile::tempdir().unwrap();
+    let config = CpuManagerConfig {
+        reserved_system_cpus: Some(CpuSet::parse("2,6").unwrap()),
+        ..static_config()
+    };
+    let m = CpuManager::new(config, single_socket_ht(), 2000, dir.path()).unwrap();
+    m.start().await.unwrap();
+    assert_eq!(m.allocatable_cpus().to_string(), "0-1,3-5,7");
+}

@@ -280,15 +280,38 @@ impl DeviceManager {
         }
         let metrics = crate::metrics::global();
         for p in pending {
+            let mut device_ids = p.device_ids.clone();
+            if let Some(q) = &p.preference {
+                let preferred = p
+                    .plugin
+                    .preferred_allocation(&q.available, &q.must_include, q.size)
+                    .await;
+                match preferred {
+                    Ok(answer) => {
+                        device_ids = self.lock().state.apply_preference(
+                            uid,
+                            &p.container,
+                            &p.resource,
+                            &answer,
+                        );
+                    }
+                    Err(e) => {
+                        self.lock().state.discard_pending(uid);
+                        return Err(format!(
+                            "device plugin GetPreferredAllocation rpc failed with err: {e}"
+                        ));
+                    }
+                }
+            }
             let started = crate::clock::monotonic_now();
-            let answer = p.plugin.allocate(&p.device_ids).await;
+            let answer = p.plugin.allocate(&device_ids).await;
             metrics
                 .device_plugin_alloc_duration
                 .with(&p.resource)
                 .observe(crate::clock::elapsed(started));
             match answer {
                 Ok(a) => {
-                    tracing::info!(pod = %pod::full_name(pod), uid, container = %p.container, resource = %p.resource, devices = ?p.device_ids, "device manager: devices allocated");
+                    tracing::info!(pod = %pod::full_name(pod), uid, container = %p.container, resource = %p.resource, devices = ?device_ids, "device manager: devices allocated");
                     let mut inner = self.lock();
                     inner
                         .state
@@ -360,6 +383,25 @@ impl DeviceManager {
     pub fn checkpoint(&self) -> DeviceCheckpoint {
         self.lock().state.to_checkpoint()
     }
+
+    /// Every healthy device of every device plugin resource, as `(resource, device id, NUMA
+    /// nodes)` sorted by resource then id; the NUMA nodes are empty when the plugin gave
+    /// none. What the node can hand out at all, allocated or not (what the pod resources
+    /// API's `GetAllocatableResources` lists; Go's `GetAllocatableDevices`).
+    pub fn allocatable_devices(&self) -> Vec<(String, String, Vec<i64>)> {
+        let inner = self.lock();
+        inner
+            .state
+            .resources
+            .iter()
+            .flat_map(|(resource, r)| {
+                r.devices
+                    .values()
+                    .filter(|d| d.healthy)
+                    .map(move |d| (resource.clone(), d.id.clone(), d.numa_nodes.clone()))
+            })
+            .collect()
+    }
 }
 
 fn quantities(m: std::collections::BTreeMap<String, i64>) -> ResourceList {
@@ -390,5 +432,106 @@ impl HintProvider for DeviceManager {
         let result = inner.state.allocate(pod, container, affinity.affinity);
         Self::changed(&mut inner);
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::devices::{
+        ContainerAllocation, Device, DevicePlugin, DevicePluginError, DevicePluginOptions,
+    };
+
+    #[derive(Debug)]
+    struct NoPlugin;
+
+    #[async_trait]
+    impl DevicePlugin for NoPlugin {
+        async fn allocate(&self, _: &[String]) -> Result<ContainerAllocation, DevicePluginError> {
+            Ok(ContainerAllocation::default())
+        }
+        async fn pre_start_container(&self, _: &[String]) -> Result<(), DevicePluginError> {
+            Ok(())
+        }
+        async fn preferred_allocation(
+            &self,
+            _: &[String],
+            _: &[String],
+            _: usize,
+        ) -> Result<Vec<String>, DevicePluginError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn register(
+        m: &DeviceManager,
+        resource: &str,
+        endpoint: u64,
+        devices: &[(&str, bool, &[i64])],
+    ) {
+        m.apply(DevicePluginEvent::Registered {
+            resource: resource.into(),
+            endpoint,
+            options: DevicePluginOptions::default(),
+            plugin: Arc::new(NoPlugin),
+        });
+        m.apply(DevicePluginEvent::Devices {
+            resource: resource.into(),
+            endpoint,
+            devices: devices
+                .iter()
+                .map(|(id, healthy, numa)| Device {
+                    id: (*id).into(),
+                    healthy: *healthy,
+                    numa_nodes: numa.to_vec(),
+                })
+                .collect(),
+        });
+    }
+
+    #[tokio::test]
+    async fn allocatable_devices_are_the_healthy_ones_of_every_resource() {
+        let m = DeviceManager::new(None, vec![0, 1]);
+        assert!(m.allocatable_devices().is_empty());
+        register(
+            &m,
+            "example.com/gpu",
+            1,
+            &[
+                ("gpu-1", true, &[1]),
+                ("gpu-0", true, &[0]),
+                ("gpu-2", false, &[0]),
+            ],
+        );
+        register(&m, "example.com/nic", 2, &[("nic-0", true, &[])]);
+        let want = |list: &[(&str, &str, &[i64])]| -> Vec<(String, String, Vec<i64>)> {
+            list.iter()
+                .map(|(r, id, numa)| (r.to_string(), id.to_string(), numa.to_vec()))
+                .collect()
+        };
+        assert_eq!(
+            m.allocatable_devices(),
+            want(&[
+                ("example.com/gpu", "gpu-0", &[0]),
+                ("example.com/gpu", "gpu-1", &[1]),
+                ("example.com/nic", "nic-0", &[]),
+            ])
+        );
+        // A plugin going away leaves its devices unhealthy: none of them is allocatable.
+        m.apply(DevicePluginEvent::Stopped {
+            resource: "example.com/nic".into(),
+            endpoint: 2,
+        });
+        assert_eq!(
+            m.allocatable_devices(),
+            want(&[
+                ("example.com/gpu", "gpu-0", &[0]),
+                ("example.com/gpu", "gpu-1", &[1]),
+            ])
+        );
     }
 }

@@ -35,8 +35,10 @@
 //!    source has been seen ([`DeviceManager::release_stale`]), as Go's
 //!    `UpdateAllocatedDevices`.
 //!
-//! Go asks a plugin offering `GetPreferredAllocation` which devices it prefers; this manager
-//! does not yet (it picks by Go's affinity order alone).
+//! A plugin offering `GetPreferredAllocation` is asked where Go asks it (among the affinity's
+//! devices when there are more than needed, else among every free device once the
+//! affinity's are taken), right before its `Allocate` call; its answer revises the choice
+//! within the same pool, the rest filled in Go's order.
 //!
 //! One `std` mutex guards the state, never held across an `.await`; plugin calls and file
 //! writes happen outside it.
@@ -49,7 +51,7 @@ pub mod state;
 pub use checkpoint::{DeviceCheckpoint, CHECKPOINT_FILE};
 pub use hints::pod_device_requests;
 pub use manager::{DeviceManager, DeviceManagerError};
-pub use state::{DeviceRunOptions, DeviceState, ENDPOINT_STOP_GRACE};
+pub use state::{DeviceRunOptions, DeviceState, PreferenceQuery, ENDPOINT_STOP_GRACE};
 
 /// The device plugin directory under the kubelet's root directory (Go's
 /// `DevicePluginPath`, `/var/lib/kubelet/device-plugins/`, for the default root).

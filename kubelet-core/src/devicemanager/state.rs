@@ -64,6 +64,46 @@ pub struct ContainerDevices {
     /// The plugin's `Allocate` answer; `None` while the call is pending (chosen at
     /// admission, called right after).
     pub response: Option<ContainerAllocation>,
+    /// The plugin's preference to ask before the `Allocate` call (only while pending, only
+    /// for a plugin offering `GetPreferredAllocation`).
+    pub preference: Option<PreferenceQuery>,
+}
+
+/// A `GetPreferredAllocation` call admission left to make, and how its answer changes the
+/// devices chosen (Go's `devicesToAllocate` asks it at one of two points: among the
+/// affinity's devices when they are more than needed, or else among every free device once
+/// the affinity's are taken).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PreferenceQuery {
+    /// `available_deviceIDs`.
+    pub available: Vec<String>,
+    /// `must_include_deviceIDs` (the devices already taken when it is asked).
+    pub must_include: Vec<String>,
+    /// `allocation_size`: the container's whole request.
+    pub size: usize,
+    /// The devices taken before the question (kept whatever the answer).
+    pub fixed: Vec<String>,
+    /// Where the answer may pick from (Go intersects the answer with it).
+    pub pool: Vec<String>,
+    /// The devices to fill up with, in order, when the answer is short.
+    pub fallback: Vec<String>,
+}
+
+impl PreferenceQuery {
+    /// The devices chosen with the plugin's answer: the fixed ones, then the answer's within
+    /// the pool, then the fallback order, up to the request.
+    pub fn choose(&self, answer: &[String]) -> BTreeSet<String> {
+        let mut chosen: BTreeSet<String> = self.fixed.iter().cloned().collect();
+        let mut needed = self.size.saturating_sub(chosen.len());
+        let preferred = answer
+            .iter()
+            .filter(|d| self.pool.contains(d))
+            .cloned()
+            .collect::<Vec<_>>();
+        take(preferred.into_iter(), &mut chosen, &mut needed);
+        take(self.fallback.iter().cloned(), &mut chosen, &mut needed);
+        chosen
+    }
 }
 
 impl ContainerDevices {
@@ -84,6 +124,8 @@ pub struct PendingAllocation {
     pub device_ids: Vec<String>,
     /// The endpoint to call.
     pub plugin: Arc<dyn DevicePlugin>,
+    /// The preference to ask first, if any.
+    pub preference: Option<PreferenceQuery>,
 }
 
 /// What the devices of a container add to it when it is created (Go's
@@ -299,7 +341,7 @@ impl DeviceState {
         }
         for (resource, needed) in self.requests(container) {
             let reusable = self.reuse_for(&uid, &resource);
-            let Some(chosen) = self.devices_to_allocate(
+            let Some((chosen, preference)) = self.devices_to_allocate(
                 &uid,
                 &container.name,
                 &resource,
@@ -321,6 +363,7 @@ impl DeviceState {
                     ContainerDevices {
                         devices: per_numa,
                         response: None,
+                        preference,
                     },
                 );
         }
@@ -350,8 +393,10 @@ impl DeviceState {
         Ok(())
     }
 
-    /// Go's `devicesToAllocate` (without the plugin's preferred allocation): `None` when the
-    /// container already holds its devices.
+    /// Go's `devicesToAllocate`: the devices chosen, and the plugin's preference to ask
+    /// when it offers `GetPreferredAllocation` (the choice is then revised with its answer);
+    /// `None` when the container already holds its devices.
+    #[allow(clippy::type_complexity)]
     fn devices_to_allocate(
         &self,
         uid: &str,
@@ -360,7 +405,7 @@ impl DeviceState {
         required: usize,
         reusable: &BTreeSet<String>,
         affinity: Option<NumaMask>,
-    ) -> Result<Option<BTreeSet<String>>, String> {
+    ) -> Result<Option<(BTreeSet<String>, Option<PreferenceQuery>)>, String> {
         let mut needed = required;
         if let Some(held) = self.container_devices(uid, container, resource) {
             let held = held.ids().len();
@@ -377,9 +422,13 @@ impl DeviceState {
         let Some(r) = self.resources.get(resource) else {
             return Err(format!("can't allocate unregistered device {resource}"));
         };
+        let asks = r
+            .endpoint
+            .as_ref()
+            .is_some_and(|e| e.options.get_preferred_allocation_available);
         let mut chosen = BTreeSet::new();
         if take(reusable.iter().cloned(), &mut chosen, &mut needed) {
-            return Ok(Some(chosen));
+            return Ok(Some((chosen, None)));
         }
         let in_use = self.allocated(resource);
         let available: BTreeSet<String> = r
@@ -394,15 +443,43 @@ impl DeviceState {
             ));
         }
         let (aligned, unaligned, no_affinity) = filter_by_affinity(r, &available, affinity);
-        for class in [aligned, unaligned, no_affinity] {
-            if take(class.into_iter(), &mut chosen, &mut needed) {
-                return Ok(Some(chosen));
+        let query = |chosen: &BTreeSet<String>, pool: &[String], fallback: Vec<String>| {
+            let mut offered: Vec<String> = pool.to_vec();
+            offered.extend(chosen.iter().filter(|d| !pool.contains(d)).cloned());
+            PreferenceQuery {
+                available: offered,
+                must_include: chosen.iter().cloned().collect(),
+                size: required,
+                fixed: chosen.iter().cloned().collect(),
+                pool: pool.to_vec(),
+                fallback,
             }
+        };
+        let shortfall = |needed: usize| {
+            Err(format!(
+                "unexpectedly allocated less resources than required. Requested: {required}, Got: {}",
+                required - needed
+            ))
+        };
+        // Enough affinity devices to choose among: the plugin may choose among them.
+        if needed < aligned.len() {
+            let q = asks.then(|| query(&chosen, &aligned, aligned.clone()));
+            if take(aligned.iter().cloned(), &mut chosen, &mut needed) {
+                return Ok(Some((chosen, q)));
+            }
+            return shortfall(needed);
         }
-        Err(format!(
-            "unexpectedly allocated less resources than required. Requested: {required}, Got: {}",
-            required - needed
-        ))
+        // Every affinity device first; then the plugin may choose among every free one.
+        if take(aligned.iter().cloned(), &mut chosen, &mut needed) {
+            return Ok(Some((chosen, None)));
+        }
+        let pool: Vec<String> = available.iter().cloned().collect();
+        let fallback: Vec<String> = unaligned.iter().chain(&no_affinity).cloned().collect();
+        let q = asks.then(|| query(&chosen, &pool, fallback.clone()));
+        if take(fallback.into_iter(), &mut chosen, &mut needed) {
+            return Ok(Some((chosen, q)));
+        }
+        shortfall(needed)
     }
 
     fn per_numa(&self, resource: &str, ids: &BTreeSet<String>) -> BTreeMap<i64, Vec<String>> {
@@ -455,10 +532,40 @@ impl DeviceState {
                     resource: resource.clone(),
                     device_ids: d.ids().into_iter().collect(),
                     plugin: e.plugin.clone(),
+                    preference: d.preference.clone(),
                 });
             }
         }
         Ok(out)
+    }
+
+    /// Revises a pending allocation with the plugin's preferred devices (see
+    /// [`PreferenceQuery::choose`]); the devices to `Allocate`.
+    pub fn apply_preference(
+        &mut self,
+        uid: &str,
+        container: &str,
+        resource: &str,
+        answer: &[String],
+    ) -> Vec<String> {
+        let Some(query) = self
+            .container_devices(uid, container, resource)
+            .and_then(|d| d.preference.clone())
+        else {
+            return Vec::new();
+        };
+        let chosen = query.choose(answer);
+        let per_numa = self.per_numa(resource, &chosen);
+        if let Some(d) = self
+            .pods
+            .get_mut(uid)
+            .and_then(|c| c.get_mut(container))
+            .and_then(|r| r.get_mut(resource))
+        {
+            d.devices = per_numa;
+            d.preference = None;
+        }
+        chosen.into_iter().collect()
     }
 
     /// Records a plugin's answer for a pending allocation.
@@ -616,6 +723,7 @@ impl DeviceState {
                     ContainerDevices {
                         devices: e.devices,
                         response: Some(response),
+                        preference: None,
                     },
                 );
         }

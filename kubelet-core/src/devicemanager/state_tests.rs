@@ -394,3 +394,148 @@ fn run_options_merge_first_setting_wins() {
     );
     assert_eq!(o.cdi_devices, vec!["vendor.com/dev=1", "vendor.com/dev=2"]);
 }
+
+fn endpoint_preferring(id: u64) -> Endpoint {
+    Endpoint {
+        options: DevicePluginOptions {
+            get_preferred_allocation_available: true,
+            ..Default::default()
+        },
+        ..endpoint(id)
+    }
+}
+
+#[test]
+fn the_plugins_preference_is_asked_where_go_asks_it() {
+    // No topology: every free device is the pool, the request the size.
+    let mut s = DeviceState::new(vec![0]);
+    s.registered(RES, endpoint_preferring(1));
+    s.devices_listed(
+        RES,
+        1,
+        vec![
+            dev("A", true, &[]),
+            dev("B", true, &[]),
+            dev("C", true, &[]),
+        ],
+    );
+    let p = pod("a", vec![], vec![container("c", 1)]);
+    s.allocate(&p, &p.spec.as_ref().unwrap().containers[0], None)
+        .unwrap();
+    let pending = s.pending("a").unwrap();
+    let q = pending[0].preference.clone().unwrap();
+    assert_eq!(q.available, vec!["A", "B", "C"]);
+    assert!(q.must_include.is_empty());
+    assert_eq!(q.size, 1);
+    assert_eq!(s.apply_preference("a", "c", RES, &["C".into()]), vec!["C"]);
+    assert_eq!(held(&s, "a", "c"), vec!["C"]);
+    // An answer outside the pool is ignored: Go's order fills in.
+    let p = pod("b", vec![], vec![container("c", 1)]);
+    s.allocate(&p, &p.spec.as_ref().unwrap().containers[0], None)
+        .unwrap();
+    assert_eq!(
+        s.apply_preference("b", "c", RES, &["C".into(), "X".into()]),
+        vec!["A"]
+    );
+
+    // With topology and more affinity devices than needed: the pool is the affinity's.
+    let mut s = DeviceState::new(vec![0, 1]);
+    s.registered(RES, endpoint_preferring(1));
+    s.devices_listed(
+        RES,
+        1,
+        vec![
+            dev("A", true, &[0]),
+            dev("B", true, &[1]),
+            dev("C", true, &[1]),
+        ],
+    );
+    let p = pod("a", vec![], vec![container("c", 1)]);
+    s.allocate(
+        &p,
+        &p.spec.as_ref().unwrap().containers[0],
+        Some(NumaMask::of(&[1])),
+    )
+    .unwrap();
+    let q = s.pending("a").unwrap()[0].preference.clone().unwrap();
+    assert_eq!(q.available, vec!["B", "C"]);
+    assert_eq!(
+        s.apply_preference("a", "c", RES, &["A".into(), "C".into()]),
+        vec!["C"]
+    );
+    // A plugin that does not offer it is not asked.
+    let flat = {
+        let mut s = two_devices();
+        let p = pod("a", vec![], vec![container("c", 1)]);
+        s.allocate(&p, &p.spec.as_ref().unwrap().containers[0], None)
+            .unwrap();
+        s
+    };
+    assert!(flat.pending("a").unwrap()[0].preference.is_none());
+}
+
+/// A plugin that prefers its last device and records what it was asked to allocate.
+#[derive(Debug, Default)]
+struct Preferring {
+    allocated: std::sync::Mutex<Vec<Vec<String>>>,
+}
+
+#[async_trait]
+impl DevicePlugin for Preferring {
+    async fn allocate(&self, ids: &[String]) -> Result<ContainerAllocation, DevicePluginError> {
+        self.allocated.lock().unwrap().push(ids.to_vec());
+        Ok(ContainerAllocation::default())
+    }
+    async fn pre_start_container(&self, _: &[String]) -> Result<(), DevicePluginError> {
+        Ok(())
+    }
+    async fn preferred_allocation(
+        &self,
+        available: &[String],
+        _: &[String],
+        size: usize,
+    ) -> Result<Vec<String>, DevicePluginError> {
+        Ok(available.iter().rev().take(size).cloned().collect())
+    }
+}
+
+#[tokio::test]
+async fn the_manager_allocates_what_the_plugin_prefers() {
+    use crate::devicemanager::DeviceManager;
+    use crate::topologymanager::HintProvider;
+    let m = DeviceManager::new(None, vec![0]);
+    let plugin = Arc::new(Preferring::default());
+    m.apply(crate::devices::DevicePluginEvent::Registered {
+        resource: RES.into(),
+        endpoint: 1,
+        options: DevicePluginOptions {
+            get_preferred_allocation_available: true,
+            ..Default::default()
+        },
+        plugin: plugin.clone(),
+    });
+    m.apply(crate::devices::DevicePluginEvent::Devices {
+        resource: RES.into(),
+        endpoint: 1,
+        devices: vec![dev("Dev-1", true, &[]), dev("Dev-2", true, &[])],
+    });
+    let p = pod("a", vec![], vec![container("c", 1)]);
+    m.allocate(
+        &p,
+        &p.spec.as_ref().unwrap().containers[0],
+        &TopologyHint::default(),
+    )
+    .unwrap();
+    m.allocate_pending(&p).await.unwrap();
+    assert_eq!(
+        *plugin.allocated.lock().unwrap(),
+        vec![vec!["Dev-2".to_string()]]
+    );
+    assert_eq!(
+        m.container_devices("a", "c"),
+        vec![(
+            RES.to_string(),
+            BTreeMap::from([(0, vec!["Dev-2".to_string()])])
+        )]
+    );
+}

@@ -54,6 +54,12 @@ impl KubeletHandle {
         self.engine.pods().pods()
     }
 
+    /// The desired pods that have not finished (Go's `GetActivePods`): [`pods`](Self::pods)
+    /// without those in a terminal phase (`Succeeded` / `Failed`).
+    pub fn active_pods(&self) -> Vec<Arc<Pod>> {
+        self.engine.active_pods()
+    }
+
     /// The desired pod with this UID.
     pub fn pod(&self, uid: &str) -> Option<Arc<Pod>> {
         self.engine.pods().get(uid)
@@ -135,9 +141,29 @@ impl KubeletHandle {
         self.engine.device_manager.checkpoint()
     }
 
+    /// Every healthy device of every device plugin resource: `(resource, device id, NUMA
+    /// nodes)`, sorted by resource then id ([`DeviceManager::allocatable_devices`](crate::devicemanager::DeviceManager::allocatable_devices)).
+    pub fn allocatable_devices(&self) -> Vec<(String, String, Vec<i64>)> {
+        self.engine.device_manager.allocatable_devices()
+    }
+
     /// The CPU manager's state (what `cpu_manager_state` holds once written).
     pub fn cpu_manager_state(&self) -> crate::cpumanager::CpuManagerCheckpoint {
         self.engine.cpu_manager.state()
+    }
+
+    /// The CPUs a container of pod `uid` runs on as the CPU manager sees it: its exclusive
+    /// set, else the shared pool; `None` under the `none` policy (the runtime's default)
+    /// ([`CpuManager::container_cpus`](crate::cpumanager::CpuManager::container_cpus)).
+    pub fn container_cpus(&self, uid: &str, container: &str) -> Option<crate::cpumanager::CpuSet> {
+        self.engine.cpu_manager.container_cpus(uid, container)
+    }
+
+    /// The CPUs the CPU manager may hand out: every CPU but the reserved ones under the
+    /// `static` policy, none under `none`
+    /// ([`CpuManager::allocatable_cpus`](crate::cpumanager::CpuManager::allocatable_cpus)).
+    pub fn allocatable_cpus(&self) -> crate::cpumanager::CpuSet {
+        self.engine.cpu_manager.allocatable_cpus()
     }
 
     /// Whether every pod source has delivered its first full state.
@@ -242,5 +268,130 @@ impl SummaryCollector {
     ) -> Result<Summary, StatsError> {
         self.summary(&PodEntry::of_kubelet(handle), only_cpu_and_memory)
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use k8s_openapi::api::core::v1::PodStatus;
+
+    use crate::devices::{
+        ContainerAllocation, Device, DevicePlugin, DevicePluginError, DevicePluginEvent,
+        DevicePluginOptions,
+    };
+    use crate::testing::{ContainerBuilder, FakeContainerManager, PodBuilder, SimRuntime};
+    use crate::{Kubelet, KubeletHandle};
+
+    fn handle() -> KubeletHandle {
+        Kubelet::builder()
+            .config(crate::lifecycle_tests::config())
+            .runtime(Arc::new(SimRuntime::new()))
+            .container_manager(Arc::new(FakeContainerManager::default()))
+            .build()
+            .unwrap()
+            .handle()
+    }
+
+    fn add_pod(h: &KubeletHandle, uid: &str, phase: Option<&str>) {
+        let p = Arc::new(
+            PodBuilder::new(uid, uid)
+                .container(ContainerBuilder::new("app", "img:1").build())
+                .build(),
+        );
+        h.engine.pods_mut().upsert(p.clone());
+        if let Some(phase) = phase {
+            h.engine.status.set(
+                &p,
+                PodStatus {
+                    phase: Some(phase.into()),
+                    ..Default::default()
+                },
+            );
+        }
+    }
+
+    #[test]
+    fn active_pods_leave_out_finished_ones() {
+        let h = handle();
+        add_pod(&h, "new", None);
+        add_pod(&h, "running", Some("Running"));
+        add_pod(&h, "done", Some("Succeeded"));
+        add_pod(&h, "failed", Some("Failed"));
+        let uids = |pods: Vec<Arc<k8s_openapi::api::core::v1::Pod>>| {
+            let mut u: Vec<String> = pods
+                .iter()
+                .map(|p| crate::pod::uid(p).to_string())
+                .collect();
+            u.sort();
+            u
+        };
+        assert_eq!(uids(h.active_pods()), ["new", "running"]);
+        assert_eq!(uids(h.pods()), ["done", "failed", "new", "running"]);
+    }
+
+    #[derive(Debug)]
+    struct NoPlugin;
+
+    #[async_trait]
+    impl DevicePlugin for NoPlugin {
+        async fn allocate(&self, _: &[String]) -> Result<ContainerAllocation, DevicePluginError> {
+            Ok(ContainerAllocation::default())
+        }
+        async fn pre_start_container(&self, _: &[String]) -> Result<(), DevicePluginError> {
+            Ok(())
+        }
+        async fn preferred_allocation(
+            &self,
+            _: &[String],
+            _: &[String],
+            _: usize,
+        ) -> Result<Vec<String>, DevicePluginError> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn allocatable_devices_come_from_the_device_manager() {
+        let h = handle();
+        assert!(h.allocatable_devices().is_empty());
+        let dm = &h.engine.device_manager;
+        dm.apply(DevicePluginEvent::Registered {
+            resource: "example.com/gpu".into(),
+            endpoint: 1,
+            options: DevicePluginOptions::default(),
+            plugin: Arc::new(NoPlugin),
+        });
+        dm.apply(DevicePluginEvent::Devices {
+            resource: "example.com/gpu".into(),
+            endpoint: 1,
+            devices: vec![
+                Device {
+                    id: "gpu-0".into(),
+                    healthy: true,
+                    numa_nodes: vec![0],
+                },
+                Device {
+                    id: "gpu-1".into(),
+                    healthy: false,
+                    numa_nodes: vec![1],
+                },
+            ],
+        });
+        assert_eq!(
+            h.allocatable_devices(),
+            [("example.com/gpu".to_string(), "gpu-0".to_string(), vec![0])]
+        );
+    }
+
+    #[test]
+    fn cpus_under_the_none_policy_are_the_runtimes() {
+        let h = handle();
+        assert!(h.allocatable_cpus().is_empty());
+        assert_eq!(h.container_cpus("any", "app"), None);
     }
 }

@@ -22,6 +22,7 @@
 //! | `kubelet_working_pods` | `lifecycle`, `config`, `static` |
 //! | `kubelet_running_containers` | `container_state` |
 //! | `kubelet_device_plugin_registration_total`, `kubelet_device_plugin_alloc_duration_seconds` | `resource_name` |
+//! | `kubelet_pod_resources_endpoint_requests_total` | `server_api_version` |
 //! | `rest_client_requests_total` | `code`, `host`, `method` |
 //! | `rest_client_request_duration_seconds`, `rest_client_rate_limiter_duration_seconds` | `host`, `verb` |
 //! | `process_*` | — |
@@ -156,6 +157,9 @@ pub struct Metrics {
     pub device_plugin_registrations: CounterVec,
     /// `kubelet_device_plugin_alloc_duration_seconds{resource_name}`: each `Allocate` call.
     pub device_plugin_alloc_duration: HistogramVec,
+    /// `kubelet_pod_resources_endpoint_requests_total{server_api_version}`: every call of
+    /// the pod resources API, whatever its method.
+    pub pod_resources_endpoint_requests: CounterVec,
     /// `kubelet_running_pods`.
     pub running_pods: AtomicI64,
     /// `kubelet_running_containers{container_state="running"}`.
@@ -212,6 +216,7 @@ impl Default for Metrics {
             managed_ephemeral_containers: GaugeVec::new(&[]),
             device_plugin_registrations: CounterVec::new(&["resource_name"]),
             device_plugin_alloc_duration: HistogramVec::new(&["resource_name"], DEF_BUCKETS),
+            pod_resources_endpoint_requests: CounterVec::new(&["server_api_version"]),
             running_pods: AtomicI64::new(0),
             running_containers: AtomicI64::new(0),
             exited_containers: AtomicI64::new(0),
@@ -482,6 +487,12 @@ impl Metrics {
             "kubelet_device_plugin_alloc_duration_seconds",
             "Duration in seconds to serve a device plugin Allocation request. Broken down by resource name.",
             &self.device_plugin_alloc_duration,
+        );
+        c(
+            o,
+            "kubelet_pod_resources_endpoint_requests_total",
+            "Number of requests to the PodResource endpoint. Broken down by server api version.",
+            &self.pod_resources_endpoint_requests,
         );
         self.node_startup.render(o);
         c(

@@ -108,6 +108,11 @@ const GO_FAMILIES: &[(&str, &str, &[&str])] = &[
         "histogram",
         &["resource_name"],
     ),
+    (
+        "kubelet_pod_resources_endpoint_requests_total",
+        "counter",
+        &["server_api_version"],
+    ),
     ("kubelet_active_pods", "gauge", &["static"]),
     ("kubelet_mirror_pods", "gauge", &[]),
     (
@@ -268,6 +273,7 @@ fn families_and_labels_match_go() {
     m.device_plugin_alloc_duration
         .with("example.com/resource")
         .observe(Duration::from_millis(2));
+    m.pod_resources_endpoint_requests.inc("v1");
     let got = families_of(&m.render());
     let want: Vec<(String, String, Vec<String>)> = GO_FAMILIES
         .iter()

@@ -1,0 +1,304 @@
+//! Issue #37: the device manager of kubelet-rs and of the Go kubelet v1.20.2 with the same
+//! device plugin (the tree's `test/images/sample-device-plugin`) and the same static pod.
+//!
+//! Each kubelet runs standalone on a node environment instance of its own (`devplug`, the
+//! runtime emptied between the runs), in a mount namespace where
+//! `/var/lib/kubelet/device-plugins` — the Go kubelet's fixed socket directory, and the
+//! plugin's — is `<root-dir>/device-plugins`, with the plugin started there once the kubelet
+//! listens. Once the plugin's two devices are in the checkpoint, the static pod asking for one
+//! `example.com/resource` is written. Then, for both kubelets:
+//! 1. the pod runs and its container sees the device's `/tmp/Dev-N` mount (it lists it into
+//!    its log);
+//! 2. the checkpoints are the same document up to the pod's uid and which of the two devices
+//!    was taken (Go picks from a set): one entry for the container with one device on NUMA node
+//!    0, whose allocation response mounts `/tmp/<device>`, and both devices registered;
+//! 3. kubelet-rs started on the Go kubelet's root directory reads its checkpoint (no warning)
+//!    and runs the pod with a device.
+//!
+//! `#[ignore]`d: it needs the Go kubelet and the sample plugin built from the control plane's
+//! tree (`scripts/test.sh` builds both and runs this test).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kubelet_core::devicemanager::{DeviceCheckpoint, CHECKPOINT_FILE, DEVICE_PLUGIN_DIR};
+use kubelet_core::testing::poll_until;
+use kubelet_tests::standalone::{
+    free_port, go_kubelet_binary, http_get, kubelet_binary, KubeletProcess, NodeInstance,
+};
+
+const INSTANCE: &str = "devplug";
+const NODE: &str = "devplug-node";
+const RESOURCE: &str = "example.com/resource";
+
+const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: dev\n  namespace: default\n\
+spec:\n  containers:\n  - name: app\n    image: kubelet-rs.local/busybox:1.0\n    imagePullPolicy: Never\n    \
+command: [sh, -c, 'ls /tmp; exec sleep 3600']\n    resources:\n      limits: {example.com/resource: '1'}\n";
+
+const CONFIG: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+cgroupDriver: cgroupfs\ncgroupsPerQOS: true\nenforceNodeAllocatable: []\nfailSwapOn: false\n\
+evictionHard: {}\nimageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n\
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}\n\
+authorization: {mode: AlwaysAllow}\n";
+
+fn plugin_binary() -> PathBuf {
+    let path = std::env::var_os("KUBELET_RS_SAMPLE_DEVICE_PLUGIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/var/cache/kubelet-rs/node-e2e/bin/sample-device-plugin".into());
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with scripts/node-e2e.sh sample-device-plugin",
+        path.display()
+    );
+    path
+}
+
+/// What one run saw.
+struct Run {
+    uid: String,
+    checkpoint: DeviceCheckpoint,
+    log: String,
+}
+
+/// The kubelet and the plugin in a mount namespace of their own (see the module docs); the
+/// shell stops both when it is stopped.
+fn spawn(binary: &Path, args: &[String], root: &Path, log: &Path) -> KubeletProcess {
+    let dir = root.join(DEVICE_PLUGIN_DIR);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all("/var/lib/kubelet/device-plugins").unwrap();
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let script = format!(
+        "mount --bind '{dir}' /var/lib/kubelet/device-plugins || exit 1\n\
+         '{kubelet}' {args} & K=$!\n\
+         trap 'kill -TERM $K $P 2>/dev/null; wait; exit 0' TERM\n\
+         while [ ! -S /var/lib/kubelet/device-plugins/kubelet.sock ]; do sleep 0.2; done\n\
+         PLUGIN_SOCK_DIR=/var/lib/kubelet/device-plugins '{plugin}' >'{plugin_log}' 2>&1 & P=$!\n\
+         wait $K\n",
+        dir = dir.display(),
+        kubelet = binary.display(),
+        args = quoted.join(" "),
+        plugin = plugin_binary().display(),
+        plugin_log = log.with_extension("plugin.log").display(),
+    );
+    let unshare = PathBuf::from("unshare");
+    KubeletProcess::spawn(
+        &unshare,
+        &[
+            "--mount".to_string(),
+            "--propagation".to_string(),
+            "private".to_string(),
+            "sh".to_string(),
+            "-c".to_string(),
+            script,
+        ],
+        log,
+    )
+}
+
+/// Runs `binary` standalone on `root` until the pod runs with its device; stops it.
+async fn run(binary: &Path, go: bool, instance: &NodeInstance, dir: &Path, root: &Path) -> Run {
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let cgroup_root = format!("/kubelet-rs-{INSTANCE}-{}", if go { "go" } else { "rs" });
+    for h in kubelet_tests::engine::hierarchies() {
+        std::fs::create_dir_all(h.join(&cgroup_root[1..])).unwrap();
+    }
+    let (port, read_only, healthz) = (free_port(), free_port(), free_port());
+    let mut args: Vec<String> = vec![
+        format!("--config={}", config.display()),
+        format!("--pod-manifest-path={}", manifests.display()),
+        format!("--container-runtime-endpoint={}", instance.endpoint()),
+        format!("--root-dir={}", root.display()),
+        format!("--cgroup-root={cgroup_root}"),
+        format!("--hostname-override={NODE}"),
+        format!("--port={port}"),
+        format!("--read-only-port={read_only}"),
+        format!("--healthz-port={healthz}"),
+        "--pod-infra-container-image=kubelet-rs.local/pause:1.0".into(),
+    ];
+    if go {
+        args.extend(
+            [
+                "--container-runtime=remote",
+                "--image-service-endpoint=",
+                "--v=2",
+            ]
+            .map(String::from),
+        );
+    }
+    let log = dir.join(if go {
+        "go-kubelet.log"
+    } else {
+        "kubelet-rs.log"
+    });
+    // The checkpoint as it was before this kubelet (another's, when switching): the plugin's
+    // devices count once this kubelet has written it anew.
+    let file = root.join(DEVICE_PLUGIN_DIR).join(CHECKPOINT_FILE);
+    let before = std::fs::metadata(&file).ok().map(|m| m.ino());
+    let kubelet = spawn(binary, &args, root, &log);
+    let tail = || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let plugin = std::fs::read_to_string(log.with_extension("plugin.log")).unwrap_or_default();
+        let kubelet: Vec<&str> = text.lines().rev().take(40).collect();
+        format!("{}\nplugin: {plugin}", kubelet.join("\n"))
+    };
+    // The plugin's devices first (the pod would be rejected without them, and a rejected
+    // static pod stays rejected).
+    poll_until(Duration::from_secs(60), || async {
+        let rewritten = std::fs::metadata(&file).ok().map(|m| m.ino()) != before;
+        let cp = DeviceCheckpoint::from_json(&std::fs::read(&file).ok()?).ok()?;
+        let registered = rewritten && cp.registered.get(RESOURCE)?.len() == 2;
+        if !registered {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        registered.then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the plugin's devices are not in {}: {}",
+            file.display(),
+            tail()
+        )
+    });
+    std::fs::write(manifests.join("dev.yaml"), POD).unwrap();
+    let pods_url = format!("http://127.0.0.1:{read_only}/pods");
+    let uid = poll_until(Duration::from_secs(120), || async {
+        let v: serde_json::Value = serde_json::from_str(&http_get(&pods_url).await?).ok()?;
+        let p = v["items"]
+            .as_array()?
+            .iter()
+            .find(|p| p["status"]["phase"] == "Running")?;
+        p["metadata"]["uid"].as_str().map(str::to_string)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the pod did not run: {}", tail()));
+    let checkpoint = poll_until(Duration::from_secs(30), || async {
+        let cp = DeviceCheckpoint::from_json(&std::fs::read(&file).ok()?).ok()?;
+        let held = cp.entries.iter().any(|e| e.pod_uid == uid);
+        if !held {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        held.then_some(cp)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no checkpoint entry for the pod: {}", tail()));
+    // The container's log: `ls /tmp` lists the device's mount.
+    let logs = poll_until(Duration::from_secs(30), || async {
+        let dir = PathBuf::from(format!("/var/log/pods/default_dev-{NODE}_{uid}/app"));
+        let text = std::fs::read_to_string(dir.join("0.log")).ok()?;
+        let seen = text.contains("Dev-");
+        if !seen {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        seen.then_some(text)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the container listed no /tmp/Dev-N: {}", tail()));
+    drop(kubelet);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    Run {
+        uid,
+        checkpoint,
+        log: format!("{text}\ncontainer: {logs}"),
+    }
+}
+
+/// The run's checkpoint entry: the device taken and the mounts of its allocation.
+fn entry(run: &Run) -> (String, i64, Vec<(String, String)>) {
+    let cp = &run.checkpoint;
+    let e: Vec<_> = cp.entries.iter().filter(|e| e.pod_uid == run.uid).collect();
+    assert_eq!(e.len(), 1, "{cp:?}");
+    let e = e[0];
+    assert_eq!(
+        (e.container.as_str(), e.resource.as_str()),
+        ("app", RESOURCE)
+    );
+    assert_eq!(e.devices.len(), 1, "{e:?}");
+    let (node, ids) = e.devices.iter().next().unwrap();
+    assert_eq!(ids.len(), 1, "{e:?}");
+    let mounts = e
+        .response
+        .as_ref()
+        .expect("the allocation response decodes")
+        .mounts
+        .iter()
+        .map(|m| (m.container_path.clone(), m.host_path.clone()))
+        .collect();
+    (ids[0].clone(), *node, mounts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Go kubelet v1.20.2 and the sample device plugin (scripts/test.sh builds both and runs this test)"]
+async fn the_device_checkpoint_and_mounts_are_the_go_kubelets() {
+    let (go_binary, rs_binary) = (go_kubelet_binary(), kubelet_binary());
+    let instance = NodeInstance::up(INSTANCE);
+    let tmp = tempfile::tempdir().unwrap();
+    let (go_root, rs_root) = (tmp.path().join("go-root"), tmp.path().join("rs-root"));
+
+    let go = run(
+        &go_binary,
+        true,
+        &instance,
+        &tmp.path().join("go"),
+        &go_root,
+    )
+    .await;
+    instance.node_env(&["down"]);
+    instance.node_env(&["up"]);
+    let rs = run(
+        &rs_binary,
+        false,
+        &instance,
+        &tmp.path().join("rs"),
+        &rs_root,
+    )
+    .await;
+
+    let (go_dev, go_node, go_mounts) = entry(&go);
+    let (rs_dev, rs_node, rs_mounts) = entry(&rs);
+    eprintln!("the Go kubelet: {go_dev} on NUMA node {go_node}, mounts {go_mounts:?}");
+    eprintln!("kubelet-rs: {rs_dev} on NUMA node {rs_node}, mounts {rs_mounts:?}");
+    assert_eq!(go_node, 0, "Go records a device without topology on node 0");
+    assert_eq!(rs_node, go_node);
+    for (dev, mounts) in [(&go_dev, &go_mounts), (&rs_dev, &rs_mounts)] {
+        let path = format!("/tmp/{dev}");
+        assert_eq!(mounts, &vec![(path.clone(), path)]);
+    }
+    let devices = |r: &Run| {
+        let mut d = r.checkpoint.registered[RESOURCE].clone();
+        d.sort();
+        d
+    };
+    assert_eq!(devices(&go), vec!["Dev-1", "Dev-2"]);
+    assert_eq!(devices(&rs), devices(&go));
+    for (who, r, dev) in [("Go", &go, &go_dev), ("kubelet-rs", &rs, &rs_dev)] {
+        assert!(
+            r.log.contains(dev.as_str()),
+            "{who}: the container lists /tmp/{dev}"
+        );
+    }
+
+    // kubelet-rs on the Go kubelet's root directory: Go's checkpoint is read as it is.
+    instance.node_env(&["down"]);
+    instance.node_env(&["up"]);
+    let switched = run(
+        &rs_binary,
+        false,
+        &instance,
+        &tmp.path().join("switch"),
+        &go_root,
+    )
+    .await;
+    assert!(
+        !switched.log.contains("continuing without the checkpoint"),
+        "kubelet-rs read the Go kubelet's checkpoint"
+    );
+    let (dev, _, mounts) = entry(&switched);
+    assert_eq!(mounts, vec![(format!("/tmp/{dev}"), format!("/tmp/{dev}"))]);
+}
