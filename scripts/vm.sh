@@ -112,13 +112,26 @@ EOF
   mkdir -p "$root/var/lib/kubelet" "$root/etc/kubernetes/manifests"
 }
 
+# The host's qemu, debootstrap and ssh. Installing bookworm's qemu-system-x86 removes a newer
+# qemu-utils (a machine may come with backports' qemu-img, which bookworm's qemu-system-common
+# breaks): qemu-img is then installed again, in bookworm's version.
+host_tools() {
+  install_missing "${HOST_PACKAGES[@]}"
+  if ! command -v qemu-img >/dev/null; then
+    log "installing qemu-utils again (qemu-img), in qemu-system-x86's version"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends qemu-utils >/dev/null
+  fi
+  command -v qemu-img >/dev/null || die "qemu-img is missing after installing qemu-utils"
+}
+
 cmd_image() {
   need_root
+  host_tools
   if image_ready; then
     log "image ready in $CACHE"
     return 0
   fi
-  install_missing "${HOST_PACKAGES[@]}"
   local t0=$SECONDS tree="$CACHE/rootfs" mirror
   mirror=$(debian_mirror)
   rm -rf "$CACHE" && mkdir -p "$CACHE"
@@ -159,6 +172,7 @@ cmd_copy() {
 
 cmd_up() {
   need_root
+  host_tools
   image_ready || cmd_image
   if qemu_pid >/dev/null; then
     log "already running (pid $(qemu_pid))"

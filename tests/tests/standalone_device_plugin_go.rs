@@ -3,12 +3,14 @@
 //!
 //! Each kubelet runs standalone on a node environment instance of its own (`devplug`, the
 //! runtime emptied between the runs), in a mount namespace where
-//! `/var/lib/kubelet/device-plugins` — the Go kubelet's fixed socket directory, and the
-//! plugin's — is `<root-dir>/device-plugins`, with the plugin started there once the kubelet
-//! listens. Once the plugin's two devices are in the checkpoint, the static pod asking for one
+//! `/var/lib/kubelet/device-plugins` — the Go kubelet's fixed socket directory, where the
+//! plugin looks for the kubelet's `DEPRECATION` file — is `<root-dir>/device-plugins`. The
+//! plugin starts once the kubelet wrote that file and watches `<root-dir>/plugins_registry`,
+//! and serves its socket there (`PLUGIN_SOCK_DIR`, as the upstream e2e runs it): both
+//! kubelets take it through their plugin managers. Once the plugin's two devices are in the checkpoint, the static pod asking for one
 //! `example.com/resource` is written. Then, for both kubelets:
-//! 1. the pod runs and its container sees the device's `/tmp/Dev-N` mount (it lists it into
-//!    its log);
+//! 1. the pod runs and its container sees the device's `/tmp/Dev-N` mount (an exec through
+//!    the runtime);
 //! 2. the checkpoints are the same document up to the pod's uid and which of the two devices
 //!    was taken (Go picks from a set): one entry for the container with one device on NUMA node
 //!    0, whose allocation response mounts `/tmp/<device>`, and both devices registered;
@@ -20,7 +22,6 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -36,7 +37,7 @@ const RESOURCE: &str = "example.com/resource";
 
 const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: dev\n  namespace: default\n\
 spec:\n  containers:\n  - name: app\n    image: kubelet-rs.local/busybox:1.0\n    imagePullPolicy: Never\n    \
-command: [sh, -c, 'ls /tmp; exec sleep 3600']\n    resources:\n      limits: {example.com/resource: '1'}\n";
+command: [sh, -c, 'exec sleep 3600']\n    resources:\n      limits: {example.com/resource: '1'}\n";
 
 const CONFIG: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
 cgroupDriver: cgroupfs\ncgroupsPerQOS: true\nenforceNodeAllocatable: []\nfailSwapOn: false\n\
@@ -69,18 +70,22 @@ fn spawn(binary: &Path, args: &[String], root: &Path, log: &Path) -> KubeletProc
     let dir = root.join(DEVICE_PLUGIN_DIR);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::create_dir_all("/var/lib/kubelet/device-plugins").unwrap();
+    // The plugin starts once this kubelet wrote its DEPRECATION file: one left by the kubelet
+    // before on this root (the switch) goes first.
+    let _ = std::fs::remove_file(dir.join("DEPRECATION"));
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
     let script = format!(
         "mount --bind '{dir}' /var/lib/kubelet/device-plugins || exit 1\n\
          '{kubelet}' {args} & K=$!\n\
          trap 'kill -TERM $K $P 2>/dev/null; wait; exit 0' TERM\n\
-         while [ ! -S /var/lib/kubelet/device-plugins/kubelet.sock ]; do sleep 0.2; done\n\
-         PLUGIN_SOCK_DIR=/var/lib/kubelet/device-plugins '{plugin}' >'{plugin_log}' 2>&1 & P=$!\n\
+         while [ ! -e /var/lib/kubelet/device-plugins/DEPRECATION ] || [ ! -d '{registry}' ]; do sleep 0.2; done\n\
+         PLUGIN_SOCK_DIR='{registry}' '{plugin}' >'{plugin_log}' 2>&1 & P=$!\n\
          wait $K\n",
         dir = dir.display(),
         kubelet = binary.display(),
         args = quoted.join(" "),
         plugin = plugin_binary().display(),
+        registry = root.join("plugins_registry").display(),
         plugin_log = log.with_extension("plugin.log").display(),
     );
     let unshare = PathBuf::from("unshare");
@@ -139,7 +144,9 @@ async fn run(binary: &Path, go: bool, instance: &NodeInstance, dir: &Path, root:
     // The checkpoint as it was before this kubelet (another's, when switching): the plugin's
     // devices count once this kubelet has written it anew.
     let file = root.join(DEVICE_PLUGIN_DIR).join(CHECKPOINT_FILE);
-    let before = std::fs::metadata(&file).ok().map(|m| m.ino());
+    let before = std::fs::metadata(&file)
+        .ok()
+        .and_then(|m| m.modified().ok());
     let kubelet = spawn(binary, &args, root, &log);
     let tail = || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -150,7 +157,11 @@ async fn run(binary: &Path, go: bool, instance: &NodeInstance, dir: &Path, root:
     // The plugin's devices first (the pod would be rejected without them, and a rejected
     // static pod stays rejected).
     poll_until(Duration::from_secs(60), || async {
-        let rewritten = std::fs::metadata(&file).ok().map(|m| m.ino()) != before;
+        // Written again: newer than before (inode numbers are reused, times are not).
+        let modified = std::fs::metadata(&file)
+            .ok()
+            .and_then(|m| m.modified().ok());
+        let rewritten = before.is_none_or(|b| modified.is_some_and(|m| m > b));
         let cp = DeviceCheckpoint::from_json(&std::fs::read(&file).ok()?).ok()?;
         let registered = rewritten && cp.registered.get(RESOURCE)?.len() == 2;
         if !registered {
@@ -188,25 +199,61 @@ async fn run(binary: &Path, go: bool, instance: &NodeInstance, dir: &Path, root:
     })
     .await
     .unwrap_or_else(|| panic!("no checkpoint entry for the pod: {}", tail()));
-    // The container's log: `ls /tmp` lists the device's mount.
-    let logs = poll_until(Duration::from_secs(30), || async {
-        let dir = PathBuf::from(format!("/var/log/pods/default_dev-{NODE}_{uid}/app"));
-        let text = std::fs::read_to_string(dir.join("0.log")).ok()?;
-        let seen = text.contains("Dev-");
+    // The container sees the device's mount (checked in the runtime: the pod log directory
+    // is the machine's shared /var/log/pods, which other kubelets clean up).
+    let held = checkpoint
+        .entries
+        .iter()
+        .find(|e| e.pod_uid == uid)
+        .and_then(|e| e.devices.values().flatten().next().cloned())
+        .unwrap_or_default();
+    let sees = poll_until(Duration::from_secs(30), || async {
+        let seen = container_sees(instance, &uid, &held).await;
         if !seen {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
-        seen.then_some(text)
+        seen.then_some(())
     })
     .await
-    .unwrap_or_else(|| panic!("the container listed no /tmp/Dev-N: {}", tail()));
+    .is_some();
+    assert!(sees, "the container does not see /tmp/{held}: {}", tail());
     drop(kubelet);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     Run {
         uid,
         checkpoint,
-        log: format!("{text}\ncontainer: {logs}"),
+        log: text,
     }
+}
+
+/// Whether the pod's running container (in the instance's runtime) sees `/tmp/<device>`.
+async fn container_sees(instance: &NodeInstance, uid: &str, device: &str) -> bool {
+    use kubelet_core::runtime::{ContainerRuntime, ContainerState};
+    let Ok(rt) = kubelet_runtime_cri::CriRuntime::connect(kubelet_runtime_cri::CriConfig {
+        runtime_endpoint: instance.endpoint(),
+        request_timeout: Duration::from_secs(30),
+        ..Default::default()
+    })
+    .await
+    else {
+        return false;
+    };
+    let Ok(containers) = rt
+        .list_containers(&kubelet_core::runtime::ListFilter::default())
+        .await
+    else {
+        return false;
+    };
+    let Some(c) = containers
+        .iter()
+        .find(|c| c.pod.uid == uid && c.state == ContainerState::Running)
+    else {
+        return false;
+    };
+    let cmd = ["test", "-e", &format!("/tmp/{device}")].map(String::from);
+    rt.exec_sync(&c.id, &cmd, Duration::from_secs(10))
+        .await
+        .is_ok_and(|o| o.exit_code == 0)
 }
 
 /// The run's checkpoint entry: the device taken and the mounts of its allocation.
@@ -277,12 +324,6 @@ async fn the_device_checkpoint_and_mounts_are_the_go_kubelets() {
     };
     assert_eq!(devices(&go), vec!["Dev-1", "Dev-2"]);
     assert_eq!(devices(&rs), devices(&go));
-    for (who, r, dev) in [("Go", &go, &go_dev), ("kubelet-rs", &rs, &rs_dev)] {
-        assert!(
-            r.log.contains(dev.as_str()),
-            "{who}: the container lists /tmp/{dev}"
-        );
-    }
 
     // kubelet-rs on the Go kubelet's root directory: Go's checkpoint is read as it is.
     instance.node_env(&["down"]);
