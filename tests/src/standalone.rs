@@ -170,3 +170,74 @@ pub async fn http_get(url: &str) -> Option<String> {
     r.status().is_success().then_some(())?;
     r.text().await.ok()
 }
+
+/// One standalone kubelet's command line and files, the same for kubelet-rs and the Go
+/// kubelet v1.20.2 (`go`: its extra flags for a remote runtime): `<dir>/config.yaml` holds
+/// `config`, `<dir>/manifests` the static pods, the cgroup root `/kubelet-rs-<tag>-go|rs`
+/// exists in every hierarchy, and every port is free.
+pub struct StandaloneLaunch {
+    /// The flags.
+    pub args: Vec<String>,
+    /// The static pod directory (created).
+    pub manifests: PathBuf,
+    /// The log file for the process's standard error.
+    pub log: PathBuf,
+    /// The read-only port (`/pods`).
+    pub read_only_port: u16,
+}
+
+impl StandaloneLaunch {
+    /// See the type's docs; `endpoint` is the CRI socket, `node` the node name.
+    pub fn new(
+        tag: &str,
+        go: bool,
+        config: &str,
+        dir: &Path,
+        root: &Path,
+        endpoint: &str,
+        node: &str,
+    ) -> StandaloneLaunch {
+        let manifests = dir.join("manifests");
+        std::fs::create_dir_all(&manifests).unwrap();
+        let config_file = dir.join("config.yaml");
+        std::fs::write(&config_file, config).unwrap();
+        let cgroup_root = format!("/kubelet-rs-{tag}-{}", if go { "go" } else { "rs" });
+        for h in crate::engine::hierarchies() {
+            std::fs::create_dir_all(h.join(&cgroup_root[1..])).unwrap();
+        }
+        let (port, read_only, healthz) = (free_port(), free_port(), free_port());
+        let mut args: Vec<String> = vec![
+            format!("--config={}", config_file.display()),
+            format!("--pod-manifest-path={}", manifests.display()),
+            format!("--container-runtime-endpoint={endpoint}"),
+            format!("--root-dir={}", root.display()),
+            format!("--cgroup-root={cgroup_root}"),
+            format!("--hostname-override={node}"),
+            format!("--port={port}"),
+            format!("--read-only-port={read_only}"),
+            format!("--healthz-port={healthz}"),
+            "--pod-infra-container-image=kubelet-rs.local/pause:1.0".into(),
+        ];
+        if go {
+            args.extend(
+                [
+                    "--container-runtime=remote",
+                    "--image-service-endpoint=",
+                    "--v=2",
+                ]
+                .map(String::from),
+            );
+        }
+        let log = dir.join(if go {
+            "go-kubelet.log"
+        } else {
+            "kubelet-rs.log"
+        });
+        StandaloneLaunch {
+            args,
+            manifests,
+            log,
+            read_only_port: read_only,
+        }
+    }
+}

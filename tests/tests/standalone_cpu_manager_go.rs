@@ -24,7 +24,7 @@ use std::time::Duration;
 use kubelet_core::cpumanager::{CpuManagerCheckpoint, STATE_FILE};
 use kubelet_core::testing::poll_until;
 use kubelet_tests::standalone::{
-    free_port, go_kubelet_binary, http_get, kubelet_binary, KubeletProcess, NodeInstance,
+    go_kubelet_binary, http_get, kubelet_binary, KubeletProcess, NodeInstance, StandaloneLaunch,
 };
 
 const INSTANCE: &str = "cpumgr";
@@ -58,44 +58,14 @@ fn hierarchies() -> Vec<PathBuf> {
 /// Runs `binary` standalone on `root` until the Guaranteed pod has CPU 1 and the shared pool
 /// is CPU 0 in the state file; stops it.
 async fn run(binary: &Path, go: bool, instance: &NodeInstance, dir: &Path, root: &Path) -> Run {
-    let manifests = dir.join("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
+    let StandaloneLaunch {
+        args,
+        manifests,
+        log,
+        read_only_port: read_only,
+    } = StandaloneLaunch::new(INSTANCE, go, CONFIG, dir, root, &instance.endpoint(), NODE);
     std::fs::write(manifests.join("exclusive.yaml"), GUARANTEED).unwrap();
     std::fs::write(manifests.join("shared.yaml"), SHARED).unwrap();
-    let config = dir.join("config.yaml");
-    std::fs::write(&config, CONFIG).unwrap();
-    let cgroup_root = format!("/kubelet-rs-{INSTANCE}-{}", if go { "go" } else { "rs" });
-    for h in hierarchies() {
-        std::fs::create_dir_all(h.join(&cgroup_root[1..])).unwrap();
-    }
-    let (port, read_only, healthz) = (free_port(), free_port(), free_port());
-    let mut args: Vec<String> = vec![
-        format!("--config={}", config.display()),
-        format!("--pod-manifest-path={}", manifests.display()),
-        format!("--container-runtime-endpoint={}", instance.endpoint()),
-        format!("--root-dir={}", root.display()),
-        format!("--cgroup-root={cgroup_root}"),
-        format!("--hostname-override={NODE}"),
-        format!("--port={port}"),
-        format!("--read-only-port={read_only}"),
-        format!("--healthz-port={healthz}"),
-        "--pod-infra-container-image=kubelet-rs.local/pause:1.0".into(),
-    ];
-    if go {
-        args.extend(
-            [
-                "--container-runtime=remote",
-                "--image-service-endpoint=",
-                "--v=2",
-            ]
-            .map(String::from),
-        );
-    }
-    let log = dir.join(if go {
-        "go-kubelet.log"
-    } else {
-        "kubelet-rs.log"
-    });
     let kubelet = KubeletProcess::spawn(binary, &args, &log);
     let tail = || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();

@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kubelet_core::devices::{
-    ContainerAllocation, DeviceMount, DeviceNode, DevicePlugin, DevicePluginError,
-};
+use kubelet_core::devices::{ContainerAllocation, DevicePlugin, DevicePluginError};
 use tonic::transport::Channel;
 use tracing::debug;
 
@@ -201,7 +199,9 @@ impl DevicePlugin for GrpcDevicePlugin {
             )
             .await?;
         match response.container_responses.into_iter().next() {
-            Some(container) => Ok(allocation_from(container)),
+            Some(container) => allocation_from(&container).ok_or_else(|| {
+                self.rpc_error(CALL, "the allocation response does not decode".to_string())
+            }),
             // Nothing else was in the response: it prints as the empty one.
             None => Err(self.rpc_error(
                 CALL,
@@ -258,28 +258,8 @@ impl DevicePlugin for GrpcDevicePlugin {
     }
 }
 
-fn allocation_from(r: api::ContainerAllocateResponse) -> ContainerAllocation {
-    ContainerAllocation {
-        envs: r.envs,
-        mounts: r
-            .mounts
-            .into_iter()
-            .map(|m| DeviceMount {
-                container_path: m.container_path,
-                host_path: m.host_path,
-                read_only: m.read_only,
-            })
-            .collect(),
-        devices: r
-            .devices
-            .into_iter()
-            .map(|d| DeviceNode {
-                container_path: d.container_path,
-                host_path: d.host_path,
-                permissions: d.permissions,
-            })
-            .collect(),
-        annotations: r.annotations,
-        cdi_devices: r.cdi_devices.into_iter().map(|c| c.name).collect(),
-    }
+/// The plugin's answer for one container in the contract's terms, through the device
+/// manager's codec of the same message (the checkpoint keeps it as these bytes).
+fn allocation_from(r: &api::ContainerAllocateResponse) -> Option<ContainerAllocation> {
+    kubelet_core::devicemanager::checkpoint::decode_response(&prost::Message::encode_to_vec(r))
 }

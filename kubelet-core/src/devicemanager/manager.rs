@@ -439,33 +439,9 @@ impl HintProvider for DeviceManager {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-    use async_trait::async_trait;
-
     use super::*;
-    use crate::devices::{
-        ContainerAllocation, Device, DevicePlugin, DevicePluginError, DevicePluginOptions,
-    };
-
-    #[derive(Debug)]
-    struct NoPlugin;
-
-    #[async_trait]
-    impl DevicePlugin for NoPlugin {
-        async fn allocate(&self, _: &[String]) -> Result<ContainerAllocation, DevicePluginError> {
-            Ok(ContainerAllocation::default())
-        }
-        async fn pre_start_container(&self, _: &[String]) -> Result<(), DevicePluginError> {
-            Ok(())
-        }
-        async fn preferred_allocation(
-            &self,
-            _: &[String],
-            _: &[String],
-            _: usize,
-        ) -> Result<Vec<String>, DevicePluginError> {
-            Ok(Vec::new())
-        }
-    }
+    use crate::devices::{Device, DevicePluginOptions};
+    use crate::testing::NoopDevicePlugin as NoPlugin;
 
     fn register(
         m: &DeviceManager,

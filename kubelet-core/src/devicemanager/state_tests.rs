@@ -13,26 +13,7 @@ use crate::topologymanager::{NumaMask, TopologyHint};
 
 const RES: &str = "example.com/resource";
 
-#[derive(Debug)]
-struct NoPlugin;
-
-#[async_trait]
-impl DevicePlugin for NoPlugin {
-    async fn allocate(&self, _: &[String]) -> Result<ContainerAllocation, DevicePluginError> {
-        Ok(ContainerAllocation::default())
-    }
-    async fn pre_start_container(&self, _: &[String]) -> Result<(), DevicePluginError> {
-        Ok(())
-    }
-    async fn preferred_allocation(
-        &self,
-        _: &[String],
-        _: &[String],
-        _: usize,
-    ) -> Result<Vec<String>, DevicePluginError> {
-        Ok(Vec::new())
-    }
-}
+use crate::testing::NoopDevicePlugin as NoPlugin;
 
 fn endpoint(id: u64) -> Endpoint {
     Endpoint {

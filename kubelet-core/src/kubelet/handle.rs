@@ -277,13 +277,9 @@ mod tests {
 
     use std::sync::Arc;
 
-    use async_trait::async_trait;
     use k8s_openapi::api::core::v1::PodStatus;
 
-    use crate::devices::{
-        ContainerAllocation, Device, DevicePlugin, DevicePluginError, DevicePluginEvent,
-        DevicePluginOptions,
-    };
+    use crate::devices::{Device, DevicePluginEvent, DevicePluginOptions};
     use crate::testing::{ContainerBuilder, FakeContainerManager, PodBuilder, SimRuntime};
     use crate::{Kubelet, KubeletHandle};
 
@@ -334,26 +330,7 @@ mod tests {
         assert_eq!(uids(h.pods()), ["done", "failed", "new", "running"]);
     }
 
-    #[derive(Debug)]
-    struct NoPlugin;
-
-    #[async_trait]
-    impl DevicePlugin for NoPlugin {
-        async fn allocate(&self, _: &[String]) -> Result<ContainerAllocation, DevicePluginError> {
-            Ok(ContainerAllocation::default())
-        }
-        async fn pre_start_container(&self, _: &[String]) -> Result<(), DevicePluginError> {
-            Ok(())
-        }
-        async fn preferred_allocation(
-            &self,
-            _: &[String],
-            _: &[String],
-            _: usize,
-        ) -> Result<Vec<String>, DevicePluginError> {
-            Ok(Vec::new())
-        }
-    }
+    use crate::testing::NoopDevicePlugin as NoPlugin;
 
     #[test]
     fn allocatable_devices_come_from_the_device_manager() {

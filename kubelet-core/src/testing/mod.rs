@@ -10,6 +10,7 @@
 //! [`ContainerBuilder`] and [`eventually`] (or [`poll_until`] to get `None` instead of a panic).
 
 mod cm;
+mod devices;
 mod pods;
 mod shutdown;
 mod sim;
@@ -17,6 +18,7 @@ mod sink;
 mod source;
 
 pub use cm::{CgroupUsage, FakeContainerManager, FakeNodeStats};
+pub use devices::NoopDevicePlugin;
 pub use pods::{container, eventually, pod, poll_until, ContainerBuilder, PodBuilder};
 pub use shutdown::ScriptedShutdownInhibitor;
 pub use sim::{ContainerBehavior, SimRuntime, SANDBOX_DIES};
