@@ -41,8 +41,16 @@ fn plugin_binary() -> PathBuf {
 }
 
 /// The sample plugin, in a mount namespace where `/var/lib/kubelet/device-plugins` is `dir`,
-/// once the kubelet listens there.
+/// once the kubelet listens there; it serves its socket in `/var/lib/kubelet/device-plugins`.
 async fn start_plugin(dir: &Path) -> tokio::process::Child {
+    start_plugin_in(dir, Path::new("/var/lib/kubelet/device-plugins")).await
+}
+
+/// [`start_plugin`] with the plugin's socket in `sock_dir`. The plugin registers through the
+/// `Register` call unless it finds `/var/lib/kubelet/device-plugins/DEPRECATION` (its fixed
+/// path; `dir` in its namespace), which the kubelet writes when it takes plugins through
+/// `plugins_registry`.
+async fn start_plugin_in(dir: &Path, sock_dir: &Path) -> tokio::process::Child {
     wait_until(
         Duration::from_secs(30),
         "the kubelet's device plugin socket",
@@ -57,7 +65,7 @@ async fn start_plugin(dir: &Path) -> tokio::process::Child {
     );
     tokio::process::Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-        .env("PLUGIN_SOCK_DIR", "/var/lib/kubelet/device-plugins")
+        .env("PLUGIN_SOCK_DIR", sock_dir)
         .kill_on_drop(true)
         .spawn()
         .expect("unshare starts the sample device plugin")
@@ -301,8 +309,8 @@ async fn sample_device_plugin_devices_reach_pods_and_survive_restarts() {
 /// The other registration path Go accepts: the plugin serves `pluginregistration.v1` on a
 /// socket in `<root-dir>/plugins_registry`, the plugin manager finds it (inotify), asks its
 /// info and hands it to the device plugin registry's `DevicePlugin` handler. The sample plugin
-/// takes this path when it finds `<its socket dir>/DEPRECATION` (which the kubelet writes in
-/// its own device plugin directory).
+/// takes this path when it finds the `DEPRECATION` file the kubelet writes in its device
+/// plugin directory (as upstream's e2e runs it, its socket in `plugins_registry`).
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the sample device plugin: scripts/test.sh builds it and runs this"]
 async fn sample_device_plugin_registers_through_plugins_registry() {
@@ -344,12 +352,7 @@ async fn sample_device_plugin_registers_through_plugins_registry() {
         dir.is_dir().then_some(())
     })
     .await;
-    std::fs::write(dir.join("DEPRECATION"), b"").unwrap();
-    let mut plugin = tokio::process::Command::new(plugin_binary())
-        .env("PLUGIN_SOCK_DIR", format!("{}/", dir.display()))
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut plugin = start_plugin_in(&t.root_dir().join(DEVICE_PLUGIN_DIR), &dir).await;
     wait_counts(
         &k.handle,
         "2",
