@@ -13,7 +13,7 @@
 //! `Allocate` answer for the container, protobuf-encoded ([`AllocResp`]);
 //! `RegisteredDevices` lists each registered resource's healthy devices. The checksum is
 //! Go's `checksum.New(cp.Data)`: FNV-1a (32 bits) over spew's `%#v` rendering (sorted keys)
-//! of the `Data` member ([`go_rendering`], checked against files the Go kubelet's own code
+//! of the `Data` member (`go_rendering`, checked against files the Go kubelet's own code
 //! wrote, in the tests). Whether a list or map was `null` or empty matters to that rendering,
 //! so the wire types keep the difference. A checksum of 0 is accepted unchecked, as Go does.
 

@@ -46,12 +46,14 @@
 pub mod checkpoint;
 mod hints;
 mod manager;
+pub mod pick;
 pub mod state;
 
 pub use checkpoint::{DeviceCheckpoint, CHECKPOINT_FILE};
 pub use hints::pod_device_requests;
 pub use manager::{DeviceManager, DeviceManagerError};
-pub use state::{DeviceRunOptions, DeviceState, PreferenceQuery, ENDPOINT_STOP_GRACE};
+pub use pick::PreferenceQuery;
+pub use state::{DeviceRunOptions, DeviceState, ENDPOINT_STOP_GRACE};
 
 /// The device plugin directory under the kubelet's root directory (Go's
 /// `DevicePluginPath`, `/var/lib/kubelet/device-plugins/`, for the default root).
