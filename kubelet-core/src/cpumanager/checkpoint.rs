@@ -8,7 +8,7 @@
 //!
 //! `entries` is left out when empty; maps are sorted by key. The checksum is Go's
 //! `checksum.New`: FNV-1a (32 bits) over the spew rendering (`%#v`, sorted keys) of the
-//! checkpoint with its checksum 0 — rendered here by [`go_rendering`] and checked against
+//! checkpoint with its checksum 0 — rendered here by `go_rendering` and checked against
 //! checkpoints the Go kubelet's own code wrote (the tests). A checksum of 0 is accepted
 //! unchecked, as Go does. The v1 format (entries by container id, before 1.18) is refused
 //! with a clear error: migrating it needs the runtime's containers, as Go's does.
