@@ -163,10 +163,24 @@ async fn connect(dir: &Path) -> Result<CriRuntime, kubelet_runtime_cri::Error> {
     .await
 }
 
+/// With `KUBELET_RS_TEST_LOG` set (an `EnvFilter` directive such as `kubelet_core=debug`), the
+/// engine's tracing output goes to the test's captured output: what a failed run then prints.
+/// For a developer chasing a failure; not set by `scripts/test.sh`, since tests that capture
+/// the log themselves (hardening, join) need the global subscriber to be theirs.
+fn init_test_log() {
+    if let Ok(directives) = std::env::var("KUBELET_RS_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(directives))
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 impl EngineTest {
     /// Sets up the test's environment; `None` (after printing why) when the CRI endpoint is
     /// unreachable and `CI` is unset. Panics when it is unreachable under CI.
     pub async fn new(test: &str) -> Option<EngineTest> {
+        init_test_log();
         let unique = short_unique();
         let dir = tempfile::Builder::new()
             .prefix("kubelet-rs-engine-test")
