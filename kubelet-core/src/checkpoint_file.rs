@@ -1,5 +1,5 @@
 //! Reading and writing the resource managers' state files (Go's checkpoint store,
-//! `pkg/kubelet/checkpointmanager`): `cpu_manager_state` and
+//! `pkg/kubelet/checkpointmanager`): `cpu_manager_state`, `memory_manager_state` and
 //! `device-plugins/kubelet_internal_checkpoint`.
 //!
 //! A read is bounded ([`MAX_CHECKPOINT_BYTES`]); a write goes through a temporary file of its
@@ -57,4 +57,43 @@ pub async fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> 
         let _ = tokio::fs::remove_file(&tmp).await;
     }
     result
+}
+
+/// Writes a manager's state file only when its state changed since the last write: the
+/// manager bumps a generation on every change, and [`write_if_newer`] writes a snapshot
+/// whose generation was not written yet. Writes are serialised (one at a time, never an
+/// older snapshot after a newer one).
+///
+/// [`write_if_newer`]: GenerationWriter::write_if_newer
+#[derive(Debug, Default)]
+pub struct GenerationWriter {
+    written: tokio::sync::Mutex<Option<u64>>,
+}
+
+impl GenerationWriter {
+    /// A writer that takes generation `generation` as written already (a state that needs
+    /// no file until it changes).
+    pub fn written_at(generation: u64) -> GenerationWriter {
+        GenerationWriter {
+            written: tokio::sync::Mutex::new(Some(generation)),
+        }
+    }
+
+    /// Takes `snapshot()` (the generation and state, read under the manager's lock) and,
+    /// when that generation is not the one last written, writes `encode(state)` to `path`.
+    pub async fn write_if_newer<S>(
+        &self,
+        path: &Path,
+        snapshot: impl FnOnce() -> (u64, S),
+        encode: impl FnOnce(&S) -> std::io::Result<Vec<u8>>,
+    ) -> std::io::Result<()> {
+        let mut written = self.written.lock().await;
+        let (generation, state) = snapshot();
+        if *written == Some(generation) {
+            return Ok(());
+        }
+        write_atomically(path, &encode(&state)?).await?;
+        *written = Some(generation);
+        Ok(())
+    }
 }

@@ -46,6 +46,7 @@ use super::checkpoint::{CheckpointError, CpuManagerCheckpoint, STATE_FILE};
 use super::cpuset::CpuSet;
 use super::policy::{PolicyError, StaticPolicy};
 use super::topology::CpuTopology;
+use crate::checkpoint_file::GenerationWriter;
 use crate::pod;
 use crate::runtime::{ContainerState, ContainerSummary};
 use crate::topologymanager::{HintProvider, ProviderHints, TopologyHint};
@@ -148,8 +149,8 @@ pub struct CpuManager {
     /// `<root-dir>/cpu_manager_state`; `None` without a root dir (no files at all).
     state_file: Option<PathBuf>,
     inner: Mutex<Inner>,
-    /// The generation last written to the state file.
-    written: tokio::sync::Mutex<Option<u64>>,
+    /// Writes the state file when the generation changed.
+    writer: GenerationWriter,
 }
 
 impl CpuManager {
@@ -197,7 +198,7 @@ impl CpuManager {
                 applied: HashMap::new(),
             }),
             config,
-            written: tokio::sync::Mutex::new(None),
+            writer: GenerationWriter::default(),
         }
     }
 
@@ -305,27 +306,22 @@ impl CpuManager {
         let Some(path) = &self.state_file else {
             return Ok(());
         };
-        let mut written = self.written.lock().await;
-        let (generation, state) = {
+        let snapshot = || {
             let inner = self.lock();
-            if *written == Some(inner.generation) {
-                return Ok(());
-            }
             (inner.generation, inner.state.clone())
         };
-        let io = |action, source| CpuManagerError::Io {
-            action,
-            path: path.clone(),
-            source,
-        };
-        let bytes = state
-            .to_json()
-            .map_err(|e| io("writing", std::io::Error::other(e.to_string())))?;
-        crate::checkpoint_file::write_atomically(path, &bytes)
+        self.writer
+            .write_if_newer(path, snapshot, |state: &CpuManagerCheckpoint| {
+                state
+                    .to_json()
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            })
             .await
-            .map_err(|e| io("writing", e))?;
-        *written = Some(generation);
-        Ok(())
+            .map_err(|source| CpuManagerError::Io {
+                action: "writing",
+                path: path.clone(),
+                source,
+            })
     }
 
     /// The containers whose CPUs are to be updated: every running container of an active

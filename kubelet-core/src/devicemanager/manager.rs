@@ -50,8 +50,9 @@ pub enum DeviceManagerError {
 pub struct DeviceManager {
     state: Mutex<Inner>,
     checkpoint: Option<PathBuf>,
-    /// The generation last written, serialising writes.
-    written: tokio::sync::Mutex<Option<u64>>,
+    /// Writes the checkpoint when the generation changed (generation 0, the empty state,
+    /// needs no file).
+    writer: crate::checkpoint_file::GenerationWriter,
 }
 
 #[derive(Debug)]
@@ -71,7 +72,7 @@ impl DeviceManager {
                 generation: 0,
             }),
             checkpoint: plugin_dir.map(|d| d.join(CHECKPOINT_FILE)),
-            written: tokio::sync::Mutex::new(Some(0)),
+            writer: crate::checkpoint_file::GenerationWriter::written_at(0),
         }
     }
 
@@ -196,27 +197,21 @@ impl DeviceManager {
         let Some(path) = &self.checkpoint else {
             return Ok(());
         };
-        let mut written = self.written.lock().await;
-        let (generation, cp) = {
+        let snapshot = || {
             let inner = self.lock();
-            if *written == Some(inner.generation) {
-                return Ok(());
-            }
             (inner.generation, inner.state.to_checkpoint())
         };
-        let io = |source| DeviceManagerError::Io {
-            action: "writing",
-            path: path.clone(),
-            source,
-        };
-        let bytes = cp
-            .to_json()
-            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-        crate::checkpoint_file::write_atomically(path, &bytes)
+        self.writer
+            .write_if_newer(path, snapshot, |cp| {
+                cp.to_json()
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            })
             .await
-            .map_err(io)?;
-        *written = Some(generation);
-        Ok(())
+            .map_err(|source| DeviceManagerError::Io {
+                action: "writing",
+                path: path.clone(),
+                source,
+            })
     }
 
     /// The device resources' capacity and allocatable for the node status (resources whose
