@@ -347,6 +347,7 @@ mod tests {
                 page_size_kb: 2048,
                 num_pages: 512,
             }],
+            numa_memory: Vec::new(),
             boot_id: String::new(),
             machine_id: String::new(),
             system_uuid: String::new(),

@@ -14,12 +14,11 @@ use kubelet_core::cpu::parse_cpuset;
 use crate::error::Error;
 use crate::host_root::under;
 
-pub use kubelet_core::stats::{CpuTopology, HugePages, MachineInfo};
+pub use kubelet_core::stats::{CpuTopology, HugePages, MachineInfo, NumaMemory};
 
 /// The Kubernetes resource name of a huge page size, e.g. `hugepages-2Mi`.
 pub fn hugepage_resource_name(h: &HugePages) -> String {
-    let bytes = i64::try_from(h.page_size_kb.saturating_mul(1024)).unwrap_or(i64::MAX);
-    format!("hugepages-{}", crate::quantity::binary(bytes).0)
+    h.resource_name()
 }
 
 pub(crate) fn read_string(path: &Path) -> Result<String, Error> {
@@ -92,7 +91,8 @@ pub fn read_machine_info(root: &Path, root_dir: &Path) -> Result<MachineInfo, Er
         num_sockets,
         topology,
         memory_capacity: meminfo.mem_total,
-        hugepages: read_hugepages(root)?,
+        hugepages: read_hugepages(&under(root, "/sys/kernel/mm/hugepages"))?,
+        numa_memory: read_numa_memory(root)?,
         boot_id,
         machine_id,
         system_uuid,
@@ -206,9 +206,51 @@ fn read_numa_nodes(root: &Path) -> std::collections::BTreeMap<u32, u32> {
     out
 }
 
-/// Huge page pools from `/sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages`.
-fn read_hugepages(root: &Path) -> Result<Vec<HugePages>, Error> {
-    let dir = under(root, "/sys/kernel/mm/hugepages");
+/// Each NUMA node's memory and huge page pools, from `/sys/devices/system/node/node<N>`
+/// (`meminfo`'s `MemTotal`, `hugepages/hugepages-<size>kB/nr_hugepages`), as cAdvisor
+/// reads them; empty on kernels without NUMA information.
+fn read_numa_memory(root: &Path) -> Result<Vec<NumaMemory>, Error> {
+    let Ok(entries) = std::fs::read_dir(under(root, "/sys/devices/system/node")) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(node) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("node"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let meminfo = entry.path().join("meminfo");
+        let Ok(text) = std::fs::read_to_string(&meminfo) else {
+            continue;
+        };
+        // "Node 0 MemTotal:       24683772 kB"
+        let memory_kb = text
+            .lines()
+            .find_map(|l| l.split_once("MemTotal:").map(|(_, v)| v))
+            .map(|v| v.trim().trim_end_matches("kB").trim())
+            .ok_or_else(|| Error::ParseFile {
+                path: meminfo.clone(),
+                message: "no MemTotal line".to_string(),
+            })
+            .and_then(|v| parse_u64(&meminfo, v))?;
+        out.push(NumaMemory {
+            node,
+            memory_bytes: memory_kb.saturating_mul(1024),
+            hugepages: read_hugepages(&entry.path().join("hugepages"))?,
+        });
+    }
+    out.sort_by_key(|n| n.node);
+    Ok(out)
+}
+
+/// Huge page pools from `<dir>/hugepages-<size>kB/nr_hugepages` (the machine's
+/// `/sys/kernel/mm/hugepages`, or a NUMA node's `hugepages`).
+fn read_hugepages(dir: &Path) -> Result<Vec<HugePages>, Error> {
+    let dir = dir.to_path_buf();
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -429,6 +471,52 @@ pub(crate) mod tests {
         let info = read_machine_info(dir.path(), dir.path()).unwrap();
         let numa: Vec<u32> = info.topology.iter().map(|t| t.numa_node).collect();
         assert_eq!(numa, [0, 0, 1, 1]);
+        assert!(info.numa_memory.is_empty(), "no node meminfo: {info:?}");
+
+        // Each node's memory and huge pages (the memory manager's machine).
+        for (node, kb) in [(0, 12_000_000), (1, 12_684_084)] {
+            write(
+                dir.path(),
+                &format!("/sys/devices/system/node/node{node}/meminfo"),
+                &format!("Node {node} MemTotal:       {kb} kB\nNode {node} MemFree:  10 kB\n"),
+            );
+            write(
+                dir.path(),
+                &format!(
+                    "/sys/devices/system/node/node{node}/hugepages/hugepages-2048kB/nr_hugepages"
+                ),
+                &format!("{}\n", 8 * node),
+            );
+        }
+        let info = read_machine_info(dir.path(), dir.path()).unwrap();
+        let two_mi = |n| {
+            vec![HugePages {
+                page_size_kb: 2048,
+                num_pages: n,
+            }]
+        };
+        assert_eq!(
+            info.numa_memory,
+            vec![
+                NumaMemory {
+                    node: 0,
+                    memory_bytes: 12_000_000 * 1024,
+                    hugepages: two_mi(0),
+                },
+                NumaMemory {
+                    node: 1,
+                    memory_bytes: 12_684_084 * 1024,
+                    hugepages: two_mi(8),
+                },
+            ]
+        );
+        write(
+            dir.path(),
+            "/sys/devices/system/node/node1/meminfo",
+            "Node 1 MemFree: 1 kB\n",
+        );
+        let err = read_machine_info(dir.path(), dir.path()).unwrap_err();
+        assert!(err.to_string().contains("no MemTotal line"), "{err}");
     }
 
     #[test]

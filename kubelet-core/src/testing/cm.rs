@@ -241,7 +241,7 @@ impl FakeNodeStats {
     }
 
     /// A fake machine with the CPUs, memory and ephemeral storage of `capacity` (one
-    /// socket, one core per CPU, fixed ids, booted at 2023-11-14T22:13:20Z).
+    /// socket and NUMA node, one core per CPU, fixed ids, booted at 2023-11-14T22:13:20Z).
     pub fn machine_for(capacity: &ResourceList) -> MachineInfo {
         let amount = |name: &str, milli: bool| {
             capacity
@@ -271,6 +271,11 @@ impl FakeNodeStats {
                 .collect(),
             memory_capacity: amount("memory", false),
             hugepages: Vec::new(),
+            numa_memory: vec![crate::stats::NumaMemory {
+                node: 0,
+                memory_bytes: amount("memory", false),
+                hugepages: Vec::new(),
+            }],
             boot_id: "fake-boot-id".into(),
             machine_id: "fake-machine-id".into(),
             system_uuid: "fake-system-uuid".into(),

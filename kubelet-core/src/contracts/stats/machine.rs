@@ -25,12 +25,40 @@ pub struct HugePages {
 }
 
 impl HugePages {
+    /// The Kubernetes resource name of this page size, as Go's `BinarySI` quantity prints
+    /// it: `hugepages-2Mi`, `hugepages-1Gi`.
+    pub fn resource_name(&self) -> String {
+        const SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        let mut m = self.page_size_kb;
+        let mut i = 1;
+        if m == 0 {
+            return "hugepages-0".to_string();
+        }
+        while i < SUFFIXES.len() - 1 && m % 1024 == 0 {
+            m /= 1024;
+            i += 1;
+        }
+        format!("hugepages-{m}{}", SUFFIXES[i])
+    }
+
     /// Total bytes reserved in pages of this size.
     pub fn total_bytes(&self) -> u64 {
         self.page_size_kb
             .saturating_mul(1024)
             .saturating_mul(self.num_pages)
     }
+}
+
+/// The memory of one NUMA node (cAdvisor's `Node.Memory` and `Node.HugePages`), what the
+/// memory manager divides.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NumaMemory {
+    /// The NUMA node id.
+    pub node: u32,
+    /// Its memory in bytes (`MemTotal` of `/sys/devices/system/node/node<N>/meminfo`).
+    pub memory_bytes: u64,
+    /// Its huge page pools, sorted by size.
+    pub hugepages: Vec<HugePages>,
 }
 
 /// What the node is made of. [`Default`] is an empty description (nothing known).
@@ -48,6 +76,8 @@ pub struct MachineInfo {
     pub memory_capacity: u64,
     /// Huge pages per page size, sorted by size.
     pub hugepages: Vec<HugePages>,
+    /// Memory per NUMA node, sorted by node (empty on kernels without NUMA information).
+    pub numa_memory: Vec<NumaMemory>,
     /// `/proc/sys/kernel/random/boot_id`.
     pub boot_id: String,
     /// `/etc/machine-id` (or `/var/lib/dbus/machine-id`); empty when neither exists.

@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use machine::{CpuTopology, HugePages, MachineInfo};
+pub use machine::{CpuTopology, HugePages, MachineInfo, NumaMemory};
 pub use sample::{
     nanocores, system_container, DirUsage, FsUsage, InterfaceStats, PodSample, PodSampleRequest,
     ResourceUsage, RlimitSample, Sample, SampleRequest, SystemContainerSample, DU_MAX_ENTRIES,
