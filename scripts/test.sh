@@ -84,7 +84,7 @@ started_ctd17=1
   cargo test -p kubelet-tests --test cri_backend --test engine_evented_pleg --test engine_lifecycle \
     --test engine_pods --test engine_probes --test engine_restart --test engine_images \
     --test engine_volumes --test engine_delete --test engine_cgroups --test engine_pod_api \
-    --test engine_static_pods --test engine_cpu_manager --test node_log_rotation --test node_image_gc
+    --test engine_static_pods --test engine_cpu_manager --test engine_memory_manager --test node_log_rotation --test node_image_gc
 ) 2>&1 | tee -a "$results"
 ctd17 down >/dev/null
 started_ctd17=0

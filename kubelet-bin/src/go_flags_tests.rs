@@ -235,6 +235,7 @@ fn configuration_flags_override_the_file_and_feature_gates_merge() {
     let loaded = load(&args(&[
         &c,
         "--memory-manager-policy=Static",
+        "--hairpin-mode=hairpin-veth",
         "--streaming-connection-idle-timeout=5m",
         "--feature-gates=MemoryQoS=false,CPUManagerPolicyAlphaOptions=true",
         "--authentication-token-webhook-cache-ttl=3m",
@@ -242,7 +243,7 @@ fn configuration_flags_override_the_file_and_feature_gates_merge() {
     ]))
     .unwrap();
     let k = &loaded.config;
-    assert_eq!(k.parsed_only.memory_manager_policy, "Static");
+    assert_eq!(k.memory_manager_policy, "Static");
     assert_eq!(k.streaming_connection_idle_timeout.0.as_secs(), 300);
     assert!(!k.enable_server);
     assert_eq!(k.authentication.webhook.cache_ttl.0.as_secs(), 180);
@@ -262,7 +263,7 @@ fn configuration_flags_override_the_file_and_feature_gates_merge() {
     // A configuration flag kubelet-rs does not act on is reported as the file's field is.
     let w = loaded.warnings.join("\n");
     assert!(
-        w.contains("KubeletConfiguration field memoryManagerPolicy is not supported by kubelet-rs; its value \"Static\" is ignored"),
+        w.contains("KubeletConfiguration field hairpinMode is not supported by kubelet-rs; its value \"hairpin-veth\" is ignored"),
         "{w}"
     );
     // Not given on the command line: the file's value stays.

@@ -86,6 +86,9 @@ pub struct Config {
     /// `reservedSystemCPUs`); its `static` policy needs a container manager that measures
     /// the machine (its CPU topology) and a cpu reservation.
     pub cpu_manager: crate::cpumanager::CpuManagerConfig,
+    /// The memory manager (`memoryManagerPolicy`, `reservedMemory`); its `Static` policy
+    /// needs a container manager that measures the machine (its NUMA nodes' memory).
+    pub memory_manager: crate::memorymanager::MemoryManagerConfig,
     /// `topologyManagerPolicy` (default `none`).
     pub topology_manager_policy: crate::topologymanager::TopologyPolicy,
     /// `topologyManagerScope` (default `container`).
@@ -137,6 +140,7 @@ impl Default for Config {
             eviction: EvictionConfig::default(),
             node_shutdown: Default::default(),
             cpu_manager: Default::default(),
+            memory_manager: Default::default(),
             topology_manager_policy: Default::default(),
             topology_manager_scope: Default::default(),
             image_gc: ImageGcPolicy::default(),

@@ -19,6 +19,7 @@ use crate::devicemanager::DeviceManager;
 use crate::hooks::Hooks;
 use crate::images::gc::ImageGc;
 use crate::images::ImageManager;
+use crate::memorymanager::MemoryManager;
 use crate::objects::ObjectStore;
 use crate::pod_cache::PodCache;
 use crate::pod_manager::PodManager;
@@ -82,6 +83,8 @@ pub(crate) struct Engine {
     pub image_gc: ImageGc,
     /// The CPU manager (the `none` policy unless the builder set up another).
     pub cpu_manager: Arc<CpuManager>,
+    /// The memory manager (the `None` policy unless the builder set up another).
+    pub memory_manager: Arc<MemoryManager>,
     /// The topology manager: the last admission step, which allocates the pod's resources
     /// through the resource managers (the `none` policy unless the builder set up another).
     pub topology: Arc<TopologyManager>,
@@ -129,11 +132,14 @@ impl Engine {
         });
         let cpu_manager = Arc::new(CpuManager::none(&config.root_dir));
         let device_manager = Arc::new(DeviceManager::new(None, Vec::new()));
+        let memory_manager = Arc::new(MemoryManager::none(&config.root_dir));
         let mut topology = TopologyManager::none();
         topology.add_provider(device_manager.clone());
         topology.add_provider(cpu_manager.clone());
+        topology.add_provider(memory_manager.clone());
         Engine {
             cpu_manager,
+            memory_manager,
             device_manager,
             topology: Arc::new(topology),
             image_gc: ImageGc::new(config.image_gc.clone()),

@@ -19,6 +19,9 @@ pub enum Error {
     /// The CPU manager cannot start (its state file, Go's message).
     #[error("start cpu manager error: {0}")]
     CpuManager(Box<crate::cpumanager::CpuManagerError>),
+    /// The memory manager cannot start (its state file, Go's message).
+    #[error("start memory manager error: {0}")]
+    MemoryManager(Box<crate::memorymanager::MemoryManagerError>),
     /// The device plugin registry cannot serve (Go: "failed to start device plugin manager").
     #[error("failed to start device plugin manager: {0}")]
     DevicePlugins(#[from] crate::devices::DevicePluginError),
@@ -33,6 +36,12 @@ pub enum Error {
 impl From<crate::cpumanager::CpuManagerError> for Error {
     fn from(error: crate::cpumanager::CpuManagerError) -> Self {
         Error::CpuManager(Box::new(error))
+    }
+}
+
+impl From<crate::memorymanager::MemoryManagerError> for Error {
+    fn from(error: crate::memorymanager::MemoryManagerError) -> Self {
+        Error::MemoryManager(Box::new(error))
     }
 }
 

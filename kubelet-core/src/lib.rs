@@ -52,6 +52,7 @@ pub mod hash;
 pub mod images;
 pub mod keyring;
 pub mod logs;
+pub mod memorymanager;
 pub mod metrics;
 pub mod nodeshutdown;
 pub mod pod;
@@ -92,6 +93,8 @@ mod volume;
 mod admission_lifecycle_tests;
 #[cfg(test)]
 mod eviction_tests;
+#[cfg(test)]
+mod housekeeping_lifecycle_tests;
 #[cfg(test)]
 mod lifecycle_tests;
 #[cfg(test)]

@@ -253,8 +253,8 @@ fn cpu_ids(cpus: Option<kubelet_core::cpumanager::CpuSet>) -> Vec<i64> {
         .unwrap_or_default()
 }
 
-/// The engine's pod manager (active pods), device manager and CPU manager (Go's pods,
-/// devices and CPUs providers).
+/// The engine's pod manager (active pods), device, CPU and memory managers (Go's pods,
+/// devices, CPUs and memory providers).
 impl PodResourcesHost for KubeletHandle {
     fn active_pods(&self) -> Vec<Arc<Pod>> {
         KubeletHandle::active_pods(self)
@@ -278,6 +278,22 @@ impl PodResourcesHost for KubeletHandle {
     fn allocatable_cpus(&self) -> Vec<i64> {
         cpu_ids(Some(KubeletHandle::allocatable_cpus(self)))
     }
+    fn container_memory(&self, uid: &str, container: &str) -> Vec<(String, u64, Vec<i64>)> {
+        memory_blocks(KubeletHandle::container_memory(self, uid, container))
+    }
+    fn allocatable_memory(&self) -> Vec<(String, u64, Vec<i64>)> {
+        memory_blocks(KubeletHandle::allocatable_memory(self))
+    }
+}
+
+fn memory_blocks(blocks: Vec<kubelet_core::memorymanager::Block>) -> Vec<(String, u64, Vec<i64>)> {
+    blocks
+        .into_iter()
+        .map(|b| {
+            let nodes = b.numa_affinity.iter().map(|n| i64::from(*n)).collect();
+            (b.resource, b.size, nodes)
+        })
+        .collect()
 }
 
 /// The stock kubelet's host answers as its engine handle.
@@ -303,5 +319,11 @@ impl PodResourcesHost for KubeletHost {
     }
     fn allocatable_cpus(&self) -> Vec<i64> {
         PodResourcesHost::allocatable_cpus(&self.handle)
+    }
+    fn container_memory(&self, uid: &str, container: &str) -> Vec<(String, u64, Vec<i64>)> {
+        PodResourcesHost::container_memory(&self.handle, uid, container)
+    }
+    fn allocatable_memory(&self) -> Vec<(String, u64, Vec<i64>)> {
+        PodResourcesHost::allocatable_memory(&self.handle)
     }
 }

@@ -190,6 +190,7 @@ pub fn container_config(pod: &Arc<Pod>, index: usize, image_ref: &str) -> Contai
         mounts: Vec::new(),
         log_path: PathBuf::from(&container.name).join("0.log"),
         cpuset_cpus: None,
+        cpuset_mems: None,
         devices: Default::default(),
         container,
     }

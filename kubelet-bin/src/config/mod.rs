@@ -9,6 +9,7 @@ pub mod drop_in;
 pub mod duration;
 pub mod logging;
 pub mod parsed_only;
+pub mod reserved_memory;
 pub mod support;
 pub mod types;
 pub mod validate;
@@ -220,6 +221,21 @@ impl LoadedConfig {
                 )
                 .ok()
                 .filter(|s| !s.is_empty()),
+            },
+            // As Go: with the MemoryManager gate off there is no memory manager at all.
+            memory_manager: kubelet_core::memorymanager::MemoryManagerConfig {
+                policy: crate::feature_gates::FeatureGates::new(&c.feature_gates)
+                    .enabled("MemoryManager")
+                    .then(|| {
+                        kubelet_core::memorymanager::MemoryManagerPolicy::parse(
+                            &c.memory_manager_policy,
+                        )
+                        .ok()
+                    })
+                    .flatten()
+                    .unwrap_or_default(),
+                reserved_memory: reserved_memory::reserved_memory(&c.reserved_memory)
+                    .unwrap_or_default(),
             },
             topology_manager_policy: kubelet_core::topologymanager::TopologyPolicy::parse(
                 &c.topology_manager_policy,

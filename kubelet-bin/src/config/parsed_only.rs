@@ -9,18 +9,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// One NUMA node's reserved memory (`reservedMemory`, `--reserved-memory`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct MemoryReservation {
-    /// The NUMA node.
-    #[serde(rename = "numaNode")]
-    pub numa_node: i32,
-    /// Resource name → quantity (`memory`, `hugepages-1Gi`, …).
-    #[serde(default)]
-    pub limits: BTreeMap<String, String>,
-}
-
 /// The parsed-only fields (see the module docs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -31,18 +19,12 @@ pub struct ParsedOnly {
     /// `--cpu-manager-policy-options`.
     #[serde(rename = "cpuManagerPolicyOptions")]
     pub cpu_manager_policy_options: BTreeMap<String, String>,
-    /// `--memory-manager-policy`: `None` (default) or `Static`.
-    #[serde(rename = "memoryManagerPolicy")]
-    pub memory_manager_policy: String,
     /// `--topology-manager-policy-options`.
     #[serde(rename = "topologyManagerPolicyOptions")]
     pub topology_manager_policy_options: BTreeMap<String, String>,
     /// `--qos-reserved` (resource → percentage).
     #[serde(rename = "qosReserved")]
     pub qos_reserved: BTreeMap<String, String>,
-    /// `--reserved-memory`.
-    #[serde(rename = "reservedMemory")]
-    pub reserved_memory: Vec<MemoryReservation>,
     /// `--hairpin-mode` (default `promiscuous-bridge`).
     #[serde(rename = "hairpinMode")]
     pub hairpin_mode: String,
@@ -86,10 +68,8 @@ impl Default for ParsedOnly {
         ParsedOnly {
             enable_contention_profiling: false,
             cpu_manager_policy_options: BTreeMap::new(),
-            memory_manager_policy: "None".into(),
             topology_manager_policy_options: BTreeMap::new(),
             qos_reserved: BTreeMap::new(),
-            reserved_memory: Vec::new(),
             hairpin_mode: "promiscuous-bridge".into(),
             make_iptables_util_chains: true,
             iptables_masquerade_bit: 14,

@@ -151,9 +151,10 @@ fn yaml_file_loads_with_warnings_and_relative_paths() {
     assert_eq!(c.read_only_port, 0);
     assert_eq!(l.warnings.len(), 1, "{:?}", l.warnings);
     // A Go field kubelet-rs parses but does not act on, set to other than Go's default; the
-    // file's `logging: {format: json}`, `cpuManagerPolicy: static` and
-    // `topologyManagerPolicy: best-effort` are honoured.
-    assert!(l.warnings[0].contains("field memoryManagerPolicy is not supported by kubelet-rs"));
+    // file's `logging: {format: json}`, `cpuManagerPolicy: static`,
+    // `topologyManagerPolicy: best-effort`, `memoryManagerPolicy: Static` and its
+    // `reservedMemory` are honoured.
+    assert!(l.warnings[0].contains("field hairpinMode is not supported by kubelet-rs"));
     assert_eq!(c.logging.format, "json");
     let e = l.engine_config();
     assert_eq!(
@@ -161,6 +162,11 @@ fn yaml_file_loads_with_warnings_and_relative_paths() {
         kubelet_core::cpumanager::CpuManagerPolicy::Static
     );
     assert_eq!(e.cpu_manager.reconcile_period, Duration::from_secs(10));
+    assert_eq!(
+        e.memory_manager.policy,
+        kubelet_core::memorymanager::MemoryManagerPolicy::Static
+    );
+    assert_eq!(e.memory_manager.reserved_memory[&0]["memory"], 1 << 30);
     assert_eq!(
         e.topology_manager_policy,
         kubelet_core::topologymanager::TopologyPolicy::BestEffort

@@ -399,6 +399,13 @@ pub struct KubeletConfiguration {
     /// `--cpu-manager-reconcile-period` (default 10s).
     #[serde(rename = "cpuManagerReconcilePeriod")]
     pub cpu_manager_reconcile_period: GoDuration,
+    /// `--memory-manager-policy`: `None` (default) or `Static`.
+    #[serde(rename = "memoryManagerPolicy")]
+    pub memory_manager_policy: String,
+    /// `--reserved-memory`: memory reserved for the system per NUMA node (the `Static`
+    /// memory manager policy's; it must add up to node allocatable's reservation).
+    #[serde(rename = "reservedMemory")]
+    pub reserved_memory: Vec<MemoryReservation>,
     /// `--topology-manager-policy`: `none` (default), `best-effort`, `restricted`,
     /// `single-numa-node`.
     #[serde(rename = "topologyManagerPolicy")]
@@ -521,6 +528,8 @@ impl Default for KubeletConfiguration {
             logging: Default::default(),
             cpu_manager_policy: "none".into(),
             cpu_manager_reconcile_period: GoDuration::from_secs(10),
+            memory_manager_policy: "None".into(),
+            reserved_memory: Vec::new(),
             topology_manager_policy: "none".into(),
             topology_manager_scope: "container".into(),
             parsed_only: Default::default(),
@@ -558,4 +567,16 @@ pub struct ShutdownGracePeriodByPriority {
     /// …get this many seconds.
     #[serde(rename = "shutdownGracePeriodSeconds")]
     pub shutdown_grace_period_seconds: i64,
+}
+
+/// One NUMA node's reserved memory (`reservedMemory`, `--reserved-memory`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryReservation {
+    /// The NUMA node.
+    #[serde(rename = "numaNode")]
+    pub numa_node: i32,
+    /// Resource name → quantity (`memory`, `hugepages-1Gi`, …).
+    #[serde(default)]
+    pub limits: BTreeMap<String, String>,
 }

@@ -435,6 +435,16 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
     if let Err(e) = kubelet_core::cpumanager::CpuManagerPolicy::parse(&c.cpu_manager_policy) {
         errs.add("cpuManagerPolicy", e.to_string());
     }
+    if let Err(e) =
+        kubelet_core::memorymanager::MemoryManagerPolicy::parse(&c.memory_manager_policy)
+    {
+        errs.add("memoryManagerPolicy", e.to_string());
+    }
+    if let Err(problems) = super::reserved_memory::reserved_memory(&c.reserved_memory) {
+        for (field, reason) in problems {
+            errs.add(field, reason);
+        }
+    }
     if c.cpu_manager_reconcile_period.0.is_zero() {
         errs.add("cpuManagerReconcilePeriod", "must be greater than 0");
     }

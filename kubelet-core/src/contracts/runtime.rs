@@ -687,6 +687,7 @@ mod tests {
             mounts: vec![],
             log_path: PathBuf::from("app/1.log"),
             cpuset_cpus: None,
+            cpuset_mems: None,
             devices: Default::default(),
         };
         let mut c = ContainerStatus::new("c1", "sb-1", &config, &sandbox);

@@ -396,6 +396,7 @@ mod tests {
             mounts: vec![],
             log_path: PathBuf::from("c/0.log"),
             cpuset_cpus: None,
+            cpuset_mems: None,
             devices: Default::default(),
         };
         sim.create_container(&sb, &config, &sandbox).await.unwrap()

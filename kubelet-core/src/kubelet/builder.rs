@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::eviction::admission::EvictionAdmitHandler;
 use crate::eviction::manager::EvictionManager;
 use crate::eviction::PressureState;
+use crate::memorymanager::{self, MemoryManager, MemoryManagerPolicy};
 use crate::nodeshutdown::manager::NodeShutdownManager;
 use crate::nodeshutdown::{ShutdownAdmitHandler, ShutdownInhibitor, ShutdownState};
 use crate::objects::{ObjectStore, StandaloneObjectStore};
@@ -219,6 +220,7 @@ impl KubeletBuilder {
             ))
         });
         let cpu_manager = Arc::new(cpu_manager(&self.config, cm.as_ref())?);
+        let memory_manager = Arc::new(memory_manager(&self.config, cm.as_ref())?);
         let c_topology = (
             self.config.topology_manager_policy,
             self.config.topology_manager_scope,
@@ -252,7 +254,8 @@ impl KubeletBuilder {
                     field: "topologyManagerPolicy",
                     message,
                 })?;
-        // Go's order: the device manager's hints and allocation, then the CPU manager's.
+        // Go's order: the device manager's hints and allocation, then the CPU manager's,
+        // then the memory manager's.
         let numa: Vec<u32> = numa_nodes(engine.cm.as_ref());
         let device_manager = Arc::new(DeviceManager::new(
             (!engine.config.root_dir.as_os_str().is_empty())
@@ -262,8 +265,10 @@ impl KubeletBuilder {
         ));
         topology.add_provider(device_manager.clone());
         topology.add_provider(cpu_manager.clone());
+        topology.add_provider(memory_manager.clone());
         engine.topology = Arc::new(topology);
         engine.cpu_manager = cpu_manager;
+        engine.memory_manager = memory_manager;
         engine.device_manager = device_manager;
         let engine = Arc::new(engine);
         let shutdown = CancellationToken::new();
@@ -306,6 +311,52 @@ fn cpu_manager(config: &Config, cm: &dyn ContainerManager) -> Result<CpuManager>
         config.cpu_manager.clone(),
         topology,
         reserved,
+        &config.root_dir,
+    )
+    .map_err(|e| invalid(e.to_string()))
+}
+
+/// The memory manager of `config` on the machine `cm` measures: the `Static` policy needs
+/// the memory of the machine's NUMA nodes (one node of all the memory on a kernel without
+/// NUMA information, as cAdvisor) and takes node allocatable's memory reservation
+/// (capacity − allocatable: kube- and system-reserved and the hard eviction threshold).
+fn memory_manager(config: &Config, cm: &dyn ContainerManager) -> Result<MemoryManager> {
+    let invalid = |message: String| Error::InvalidConfig {
+        field: "memoryManagerPolicy",
+        message,
+    };
+    let mut machine = Vec::new();
+    let mut reservation = std::collections::BTreeMap::new();
+    if config.memory_manager.policy == MemoryManagerPolicy::Static {
+        let stats = cm.node_stats().ok_or_else(|| {
+            invalid("the Static policy needs the machine's NUMA nodes, and this container manager does not measure the machine".into())
+        })?;
+        let info = stats.machine_info();
+        machine.clone_from(&info.numa_memory);
+        if machine.is_empty() {
+            machine.push(crate::stats::NumaMemory {
+                node: 0,
+                memory_bytes: info.memory_capacity,
+                hugepages: info.hugepages.clone(),
+            });
+        }
+        let (capacity, allocatable) = (cm.capacity(), cm.allocatable());
+        for name in capacity
+            .keys()
+            .filter(|r| memorymanager::hints::is_memory_resource(r))
+        {
+            let amount =
+                |list: &crate::cm::ResourceList| crate::resources::amount(list, name).unwrap_or(0);
+            let reserved = amount(&capacity).saturating_sub(amount(&allocatable));
+            if reserved > 0 {
+                reservation.insert(name.clone(), u64::try_from(reserved).unwrap_or(0));
+            }
+        }
+    }
+    MemoryManager::new(
+        config.memory_manager.clone(),
+        machine,
+        &reservation,
         &config.root_dir,
     )
     .map_err(|e| invalid(e.to_string()))

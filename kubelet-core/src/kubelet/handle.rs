@@ -166,6 +166,21 @@ impl KubeletHandle {
         self.engine.cpu_manager.allocatable_cpus()
     }
 
+    /// The memory the memory manager pinned for a container (its blocks).
+    pub fn container_memory(&self, uid: &str, container: &str) -> Vec<crate::memorymanager::Block> {
+        self.engine.memory_manager.container_memory(uid, container)
+    }
+
+    /// What the memory manager may pin, per NUMA node and resource.
+    pub fn allocatable_memory(&self) -> Vec<crate::memorymanager::Block> {
+        self.engine.memory_manager.allocatable_memory()
+    }
+
+    /// The memory manager's state (what `<root-dir>/memory_manager_state` holds).
+    pub fn memory_manager_state(&self) -> crate::memorymanager::MemoryManagerState {
+        self.engine.memory_manager.state()
+    }
+
     /// Whether every pod source has delivered its first full state.
     pub fn sources_ready(&self) -> bool {
         self.engine.sources_ready.load(Ordering::Relaxed)

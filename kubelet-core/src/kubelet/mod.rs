@@ -92,6 +92,7 @@ impl Kubelet {
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
         let engine = self.handle.engine.clone();
         engine.cpu_manager.start().await?;
+        engine.memory_manager.start().await?;
         engine.device_manager.start().await;
         engine.runtime_state.init(engine.runtime.as_ref()).await;
         if !engine.config.resolv_conf.as_os_str().is_empty() {

@@ -19,6 +19,7 @@ use crate::admission::{AdmitAttributes, AdmitResult, NodeInfo, RequestedResource
 use crate::clock::{now_time, now_unix_nanos};
 use crate::cpumanager::CpuManagerPolicy;
 use crate::engine::Engine;
+use crate::memorymanager::MemoryManagerPolicy;
 use crate::pleg;
 use crate::pod;
 use crate::pod_workers::{PodWorkers, WorkKind, WorkerState};
@@ -361,19 +362,23 @@ impl SyncLoop {
             return rejected;
         }
         // Go's topology manager admission: the pod's resources aligned and allocated, once
-        // everything else admits it (the device and CPU managers first free what finished
-        // pods held). The merger's view, not the engine's flag: the update being handled may
+        // everything else admits it (the device, CPU and memory managers first free what
+        // finished pods held). The merger's view, not the engine's flag: the update being handled may
         // be the one that makes every source seen (Go's `AllReady` is true by the time it
         // admits). Only the static CPU policy, the aligning topology policies and held
         // devices keep per-pod state; with none of them, the active pods (a pass over every
         // pod) are not read at all.
         let config = &self.engine.config;
         let keeps_state = config.cpu_manager.policy != CpuManagerPolicy::None
+            || config.memory_manager.policy != MemoryManagerPolicy::None
             || config.topology_manager_policy != TopologyPolicy::None
             || self.engine.device_manager.holds_devices();
         let active =
             (keeps_state && self.merger.seen_all_sources()).then(|| self.engine.active_pods());
         self.engine.cpu_manager.release_stale(p, active.as_deref());
+        self.engine
+            .memory_manager
+            .release_stale(p, active.as_deref());
         self.engine.device_manager.release_stale(active.as_deref());
         if let Some(active) = &active {
             let keep = active.iter().map(|a| pod::uid(a)).collect();

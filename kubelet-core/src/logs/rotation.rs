@@ -439,6 +439,7 @@ mod tests {
             mounts: vec![],
             log_path: PathBuf::from(format!("{name}/0.log")),
             cpuset_cpus: None,
+            cpuset_mems: None,
             devices: Default::default(),
         };
         let id = sim.create_container(&sb, &config, &sandbox).await.unwrap();

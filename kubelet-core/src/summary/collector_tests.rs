@@ -55,6 +55,7 @@ async fn run(sim: &SimRuntime, p: &Arc<Pod>) -> HashMap<String, String> {
             mounts: vec![],
             log_path: PathBuf::from(format!("{}/0.log", c.name)),
             cpuset_cpus: None,
+            cpuset_mems: None,
             devices: Default::default(),
         };
         let id = sim.create_container(&sb, &config, &sandbox).await.unwrap();

@@ -375,14 +375,19 @@ async fn start_container(
         Ok(None) => {}
         Err(err) => return Err(config_error(&err)),
     }
-    // The CPU manager's assignment is on disk before a container runs on it.
+    // The CPU and memory managers' assignments are on disk before a container runs on
+    // them.
     if let Err(err) = e.cpu_manager.persist().await {
+        return Err(fail("CreateContainerError", err.to_string()));
+    }
+    if let Err(err) = e.memory_manager.persist().await {
         return Err(fail("CreateContainerError", err.to_string()));
     }
     let cpuset_cpus = e
         .cpu_manager
         .container_cpus(pod::uid(p), &c.name)
         .map(|cpus| cpus.to_string());
+    let cpuset_mems = e.memory_manager.container_numa_nodes(pod::uid(p), &c.name);
     let metrics = crate::metrics::global();
     let container_type = crate::metrics::container_type(&kind);
     metrics.started_containers.inc(container_type);
@@ -399,6 +404,7 @@ async fn start_container(
         mounts,
         log_path: PathBuf::from(&c.name).join(format!("{restart_count}.log")),
         cpuset_cpus,
+        cpuset_mems,
         devices: DeviceSettings {
             nodes: device_opts.devices,
             annotations: device_opts.annotations,
@@ -425,6 +431,9 @@ async fn start_container(
         "Created",
         format!("Created container {}", c.name),
     );
+    // Go's `PreStartContainer`: the init containers before this one are done with their
+    // pinned memory.
+    e.memory_manager.container_started(p, &c.name);
     if let Err(err) = e.runtime.start_container(&id).await {
         metrics
             .started_containers_errors

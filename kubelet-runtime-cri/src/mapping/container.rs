@@ -29,6 +29,9 @@ pub fn container_config(
     if let Some(cpus) = &config.cpuset_cpus {
         resources.cpuset_cpus.clone_from(cpus);
     }
+    if let Some(mems) = &config.cpuset_mems {
+        resources.cpuset_mems.clone_from(mems);
+    }
     let security_context =
         container_security_context(&config.pod, c, &config.kind, image_user, opts)?;
     Ok(cri::ContainerConfig {

@@ -88,6 +88,7 @@ pub(crate) fn container_cfg(pod: Pod, c: Container) -> ContainerConfig {
         }],
         log_path: PathBuf::from("app/3.log"),
         cpuset_cpus: None,
+        cpuset_mems: None,
         devices: Default::default(),
     }
 }

@@ -9,7 +9,7 @@
 //! | `GetAllocatableResources` | every healthy device (one entry per device and NUMA node; no topology when the plugin gave none) and the CPUs the CPU manager may hand out (all but the reserved ones under `static`, none under `none`) |
 //! | `Get` | one pod by namespace and name, as `List` reports it; an unknown pod is an error with Go's message `pod <name> in namespace <namespace> not found` |
 //!
-//! Memory (no memory manager yet) and dynamic resources are always empty. Every call counts
+//! Dynamic resources are always empty. Every call counts
 //! in `kubelet_pod_resources_endpoint_requests_total{server_api_version="v1"}`.
 //!
 //! The service reads the kubelet through the narrow [`PodResourcesHost`] trait, which
@@ -86,4 +86,9 @@ pub trait PodResourcesHost: Send + Sync + 'static {
     fn allocatable_devices(&self) -> Vec<(String, String, Vec<i64>)>;
     /// The CPUs the CPU manager may hand out, ascending.
     fn allocatable_cpus(&self) -> Vec<i64>;
+    /// The memory the memory manager pinned for a container of pod `uid`: its blocks
+    /// `(resource, bytes, NUMA nodes)`; empty when it pins none.
+    fn container_memory(&self, uid: &str, container: &str) -> Vec<(String, u64, Vec<i64>)>;
+    /// What the memory manager may pin: `(resource, bytes, NUMA node)` blocks.
+    fn allocatable_memory(&self) -> Vec<(String, u64, Vec<i64>)>;
 }

@@ -18,7 +18,7 @@ use tracing::{debug, error, info, warn};
 
 use super::api::pod_resources_lister_server::{PodResourcesLister, PodResourcesListerServer};
 use super::api::{
-    AllocatableResourcesRequest, AllocatableResourcesResponse, ContainerDevices,
+    AllocatableResourcesRequest, AllocatableResourcesResponse, ContainerDevices, ContainerMemory,
     ContainerResources, GetPodResourcesRequest, GetPodResourcesResponse, ListPodResourcesRequest,
     ListPodResourcesResponse, NumaNode, PodResources, TopologyInfo,
 };
@@ -105,7 +105,7 @@ impl PodResourcesService {
                 name: c.name.clone(),
                 devices: assigned_devices(self.host.container_devices(uid, &c.name)),
                 cpu_ids: self.host.container_cpus(uid, &c.name),
-                memory: Vec::new(),
+                memory: container_memory(self.host.container_memory(uid, &c.name)),
                 dynamic_resources: Vec::new(),
             })
             .collect();
@@ -115,6 +115,21 @@ impl PodResourcesService {
             containers,
         }
     }
+}
+
+/// The memory manager's blocks as Go's `containerMemoryFromBlock` reports them: the
+/// topology always present, its nodes those of the block.
+fn container_memory(blocks: Vec<(String, u64, Vec<i64>)>) -> Vec<ContainerMemory> {
+    blocks
+        .into_iter()
+        .map(|(memory_type, size, nodes)| ContainerMemory {
+            memory_type,
+            size,
+            topology: Some(TopologyInfo {
+                nodes: nodes.into_iter().map(|id| NumaNode { id }).collect(),
+            }),
+        })
+        .collect()
 }
 
 /// One entry per resource and NUMA node, that node as its topology (Go's
@@ -194,7 +209,7 @@ impl PodResourcesLister for PodResourcesService {
         Ok(Response::new(AllocatableResourcesResponse {
             devices,
             cpu_ids,
-            memory: Vec::new(),
+            memory: container_memory(self.host.allocatable_memory()),
         }))
     }
 

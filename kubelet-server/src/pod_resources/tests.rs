@@ -18,8 +18,8 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::api::pod_resources_lister_client::PodResourcesListerClient;
 use super::api::{
-    AllocatableResourcesRequest, ContainerDevices, GetPodResourcesRequest, ListPodResourcesRequest,
-    NumaNode, TopologyInfo,
+    AllocatableResourcesRequest, ContainerDevices, ContainerMemory, GetPodResourcesRequest,
+    ListPodResourcesRequest, NumaNode, TopologyInfo,
 };
 use super::*;
 
@@ -28,6 +28,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// A container's devices: resource → NUMA node → ids.
 type Assigned = Vec<(String, BTreeMap<i64, Vec<String>>)>;
+type MemoryBlocks = Vec<(String, u64, Vec<i64>)>;
 
 /// Pods (with whether they finished) and what the managers hold, keyed by (uid, container).
 #[derive(Default)]
@@ -37,6 +38,8 @@ struct FakeHost {
     cpus: BTreeMap<(String, String), Vec<i64>>,
     allocatable_devices: Vec<(String, String, Vec<i64>)>,
     allocatable_cpus: Vec<i64>,
+    memory: BTreeMap<(String, String), MemoryBlocks>,
+    allocatable_memory: MemoryBlocks,
 }
 
 impl PodResourcesHost for FakeHost {
@@ -75,6 +78,15 @@ impl PodResourcesHost for FakeHost {
     }
     fn allocatable_devices(&self) -> Vec<(String, String, Vec<i64>)> {
         self.allocatable_devices.clone()
+    }
+    fn container_memory(&self, uid: &str, container: &str) -> Vec<(String, u64, Vec<i64>)> {
+        self.memory
+            .get(&(uid.to_string(), container.to_string()))
+            .cloned()
+            .unwrap_or_default()
+    }
+    fn allocatable_memory(&self) -> Vec<(String, u64, Vec<i64>)> {
+        self.allocatable_memory.clone()
     }
     fn allocatable_cpus(&self) -> Vec<i64> {
         self.allocatable_cpus.clone()
@@ -130,8 +142,19 @@ fn host() -> FakeHost {
             ("example.com/nic".into(), "nic-0".into(), vec![]),
         ],
         allocatable_cpus: vec![1, 2, 3, 5, 6, 7],
+        allocatable_memory: vec![
+            ("memory".into(), 3 << 30, vec![0]),
+            ("memory".into(), 4 << 30, vec![1]),
+        ],
         ..Default::default()
     };
+    h.memory.insert(
+        key("uid-gpu", "trainer"),
+        vec![
+            ("memory".into(), 1 << 30, vec![0, 1]),
+            ("hugepages-2Mi".into(), 4 << 20, vec![0, 1]),
+        ],
+    );
     let per_node = BTreeMap::from([(0, ids(&["gpu-0"])), (1, ids(&["gpu-1", "gpu-3"]))]);
     h.devices
         .insert(key("uid-gpu", "trainer"), vec![(GPU.into(), per_node)]);
@@ -258,7 +281,25 @@ async fn list_reports_active_pods_and_their_app_containers() {
         ]
     );
     assert_eq!(trainer.cpu_ids, [2, 3]);
-    assert!(trainer.memory.is_empty() && trainer.dynamic_resources.is_empty());
+    let both = Some(TopologyInfo {
+        nodes: vec![NumaNode { id: 0 }, NumaNode { id: 1 }],
+    });
+    assert_eq!(
+        trainer.memory,
+        [
+            ContainerMemory {
+                memory_type: "memory".into(),
+                size: 1 << 30,
+                topology: both.clone(),
+            },
+            ContainerMemory {
+                memory_type: "hugepages-2Mi".into(),
+                size: 4 << 20,
+                topology: both,
+            },
+        ]
+    );
+    assert!(trainer.dynamic_resources.is_empty());
     let sidecar = &gpu.containers[1];
     assert!(sidecar.devices.is_empty());
     assert_eq!(sidecar.cpu_ids, [0, 1, 4, 5, 6, 7]);
@@ -320,7 +361,12 @@ async fn allocatable_resources_list_every_device_per_numa_node_and_the_cpus() {
         ]
     );
     assert_eq!(got.cpu_ids, [1, 2, 3, 5, 6, 7]);
-    assert!(got.memory.is_empty());
+    let memory: Vec<(u64, Option<TopologyInfo>)> = got
+        .memory
+        .iter()
+        .map(|m| (m.size, m.topology.clone()))
+        .collect();
+    assert_eq!(memory, [(3 << 30, on(0)), (4 << 30, on(1))]);
     h.shutdown().await;
 }
 

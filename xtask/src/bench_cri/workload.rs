@@ -125,6 +125,7 @@ pub(super) fn workload(prefix: &str, n: usize) -> Vec<BenchPod> {
                 mounts: Vec::new(),
                 log_path: PathBuf::from(&container.name).join("0.log"),
                 cpuset_cpus: None,
+                cpuset_mems: None,
                 devices: Default::default(),
                 container,
             };

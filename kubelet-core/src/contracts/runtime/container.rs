@@ -199,6 +199,9 @@ pub struct ContainerConfig {
     /// The CPUs the container may run on (the CPU manager's choice, a Linux CPU list);
     /// `None`: the runtime's default (every CPU of its cgroup parent).
     pub cpuset_cpus: Option<String>,
+    /// The memory nodes the container may allocate on (the memory manager's choice,
+    /// cgroup `cpuset.mems`, Go's comma-separated list); `None`: the runtime's default.
+    pub cpuset_mems: Option<String>,
     /// What device plugins add beyond env and mounts (which are in `env` and `mounts`).
     pub devices: DeviceSettings,
 }

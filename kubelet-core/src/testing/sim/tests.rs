@@ -45,6 +45,7 @@ fn config(sandbox: &SandboxConfig, env: &[(&str, &str)]) -> ContainerConfig {
         mounts: vec![],
         log_path: PathBuf::from("app/0.log"),
         cpuset_cpus: None,
+        cpuset_mems: None,
         devices: Default::default(),
     }
 }
