@@ -80,19 +80,21 @@ impl GenerationWriter {
     }
 
     /// Takes `snapshot()` (the generation and state, read under the manager's lock) and,
-    /// when that generation is not the one last written, writes `encode(state)` to `path`.
-    pub async fn write_if_newer<S>(
+    /// when that generation is not the one last written, writes `encode(state)` to `path`
+    /// (an encoding error is returned as an I/O error of kind `Other`).
+    pub async fn write_if_newer<S, E: std::fmt::Display>(
         &self,
         path: &Path,
         snapshot: impl FnOnce() -> (u64, S),
-        encode: impl FnOnce(&S) -> std::io::Result<Vec<u8>>,
+        encode: impl FnOnce(&S) -> Result<Vec<u8>, E>,
     ) -> std::io::Result<()> {
         let mut written = self.written.lock().await;
         let (generation, state) = snapshot();
         if *written == Some(generation) {
             return Ok(());
         }
-        write_atomically(path, &encode(&state)?).await?;
+        let bytes = encode(&state).map_err(|e| std::io::Error::other(e.to_string()))?;
+        write_atomically(path, &bytes).await?;
         *written = Some(generation);
         Ok(())
     }

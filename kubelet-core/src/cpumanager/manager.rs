@@ -311,11 +311,7 @@ impl CpuManager {
             (inner.generation, inner.state.clone())
         };
         self.writer
-            .write_if_newer(path, snapshot, |state: &CpuManagerCheckpoint| {
-                state
-                    .to_json()
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-            })
+            .write_if_newer(path, snapshot, CpuManagerCheckpoint::to_json)
             .await
             .map_err(|source| CpuManagerError::Io {
                 action: "writing",

@@ -202,10 +202,7 @@ impl DeviceManager {
             (inner.generation, inner.state.to_checkpoint())
         };
         self.writer
-            .write_if_newer(path, snapshot, |cp| {
-                cp.to_json()
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-            })
+            .write_if_newer(path, snapshot, super::checkpoint::DeviceCheckpoint::to_json)
             .await
             .map_err(|source| DeviceManagerError::Io {
                 action: "writing",

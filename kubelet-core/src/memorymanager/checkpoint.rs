@@ -314,98 +314,63 @@ fn checksum(wire: &Wire) -> Result<u64, CheckpointError> {
 /// slice elements do not; a pointer reached as a map value is `<*>`; strings are bare; nil
 /// is `<nil>`; the node map sorts numerically, string keys bytewise.
 fn go_rendering(wire: &Wire) -> Result<String, CheckpointError> {
-    fn ints(v: &Option<Vec<i64>>) -> String {
-        match v {
-            None => "<nil>".into(),
-            Some(v) => {
-                let v: Vec<String> = v.iter().map(i64::to_string).collect();
-                format!("[{}]", v.join(" "))
-            }
-        }
+    /// spew's nil, else `f` of the value.
+    fn nil_or<T>(v: &Option<T>, f: impl FnOnce(&T) -> String) -> String {
+        v.as_ref().map_or_else(|| "<nil>".to_string(), f)
     }
-    fn table(t: &Option<WireTable>) -> String {
-        match t {
-            None => "<nil>".into(),
-            Some(t) => format!(
+    /// spew's slice: `[a b c]`.
+    fn slice<T>(v: &[T], f: impl Fn(&T) -> String) -> String {
+        format!("[{}]", v.iter().map(f).collect::<Vec<_>>().join(" "))
+    }
+    /// spew's map of string keys, sorted: `map[k:v k:v]`.
+    fn map<T>(m: &BTreeMap<String, T>, f: impl Fn(&T) -> String) -> String {
+        let v: Vec<String> = m.iter().map(|(k, v)| format!("{k}:{}", f(v))).collect();
+        format!("map[{}]", v.join(" "))
+    }
+    let ints = |v: &Option<Vec<i64>>| nil_or(v, |v| slice(v, i64::to_string));
+    let table = |t: &Option<WireTable>| {
+        nil_or(t, |t| {
+            format!(
                 "<*>{{TotalMemSize:(uint64){} SystemReserved:(uint64){} Allocatable:(uint64){} Reserved:(uint64){} Free:(uint64){}}}",
                 t.total, t.system_reserved, t.allocatable, t.reserved, t.free
-            ),
-        }
-    }
-    fn node(n: &Option<WireNode>) -> String {
-        let Some(n) = n else {
-            return "<nil>".into();
-        };
-        let memory_map = match &n.memory_map {
-            None => "<nil>".into(),
-            Some(m) => {
-                let v: Vec<String> = m.iter().map(|(r, t)| format!("{r}:{}", table(t))).collect();
-                format!("map[{}]", v.join(" "))
-            }
-        };
+            )
+        })
+    };
+    let node = |n: &Option<WireNode>| {
+        nil_or(n, |n| {
+            format!(
+                "<*>{{NumberOfAssignments:(int){} MemoryMap:(map[v1.ResourceName]*state.MemoryTable){} Cells:([]int){}}}",
+                n.number_of_assignments,
+                nil_or(&n.memory_map, |m| map(m, table)),
+                ints(&n.cells)
+            )
+        })
+    };
+    let block = |b: &WireBlock| {
         format!(
-            "<*>{{NumberOfAssignments:(int){} MemoryMap:(map[v1.ResourceName]*state.MemoryTable){memory_map} Cells:([]int){}}}",
-            n.number_of_assignments,
-            ints(&n.cells)
+            "{{NUMAAffinity:([]int){} Type:(v1.ResourceName){} Size:(uint64){}}}",
+            ints(&b.numa_affinity),
+            b.resource,
+            b.size
         )
-    }
+    };
     let machine_state = match &wire.machine_state {
         None => "<nil>".to_string(),
         Some(m) => {
+            // Integer keys: sorted as numbers.
             let mut nodes = Vec::with_capacity(m.len());
             for (k, n) in m {
-                let id: i64 = k.parse().map_err(|_| CheckpointError::Invalid {
-                    what: "NUMA node key of machineState",
-                    value: k.clone(),
-                })?;
-                nodes.push((id, node(n)));
+                nodes.push((node_key(k)?, node(n)));
             }
             nodes.sort_by_key(|(id, _)| *id);
-            let v: Vec<String> = nodes.iter().map(|(id, n)| format!("{id}:{n}")).collect();
-            format!("map[{}]", v.join(" "))
+            slice(&nodes, |(id, n)| format!("{id}:{n}")).replacen('[', "map[", 1)
         }
     };
-    let entries = match &wire.entries {
-        None => "<nil>".to_string(),
-        Some(pods) => {
-            let v: Vec<String> = pods
-                .iter()
-                .map(|(uid, cs)| {
-                    let cs = match cs {
-                        None => "<nil>".to_string(),
-                        Some(cs) => {
-                            let v: Vec<String> = cs
-                                .iter()
-                                .map(|(name, blocks)| {
-                                    let blocks = match blocks {
-                                        None => "<nil>".to_string(),
-                                        Some(bs) => {
-                                            let v: Vec<String> = bs
-                                                .iter()
-                                                .map(|b| {
-                                                    format!(
-                                                        "{{NUMAAffinity:([]int){} Type:(v1.ResourceName){} Size:(uint64){}}}",
-                                                        ints(&b.numa_affinity),
-                                                        b.resource,
-                                                        b.size
-                                                    )
-                                                })
-                                                .collect();
-                                            format!("[{}]", v.join(" "))
-                                        }
-                                    };
-                                    format!("{name}:{blocks}")
-                                })
-                                .collect();
-                            format!("map[{}]", v.join(" "))
-                        }
-                    };
-                    format!("{uid}:{cs}")
-                })
-                .collect();
-            format!("map[{}]", v.join(" "))
-        }
-    };
+    let entries = nil_or(&wire.entries, |pods| {
+        map(pods, |cs| {
+            nil_or(cs, |cs| map(cs, |bs| nil_or(bs, |bs| slice(bs, block))))
+        })
+    });
     Ok(format!(
         "(*state.MemoryManagerCheckpoint){{PolicyName:(string){} MachineState:(state.NUMANodeMap){machine_state} \
          Entries:(state.ContainerMemoryAssignments){entries} Checksum:(checksum.Checksum)0}}",

@@ -364,11 +364,7 @@ impl MemoryManager {
             (inner.generation, inner.state.clone())
         };
         self.writer
-            .write_if_newer(path, snapshot, |state: &MemoryManagerState| {
-                state
-                    .to_json()
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-            })
+            .write_if_newer(path, snapshot, MemoryManagerState::to_json)
             .await
             .map_err(|source| MemoryManagerError::Io {
                 action: "writing",
