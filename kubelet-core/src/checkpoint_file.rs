@@ -6,7 +6,7 @@
 //! own in the same directory, renamed over the file (as Go's `TempFile` + rename), so a
 //! reader never sees half a file and two writers never meet in one temporary file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The largest state file read (a node's assignments fit in a few KiB).
 pub const MAX_CHECKPOINT_BYTES: usize = 4 << 20;
@@ -59,35 +59,80 @@ pub async fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> 
     result
 }
 
-/// Writes a manager's state file only when its state changed since the last write: the
-/// manager bumps a generation on every change, and [`write_if_newer`] writes a snapshot
-/// whose generation was not written yet. Writes are serialised (one at a time, never an
-/// older snapshot after a newer one).
-///
-/// [`write_if_newer`]: GenerationWriter::write_if_newer
+/// A manager's state file: where it is (`None`: no files at all, a kubelet without a root
+/// directory), read bounded and parsed at start, and written only when the state changed
+/// since the last write — the manager bumps a generation on every change, and
+/// [`write_if_newer`](StateFile::write_if_newer) writes a snapshot whose generation was not
+/// written yet. Writes are serialised (one at a time, never an older snapshot after a
+/// newer one).
 #[derive(Debug, Default)]
-pub struct GenerationWriter {
+pub struct StateFile {
+    path: Option<PathBuf>,
     written: tokio::sync::Mutex<Option<u64>>,
 }
 
-impl GenerationWriter {
-    /// A writer that takes generation `generation` as written already (a state that needs
-    /// no file until it changes).
-    pub fn written_at(generation: u64) -> GenerationWriter {
-        GenerationWriter {
+/// Why a state file could not be read: the file, or its contents.
+#[derive(Debug)]
+pub enum ReadError<E> {
+    /// Reading failed.
+    Io(std::io::Error),
+    /// The contents do not parse.
+    Parse(E),
+}
+
+impl StateFile {
+    /// The state file at `path`.
+    pub fn new(path: Option<PathBuf>) -> StateFile {
+        StateFile {
+            path,
+            written: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Takes generation `generation` as written already (a state that needs no file until
+    /// it changes).
+    pub fn written_at(self, generation: u64) -> StateFile {
+        StateFile {
             written: tokio::sync::Mutex::new(Some(generation)),
+            ..self
+        }
+    }
+
+    /// The file (`None`: no files).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The file for error messages (empty without one).
+    pub fn display_path(&self) -> PathBuf {
+        self.path.clone().unwrap_or_default()
+    }
+
+    /// Reads and parses the file: `None` when there is none (or no path).
+    pub async fn read<T, E>(
+        &self,
+        parse: impl FnOnce(&[u8]) -> Result<T, E>,
+    ) -> Result<Option<T>, ReadError<E>> {
+        let Some(path) = &self.path else {
+            return Ok(None);
+        };
+        match read_bounded(path).await.map_err(ReadError::Io)? {
+            None => Ok(None),
+            Some(bytes) => parse(&bytes).map(Some).map_err(ReadError::Parse),
         }
     }
 
     /// Takes `snapshot()` (the generation and state, read under the manager's lock) and,
-    /// when that generation is not the one last written, writes `encode(state)` to `path`
-    /// (an encoding error is returned as an I/O error of kind `Other`).
+    /// when that generation is not the one last written, writes `encode(state)` (an
+    /// encoding error is returned as an I/O error of kind `Other`). Nothing without a path.
     pub async fn write_if_newer<S, E: std::fmt::Display>(
         &self,
-        path: &Path,
         snapshot: impl FnOnce() -> (u64, S),
         encode: impl FnOnce(&S) -> Result<Vec<u8>, E>,
     ) -> std::io::Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
         let mut written = self.written.lock().await;
         let (generation, state) = snapshot();
         if *written == Some(generation) {

@@ -46,7 +46,7 @@ use super::checkpoint::{CheckpointError, CpuManagerCheckpoint, STATE_FILE};
 use super::cpuset::CpuSet;
 use super::policy::{PolicyError, StaticPolicy};
 use super::topology::CpuTopology;
-use crate::checkpoint_file::GenerationWriter;
+use crate::checkpoint_file::{ReadError, StateFile};
 use crate::pod;
 use crate::runtime::{ContainerState, ContainerSummary};
 use crate::topologymanager::{HintProvider, ProviderHints, TopologyHint};
@@ -147,10 +147,8 @@ struct Inner {
 pub struct CpuManager {
     config: CpuManagerConfig,
     /// `<root-dir>/cpu_manager_state`; `None` without a root dir (no files at all).
-    state_file: Option<PathBuf>,
+    state_file: StateFile,
     inner: Mutex<Inner>,
-    /// Writes the state file when the generation changed.
-    writer: GenerationWriter,
 }
 
 impl CpuManager {
@@ -187,7 +185,7 @@ impl CpuManager {
         root_dir: &Path,
     ) -> CpuManager {
         CpuManager {
-            state_file: state_file(root_dir),
+            state_file: StateFile::new(state_file(root_dir)),
             inner: Mutex::new(Inner {
                 policy,
                 state: CpuManagerCheckpoint {
@@ -198,7 +196,6 @@ impl CpuManager {
                 applied: HashMap::new(),
             }),
             config,
-            writer: GenerationWriter::default(),
         }
     }
 
@@ -209,7 +206,7 @@ impl CpuManager {
 
     /// The state file's path (`None` without a root dir).
     pub fn state_file(&self) -> Option<&Path> {
-        self.state_file.as_deref()
+        self.state_file.path()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -220,27 +217,21 @@ impl CpuManager {
     /// against the policy, and writes it. See the module docs.
     pub async fn start(&self) -> Result<(), CpuManagerError> {
         let policy_name = self.config.policy.as_str();
-        let restored = match &self.state_file {
-            None => None,
-            Some(path) => match crate::checkpoint_file::read_bounded(path).await {
-                Ok(Some(bytes)) => Some(
-                    CpuManagerCheckpoint::from_json(&bytes, policy_name).map_err(|source| {
-                        CpuManagerError::Restore {
-                            path: path.clone(),
-                            source: Box::new(source),
-                        }
-                    })?,
-                ),
-                Ok(None) => None,
-                Err(source) => {
-                    return Err(CpuManagerError::Io {
-                        action: "reading",
-                        path: path.clone(),
-                        source,
-                    })
-                }
-            },
-        };
+        let restored = self
+            .state_file
+            .read(|bytes| CpuManagerCheckpoint::from_json(bytes, policy_name))
+            .await
+            .map_err(|e| match e {
+                ReadError::Io(source) => CpuManagerError::Io {
+                    action: "reading",
+                    path: self.state_file.display_path(),
+                    source,
+                },
+                ReadError::Parse(source) => CpuManagerError::Restore {
+                    path: self.state_file.display_path(),
+                    source: Box::new(source),
+                },
+            })?;
         {
             let mut inner = self.lock();
             let inner = &mut *inner;
@@ -303,19 +294,16 @@ impl CpuManager {
 
     /// Writes the state file if the state changed since it was last written.
     pub async fn persist(&self) -> Result<(), CpuManagerError> {
-        let Some(path) = &self.state_file else {
-            return Ok(());
-        };
         let snapshot = || {
             let inner = self.lock();
             (inner.generation, inner.state.clone())
         };
-        self.writer
-            .write_if_newer(path, snapshot, CpuManagerCheckpoint::to_json)
+        self.state_file
+            .write_if_newer(snapshot, CpuManagerCheckpoint::to_json)
             .await
             .map_err(|source| CpuManagerError::Io {
                 action: "writing",
-                path: path.clone(),
+                path: self.state_file.display_path(),
                 source,
             })
     }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::checkpoint::{CheckpointError, DeviceCheckpoint, CHECKPOINT_FILE};
 use super::state::{DeviceRunOptions, DeviceState, Endpoint};
+use crate::checkpoint_file::{ReadError, StateFile};
 use crate::cm::ResourceList;
 use crate::devices::DevicePluginEvent;
 use crate::pod;
@@ -49,10 +50,7 @@ pub enum DeviceManagerError {
 #[derive(Debug)]
 pub struct DeviceManager {
     state: Mutex<Inner>,
-    checkpoint: Option<PathBuf>,
-    /// Writes the checkpoint when the generation changed (generation 0, the empty state,
-    /// needs no file).
-    writer: crate::checkpoint_file::GenerationWriter,
+    checkpoint: StateFile,
 }
 
 #[derive(Debug)]
@@ -71,8 +69,8 @@ impl DeviceManager {
                 state: DeviceState::new(numa_nodes),
                 generation: 0,
             }),
-            checkpoint: plugin_dir.map(|d| d.join(CHECKPOINT_FILE)),
-            writer: crate::checkpoint_file::GenerationWriter::written_at(0),
+            // Generation 0, the empty state, needs no file.
+            checkpoint: StateFile::new(plugin_dir.map(|d| d.join(CHECKPOINT_FILE))).written_at(0),
         }
     }
 
@@ -88,25 +86,24 @@ impl DeviceManager {
     /// resources come back at capacity 0 until their plugins register again. A checkpoint
     /// that cannot be read is logged and left (Go continues the same way).
     pub async fn start(&self) {
-        let Some(path) = &self.checkpoint else {
-            return;
-        };
-        let restored = match crate::checkpoint_file::read_bounded(path).await {
-            Ok(None) => return,
-            Ok(Some(bytes)) => DeviceCheckpoint::from_json(&bytes).map_err(|source| {
-                DeviceManagerError::Checkpoint {
-                    path: path.clone(),
+        let restored = self
+            .checkpoint
+            .read(DeviceCheckpoint::from_json)
+            .await
+            .map_err(|e| match e {
+                ReadError::Io(source) => DeviceManagerError::Io {
+                    action: "reading",
+                    path: self.checkpoint.display_path(),
                     source,
-                }
-            }),
-            Err(source) => Err(DeviceManagerError::Io {
-                action: "reading",
-                path: path.clone(),
-                source,
-            }),
-        };
+                },
+                ReadError::Parse(source) => DeviceManagerError::Checkpoint {
+                    path: self.checkpoint.display_path(),
+                    source,
+                },
+            });
         match restored {
-            Ok(cp) => {
+            Ok(None) => {}
+            Ok(Some(cp)) => {
                 let mut inner = self.lock();
                 inner.state.restore(cp, Instant::now());
             }
@@ -194,19 +191,16 @@ impl DeviceManager {
 
     /// Writes the checkpoint when it changed since the last write.
     pub async fn persist(&self) -> Result<(), DeviceManagerError> {
-        let Some(path) = &self.checkpoint else {
-            return Ok(());
-        };
         let snapshot = || {
             let inner = self.lock();
             (inner.generation, inner.state.to_checkpoint())
         };
-        self.writer
-            .write_if_newer(path, snapshot, super::checkpoint::DeviceCheckpoint::to_json)
+        self.checkpoint
+            .write_if_newer(snapshot, DeviceCheckpoint::to_json)
             .await
             .map_err(|source| DeviceManagerError::Io {
                 action: "writing",
-                path: path.clone(),
+                path: self.checkpoint.display_path(),
                 source,
             })
     }

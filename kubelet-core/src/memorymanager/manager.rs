@@ -36,7 +36,7 @@ use super::checkpoint::{CheckpointError, STATE_FILE};
 use super::hints::MemoryHints;
 use super::policy::{PolicyError, ReservedMemory, StaticPolicy};
 use super::state::{Block, MemoryManagerState};
-use crate::checkpoint_file::GenerationWriter;
+use crate::checkpoint_file::{ReadError, StateFile};
 use crate::pod;
 use crate::stats::NumaMemory;
 use crate::topologymanager::{HintProvider, ProviderHints, TopologyHint};
@@ -133,9 +133,8 @@ struct Inner {
 #[derive(Debug)]
 pub struct MemoryManager {
     config: MemoryManagerConfig,
-    state_file: Option<PathBuf>,
+    state_file: StateFile,
     inner: Mutex<Inner>,
-    writer: GenerationWriter,
 }
 
 impl MemoryManager {
@@ -177,7 +176,9 @@ impl MemoryManager {
         root_dir: &Path,
     ) -> MemoryManager {
         MemoryManager {
-            state_file: (!root_dir.as_os_str().is_empty()).then(|| root_dir.join(STATE_FILE)),
+            state_file: StateFile::new(
+                (!root_dir.as_os_str().is_empty()).then(|| root_dir.join(STATE_FILE)),
+            ),
             inner: Mutex::new(Inner {
                 policy,
                 state: MemoryManagerState {
@@ -187,7 +188,6 @@ impl MemoryManager {
                 generation: 0,
             }),
             config,
-            writer: GenerationWriter::default(),
         }
     }
 
@@ -204,27 +204,21 @@ impl MemoryManager {
     /// machine, and writes it. See the module docs.
     pub async fn start(&self) -> Result<(), MemoryManagerError> {
         let policy_name = self.config.policy.as_str();
-        let restored = match &self.state_file {
-            None => None,
-            Some(path) => match crate::checkpoint_file::read_bounded(path).await {
-                Ok(Some(bytes)) => Some(
-                    MemoryManagerState::from_json(&bytes, policy_name).map_err(|source| {
-                        MemoryManagerError::Restore {
-                            path: path.clone(),
-                            source: Box::new(source),
-                        }
-                    })?,
-                ),
-                Ok(None) => None,
-                Err(source) => {
-                    return Err(MemoryManagerError::Io {
-                        action: "reading",
-                        path: path.clone(),
-                        source,
-                    })
-                }
-            },
-        };
+        let restored = self
+            .state_file
+            .read(|bytes| MemoryManagerState::from_json(bytes, policy_name))
+            .await
+            .map_err(|e| match e {
+                ReadError::Io(source) => MemoryManagerError::Io {
+                    action: "reading",
+                    path: self.state_file.display_path(),
+                    source,
+                },
+                ReadError::Parse(source) => MemoryManagerError::Restore {
+                    path: self.state_file.display_path(),
+                    source: Box::new(source),
+                },
+            })?;
         {
             let mut inner = self.lock();
             let inner = &mut *inner;
@@ -356,19 +350,16 @@ impl MemoryManager {
 
     /// Writes the state file if the state changed since it was last written.
     pub async fn persist(&self) -> Result<(), MemoryManagerError> {
-        let Some(path) = &self.state_file else {
-            return Ok(());
-        };
         let snapshot = || {
             let inner = self.lock();
             (inner.generation, inner.state.clone())
         };
-        self.writer
-            .write_if_newer(path, snapshot, MemoryManagerState::to_json)
+        self.state_file
+            .write_if_newer(snapshot, MemoryManagerState::to_json)
             .await
             .map_err(|source| MemoryManagerError::Io {
                 action: "writing",
-                path: path.clone(),
+                path: self.state_file.display_path(),
                 source,
             })
     }
