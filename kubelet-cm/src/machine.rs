@@ -177,23 +177,32 @@ fn read_topology(root: &Path) -> Result<Vec<CpuTopology>, Error> {
     Ok(out)
 }
 
+/// The NUMA nodes' sysfs directories, `/sys/devices/system/node/node<N>` (none on kernels
+/// without NUMA support).
+fn numa_node_dirs(root: &Path) -> Vec<(u32, std::path::PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(under(root, "/sys/devices/system/node")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let node = entry
+                .file_name()
+                .to_str()?
+                .strip_prefix("node")?
+                .parse::<u32>()
+                .ok()?;
+            Some((node, entry.path()))
+        })
+        .collect()
+}
+
 /// Each CPU's NUMA node, from `/sys/devices/system/node/node<N>/cpulist` (as cAdvisor);
 /// empty on kernels without NUMA support (every CPU then counts as node 0).
 fn read_numa_nodes(root: &Path) -> std::collections::BTreeMap<u32, u32> {
     let mut out = std::collections::BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(under(root, "/sys/devices/system/node")) else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(node) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("node"))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Some(list) = read_trimmed_opt(&entry.path().join("cpulist")) else {
+    for (node, dir) in numa_node_dirs(root) {
+        let Some(list) = read_trimmed_opt(&dir.join("cpulist")) else {
             continue;
         };
         match parse_cpuset(&list) {
@@ -210,20 +219,9 @@ fn read_numa_nodes(root: &Path) -> std::collections::BTreeMap<u32, u32> {
 /// (`meminfo`'s `MemTotal`, `hugepages/hugepages-<size>kB/nr_hugepages`), as cAdvisor
 /// reads them; empty on kernels without NUMA information.
 fn read_numa_memory(root: &Path) -> Result<Vec<NumaMemory>, Error> {
-    let Ok(entries) = std::fs::read_dir(under(root, "/sys/devices/system/node")) else {
-        return Ok(Vec::new());
-    };
     let mut out = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(node) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("node"))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let meminfo = entry.path().join("meminfo");
+    for (node, dir) in numa_node_dirs(root) {
+        let meminfo = dir.join("meminfo");
         let Ok(text) = std::fs::read_to_string(&meminfo) else {
             continue;
         };
@@ -240,7 +238,7 @@ fn read_numa_memory(root: &Path) -> Result<Vec<NumaMemory>, Error> {
         out.push(NumaMemory {
             node,
             memory_bytes: memory_kb.saturating_mul(1024),
-            hugepages: read_hugepages(&entry.path().join("hugepages"))?,
+            hugepages: read_hugepages(&dir.join("hugepages"))?,
         });
     }
     out.sort_by_key(|n| n.node);
