@@ -70,6 +70,7 @@ async fn guaranteed_containers_get_exclusive_cpus_and_the_rest_share_the_others(
         policy: CpuManagerPolicy::Static,
         reconcile_period: Duration::from_secs(1),
         reserved_system_cpus: Some(CpuSet::parse("0").unwrap()),
+        ..Default::default()
     };
     let (shared, exclusive) = (t.uid("shared"), t.uid("excl"));
     let shared_pod = t.pod("shared", &shared, vec![busybox("c", "exec sleep 3600")]);
@@ -168,6 +169,7 @@ async fn topology_manager_policies_admit_and_align_on_this_node() {
             policy: CpuManagerPolicy::Static,
             reconcile_period: Duration::from_secs(1),
             reserved_system_cpus: Some(CpuSet::parse("0").unwrap()),
+            ..Default::default()
         };
         config.topology_manager_policy = policy;
         config.topology_manager_scope = scope;

@@ -5,6 +5,7 @@
 //! flag defaults apply). Feature gates are then checked ([`crate::feature_gates`]) and the
 //! whole validated ([`validate`]).
 
+pub mod cpu_manager_options;
 pub mod drop_in;
 pub mod duration;
 pub mod logging;
@@ -221,6 +222,12 @@ impl LoadedConfig {
                 )
                 .ok()
                 .filter(|s| !s.is_empty()),
+                policy_options: cpu_manager_options::policy_options(
+                    &c.cpu_manager_policy_options,
+                    &crate::feature_gates::FeatureGates::new(&c.feature_gates),
+                )
+                .map(|(options, _)| options)
+                .unwrap_or_default(),
             },
             // As Go: with the MemoryManager gate off there is no memory manager at all.
             memory_manager: kubelet_core::memorymanager::MemoryManagerConfig {

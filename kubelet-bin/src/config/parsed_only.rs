@@ -16,9 +16,6 @@ pub struct ParsedOnly {
     /// `--contention-profiling`.
     #[serde(rename = "enableContentionProfiling")]
     pub enable_contention_profiling: bool,
-    /// `--cpu-manager-policy-options`.
-    #[serde(rename = "cpuManagerPolicyOptions")]
-    pub cpu_manager_policy_options: BTreeMap<String, String>,
     /// `--topology-manager-policy-options`.
     #[serde(rename = "topologyManagerPolicyOptions")]
     pub topology_manager_policy_options: BTreeMap<String, String>,
@@ -67,7 +64,6 @@ impl Default for ParsedOnly {
     fn default() -> Self {
         ParsedOnly {
             enable_contention_profiling: false,
-            cpu_manager_policy_options: BTreeMap::new(),
             topology_manager_policy_options: BTreeMap::new(),
             qos_reserved: BTreeMap::new(),
             hairpin_mode: "promiscuous-bridge".into(),

@@ -117,6 +117,7 @@ pub const FIELDS: &[(&str, Support)] = {
         ("kubeletCgroups", H),
         ("systemCgroups", H),
         ("cpuManagerPolicy", H),
+        ("cpuManagerPolicyOptions", H),
         ("cpuManagerReconcilePeriod", H),
         ("memoryManagerPolicy", H),
         ("reservedMemory", H),
@@ -124,7 +125,6 @@ pub const FIELDS: &[(&str, Support)] = {
         ("topologyManagerScope", H),
         // `parsed_only`: Go's fields kubelet-rs parses but does not act on (yet).
         ("enableContentionProfiling", I),
-        ("cpuManagerPolicyOptions", I),
         ("topologyManagerPolicyOptions", I),
         ("qosReserved", I),
         ("hairpinMode", I),
@@ -168,6 +168,14 @@ pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {
             format!("KubeletConfiguration field {name} is not supported by kubelet-rs; its value {value} is ignored")
         })
         .chain(buffers)
+        .chain(
+            super::cpu_manager_options::policy_options(
+                &c.cpu_manager_policy_options,
+                &crate::feature_gates::FeatureGates::new(&c.feature_gates),
+            )
+            .map(|(_, warnings)| warnings)
+            .unwrap_or_default(),
+        )
         .collect()
 }
 

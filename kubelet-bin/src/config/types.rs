@@ -396,6 +396,9 @@ pub struct KubeletConfiguration {
     /// `--cpu-manager-policy`: `none` (default) or `static`.
     #[serde(rename = "cpuManagerPolicy")]
     pub cpu_manager_policy: String,
+    /// `--cpu-manager-policy-options`: the static policy's options (`full-pcpus-only`).
+    #[serde(rename = "cpuManagerPolicyOptions")]
+    pub cpu_manager_policy_options: BTreeMap<String, String>,
     /// `--cpu-manager-reconcile-period` (default 10s).
     #[serde(rename = "cpuManagerReconcilePeriod")]
     pub cpu_manager_reconcile_period: GoDuration,
@@ -527,6 +530,7 @@ impl Default for KubeletConfiguration {
             system_cgroups: String::new(),
             logging: Default::default(),
             cpu_manager_policy: "none".into(),
+            cpu_manager_policy_options: BTreeMap::new(),
             cpu_manager_reconcile_period: GoDuration::from_secs(10),
             memory_manager_policy: "None".into(),
             reserved_memory: Vec::new(),

@@ -44,12 +44,12 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::checkpoint::{CheckpointError, CpuManagerCheckpoint, STATE_FILE};
 use super::cpuset::CpuSet;
-use super::policy::{PolicyError, StaticPolicy};
+use super::policy::{PolicyError, StaticPolicy, StaticPolicyOptions};
 use super::topology::CpuTopology;
 use crate::checkpoint_file::{ReadError, StateFile};
 use crate::pod;
 use crate::runtime::{ContainerState, ContainerSummary};
-use crate::topologymanager::{HintProvider, ProviderHints, TopologyHint};
+use crate::topologymanager::{AllocateError, HintProvider, ProviderHints, TopologyHint};
 
 /// `cpuManagerPolicy`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -90,6 +90,8 @@ pub struct CpuManagerConfig {
     /// `reservedSystemCPUs`: the reserved CPUs themselves (else counted from the node's
     /// cpu reservation and taken by topology).
     pub reserved_system_cpus: Option<CpuSet>,
+    /// `cpuManagerPolicyOptions` the static policy honours.
+    pub policy_options: StaticPolicyOptions,
 }
 
 impl Default for CpuManagerConfig {
@@ -98,6 +100,7 @@ impl Default for CpuManagerConfig {
             policy: CpuManagerPolicy::None,
             reconcile_period: Duration::from_secs(10),
             reserved_system_cpus: None,
+            policy_options: StaticPolicyOptions::default(),
         }
     }
 }
@@ -164,11 +167,10 @@ impl CpuManager {
             CpuManagerPolicy::None => None,
             CpuManagerPolicy::Static => {
                 let count = usize::try_from((reserved_cpu_milli.max(0) + 999) / 1000).unwrap_or(0);
-                Some(StaticPolicy::new(
-                    topology,
-                    count,
-                    config.reserved_system_cpus.clone(),
-                )?)
+                Some(
+                    StaticPolicy::new(topology, count, config.reserved_system_cpus.clone())?
+                        .with_options(config.policy_options),
+                )
             }
         };
         Ok(CpuManager::with_policy(config, policy, root_dir))
@@ -384,7 +386,7 @@ impl HintProvider for CpuManager {
         pod: &Pod,
         container: &Container,
         affinity: &TopologyHint,
-    ) -> Result<(), String> {
+    ) -> Result<(), AllocateError> {
         let mut inner = self.lock();
         let inner = &mut *inner;
         let Some(policy) = inner.policy.as_mut() else {
@@ -398,7 +400,13 @@ impl HintProvider for CpuManager {
         }
         result.map_err(|e| {
             tracing::warn!(pod = %pod::full_name(pod), uid = pod::uid(pod), container = %container.name, error = %e, "cpu manager: allocation failed");
-            e.to_string()
+            match e {
+                PolicyError::SmtAlignment { .. } => AllocateError::Admission {
+                    reason: "SMTAlignmentError".into(),
+                    message: e.to_string(),
+                },
+                e => AllocateError::Unexpected(e.to_string()),
+            }
         })
     }
 }

@@ -39,5 +39,5 @@ pub mod topology;
 pub use checkpoint::{CheckpointError, CpuManagerCheckpoint, STATE_FILE};
 pub use cpuset::{CpuSet, CpuSetError};
 pub use manager::{CpuManager, CpuManagerConfig, CpuManagerError, CpuManagerPolicy};
-pub use policy::{guaranteed_cpus, PolicyError, StaticPolicy};
+pub use policy::{guaranteed_cpus, PolicyError, StaticPolicy, StaticPolicyOptions};
 pub use topology::{CpuInfo, CpuTopology};

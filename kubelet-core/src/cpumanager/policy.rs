@@ -59,6 +59,25 @@ pub enum PolicyError {
     /// Not enough assignable CPUs.
     #[error(transparent)]
     Take(#[from] TakeError),
+    /// `full-pcpus-only`: a request that is not whole physical cores (Go's
+    /// `SMTAlignmentError`, the pod's rejection reason).
+    #[error(
+        "SMT Alignment Error: requested {requested} cpus not multiple cpus per core = {per_core}"
+    )]
+    SmtAlignment {
+        /// The CPUs requested.
+        requested: usize,
+        /// The machine's threads per core.
+        per_core: usize,
+    },
+}
+
+/// `cpuManagerPolicyOptions` the static policy honours (Go's `StaticPolicyOptions`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StaticPolicyOptions {
+    /// `full-pcpus-only`: exclusive CPUs only in whole physical cores; a request that is
+    /// not a multiple of the threads per core is rejected (`SMTAlignmentError`).
+    pub full_pcpus_only: bool,
 }
 
 /// The static policy. See the module docs.
@@ -66,6 +85,7 @@ pub enum PolicyError {
 pub struct StaticPolicy {
     topology: CpuTopology,
     reserved: CpuSet,
+    options: StaticPolicyOptions,
     /// CPUs of the current pod's init containers, free for its next containers.
     cpus_to_reuse: BTreeMap<String, CpuSet>,
 }
@@ -106,8 +126,14 @@ impl StaticPolicy {
         Ok(StaticPolicy {
             topology,
             reserved,
+            options: StaticPolicyOptions::default(),
             cpus_to_reuse: BTreeMap::new(),
         })
+    }
+
+    /// The policy with `options`.
+    pub fn with_options(self, options: StaticPolicyOptions) -> StaticPolicy {
+        StaticPolicy { options, ..self }
     }
 
     /// The reserved CPUs.
@@ -172,6 +198,14 @@ impl StaticPolicy {
         let n = guaranteed_cpus(pod, container);
         if n == 0 {
             return Ok(());
+        }
+        // Go checks this first, even for a container that already has its CPUs.
+        let per_core = self.topology.cpus_per_core().max(1);
+        if self.options.full_pcpus_only && n % per_core != 0 {
+            return Err(PolicyError::SmtAlignment {
+                requested: n,
+                per_core,
+            });
         }
         let uid = pod::uid(pod);
         if let Some(cpus) = state.assigned(uid, &container.name).cloned() {

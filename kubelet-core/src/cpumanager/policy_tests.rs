@@ -360,3 +360,47 @@ fn hints_prefer_the_fewest_numa_nodes_that_can_hold_the_request() {
         4
     );
 }
+
+#[test]
+fn full_pcpus_only_admits_whole_cores_only() {
+    // Go's "GuPodSingleCore, SingleSocketHT, ExpectError" under full-pcpus-only: two
+    // threads per core, so 1 CPU is refused and 2 (one core) are given.
+    let options = StaticPolicyOptions {
+        full_pcpus_only: true,
+    };
+    let mut p = StaticPolicy::new(single_socket_ht(), 1, None)
+        .unwrap()
+        .with_options(options);
+    let mut s = state("", &[]);
+    p.start(&mut s).unwrap();
+    let one = pod_of(vec![container("c", "1", "1")], vec![]);
+    let err = p
+        .allocate(
+            &mut s,
+            &one,
+            &one.spec.as_ref().unwrap().containers[0],
+            None,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "SMT Alignment Error: requested 1 cpus not multiple cpus per core = 2"
+    );
+    assert!(s.entries.is_empty());
+    let two = pod_of(vec![container("c", "2", "2")], vec![]);
+    p.allocate(
+        &mut s,
+        &two,
+        &two.spec.as_ref().unwrap().containers[0],
+        None,
+    )
+    .unwrap();
+    let cpus = s.entries["fakePod"]["c"].clone();
+    assert_eq!(cpus.len(), 2);
+    // Both threads of one core.
+    let cores: std::collections::BTreeSet<u32> = cpus
+        .iter()
+        .map(|c| single_socket_ht().info(c).unwrap().core)
+        .collect();
+    assert_eq!(cores.len(), 1, "{cpus}");
+}

@@ -18,7 +18,7 @@ use crate::checkpoint_file::{ReadError, StateFile};
 use crate::cm::ResourceList;
 use crate::devices::DevicePluginEvent;
 use crate::pod;
-use crate::topologymanager::{HintProvider, ProviderHints, TopologyHint};
+use crate::topologymanager::{AllocateError, HintProvider, ProviderHints, TopologyHint};
 
 /// How often a resource whose plugin went away is checked against its grace period.
 const EXPIRY_CHECK: Duration = Duration::from_secs(30);
@@ -413,11 +413,11 @@ impl HintProvider for DeviceManager {
         pod: &Pod,
         container: &Container,
         affinity: &TopologyHint,
-    ) -> Result<(), String> {
+    ) -> Result<(), AllocateError> {
         let mut inner = self.lock();
         let result = inner.state.allocate(pod, container, affinity.affinity);
         Self::changed(&mut inner);
-        result
+        result.map_err(AllocateError::Unexpected)
     }
 }
 

@@ -39,7 +39,7 @@ use super::state::{Block, MemoryManagerState};
 use crate::checkpoint_file::{ReadError, StateFile};
 use crate::pod;
 use crate::stats::NumaMemory;
-use crate::topologymanager::{HintProvider, ProviderHints, TopologyHint};
+use crate::topologymanager::{AllocateError, HintProvider, ProviderHints, TopologyHint};
 
 /// `memoryManagerPolicy` (Go's names, case-sensitive).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -429,7 +429,7 @@ impl HintProvider for MemoryManager {
         pod: &Pod,
         container: &Container,
         affinity: &TopologyHint,
-    ) -> Result<(), String> {
+    ) -> Result<(), AllocateError> {
         let mut inner = self.lock();
         let inner = &mut *inner;
         let Some(policy) = inner.policy.as_mut() else {
@@ -442,7 +442,7 @@ impl HintProvider for MemoryManager {
         }
         result.map_err(|e| {
             tracing::warn!(pod = %pod::full_name(pod), uid = pod::uid(pod), container = %container.name, error = %e, "memory manager: allocation failed");
-            e.to_string()
+            AllocateError::Unexpected(e.to_string())
         })
     }
 }

@@ -62,7 +62,7 @@ fn guaranteed(uid: &str, memory: &[(&str, &str)], init: &[(&str, &str)]) -> Pod 
     }
 }
 
-fn admit(m: &MemoryManager, pod: &Pod) -> Result<(), String> {
+fn admit(m: &MemoryManager, pod: &Pod) -> Result<(), AllocateError> {
     for c in pod::all_containers(pod) {
         m.allocate(pod, c, &TopologyHint::default())?;
     }

@@ -11,7 +11,7 @@
 //!   is every container's.
 //!
 //! A provider's allocation error rejects the pod as `UnexpectedAdmissionError` with Go's
-//! message. The affinities are kept per pod until [`retain_pods`](TopologyManager::retain_pods)
+//! message, or with the error's own reason where it has one (`SMTAlignmentError`). The affinities are kept per pod until [`retain_pods`](TopologyManager::retain_pods)
 //! drops those of pods no longer active.
 
 use std::collections::{BTreeMap, HashSet};
@@ -47,20 +47,43 @@ impl TopologyScope {
     }
 }
 
+/// Why a provider could not allocate a container's resources: an admission error of its
+/// own kind (Go's errors with a `Type()`: the pod is rejected with that reason and the
+/// message), or anything else (`UnexpectedAdmissionError`, "Allocate failed due to …, which
+/// is unexpected").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllocateError {
+    /// Rejected with `reason` and `message` as they are.
+    Admission {
+        /// The pod's rejection reason (`SMTAlignmentError`).
+        reason: String,
+        /// The message.
+        message: String,
+    },
+    /// Any other failure.
+    Unexpected(String),
+}
+
+impl From<String> for AllocateError {
+    fn from(message: String) -> Self {
+        AllocateError::Unexpected(message)
+    }
+}
+
 /// A resource manager whose placement the topology manager aligns (Go's `HintProvider`).
 pub trait HintProvider: Send + Sync {
     /// Where the container's resources could go.
     fn container_hints(&self, pod: &Pod, container: &Container) -> ProviderHints;
     /// Where the whole pod's resources could go.
     fn pod_hints(&self, pod: &Pod) -> ProviderHints;
-    /// Allocates the container's resources within `affinity`; `Err` is the reason it could
-    /// not (it rejects the pod).
+    /// Allocates the container's resources within `affinity`; `Err` is why it could not
+    /// (it rejects the pod).
     fn allocate(
         &self,
         pod: &Pod,
         container: &Container,
         affinity: &TopologyHint,
-    ) -> Result<(), String>;
+    ) -> Result<(), AllocateError>;
 }
 
 /// The topology manager. See the module docs.
@@ -157,11 +180,12 @@ impl TopologyManager {
                     .insert(c.name.clone(), hint);
             }
             for p in &self.providers {
-                p.allocate(pod, c, &hint).map_err(|e| {
-                    (
+                p.allocate(pod, c, &hint).map_err(|e| match e {
+                    AllocateError::Admission { reason, message } => (reason, message),
+                    AllocateError::Unexpected(e) => (
                         "UnexpectedAdmissionError".to_string(),
                         format!("Allocate failed due to {e}, which is unexpected"),
-                    )
+                    ),
                 })?;
             }
         }

@@ -8,6 +8,8 @@ use crate::testing::{ContainerBuilder, PodBuilder};
 struct Fake {
     hints: Vec<TopologyHint>,
     fail: bool,
+    /// Fails with an admission error of its own kind.
+    refuse: bool,
     allocated: Mutex<Vec<(String, Option<String>)>>,
     asked_pod: Mutex<u32>,
 }
@@ -20,9 +22,23 @@ impl HintProvider for Fake {
         *self.asked_pod.lock().unwrap() += 1;
         self.container_hints(&Pod::default(), &Container::default())
     }
-    fn allocate(&self, _: &Pod, c: &Container, affinity: &TopologyHint) -> Result<(), String> {
+    fn allocate(
+        &self,
+        _: &Pod,
+        c: &Container,
+        affinity: &TopologyHint,
+    ) -> Result<(), AllocateError> {
+        if self.refuse {
+            return Err(AllocateError::Admission {
+                reason: "SMTAlignmentError".into(),
+                message: "SMT Alignment Error: requested 1 cpus not multiple cpus per core = 2"
+                    .into(),
+            });
+        }
         if self.fail {
-            return Err("not enough cpus available to satisfy request".into());
+            return Err(AllocateError::Unexpected(
+                "not enough cpus available to satisfy request".into(),
+            ));
         }
         self.allocated
             .lock()
@@ -155,5 +171,21 @@ fn more_than_eight_numa_nodes_only_with_none() {
     assert_eq!(
         TopologyScope::parse("node"),
         Err("unknown scope: \"node\"".into())
+    );
+}
+
+#[test]
+fn a_providers_own_admission_error_keeps_its_reason() {
+    let refusing = Arc::new(Fake {
+        refuse: true,
+        ..Default::default()
+    });
+    let m = manager(TopologyPolicy::None, TopologyScope::Container, refusing);
+    assert_eq!(
+        m.admit(&two_containers()).unwrap_err(),
+        (
+            "SMTAlignmentError".to_string(),
+            "SMT Alignment Error: requested 1 cpus not multiple cpus per core = 2".to_string()
+        )
     );
 }

@@ -27,7 +27,7 @@ pub mod policy;
 
 use std::fmt;
 
-pub use manager::{HintProvider, TopologyManager, TopologyScope, MAX_NUMA_NODES};
+pub use manager::{AllocateError, HintProvider, TopologyManager, TopologyScope, MAX_NUMA_NODES};
 pub use policy::{merge, ProviderHints, TopologyPolicy};
 
 /// A set of NUMA nodes (Go's `bitmask.BitMask`; nodes 0–63).
