@@ -91,6 +91,10 @@ pub struct Config {
     pub memory_manager: crate::memorymanager::MemoryManagerConfig,
     /// `topologyManagerPolicy` (default `none`).
     pub topology_manager_policy: crate::topologymanager::TopologyPolicy,
+    /// The most NUMA nodes a topology policy other than `none` works on (default
+    /// [`MAX_NUMA_NODES`](crate::topologymanager::MAX_NUMA_NODES); the
+    /// `max-allowable-numa-nodes` policy option).
+    pub topology_manager_max_numa_nodes: usize,
     /// `topologyManagerScope` (default `container`).
     pub topology_manager_scope: crate::topologymanager::TopologyScope,
     /// Image garbage collection (`imageGC*`, `imageMinimumGCAge`, `imageMaximumGCAge`).
@@ -143,6 +147,7 @@ impl Default for Config {
             memory_manager: Default::default(),
             topology_manager_policy: Default::default(),
             topology_manager_scope: Default::default(),
+            topology_manager_max_numa_nodes: crate::topologymanager::MAX_NUMA_NODES,
             image_gc: ImageGcPolicy::default(),
             container_logs: ContainerLogConfig::default(),
             update_channel_capacity: 64,

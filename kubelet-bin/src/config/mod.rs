@@ -12,6 +12,7 @@ pub mod logging;
 pub mod parsed_only;
 pub mod reserved_memory;
 pub mod support;
+pub mod topology_manager_options;
 pub mod types;
 pub mod validate;
 
@@ -248,6 +249,11 @@ impl LoadedConfig {
                 &c.topology_manager_policy,
             )
             .unwrap_or_default(),
+            topology_manager_max_numa_nodes: topology_manager_options::policy_options(
+                &c.topology_manager_policy_options,
+            )
+            .map(|(max, _)| max)
+            .unwrap_or(kubelet_core::topologymanager::MAX_NUMA_NODES),
             topology_manager_scope: kubelet_core::topologymanager::TopologyScope::parse(
                 &c.topology_manager_scope,
             )

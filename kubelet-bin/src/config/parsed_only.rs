@@ -16,9 +16,6 @@ pub struct ParsedOnly {
     /// `--contention-profiling`.
     #[serde(rename = "enableContentionProfiling")]
     pub enable_contention_profiling: bool,
-    /// `--topology-manager-policy-options`.
-    #[serde(rename = "topologyManagerPolicyOptions")]
-    pub topology_manager_policy_options: BTreeMap<String, String>,
     /// `--qos-reserved` (resource → percentage).
     #[serde(rename = "qosReserved")]
     pub qos_reserved: BTreeMap<String, String>,
@@ -64,7 +61,6 @@ impl Default for ParsedOnly {
     fn default() -> Self {
         ParsedOnly {
             enable_contention_profiling: false,
-            topology_manager_policy_options: BTreeMap::new(),
             qos_reserved: BTreeMap::new(),
             hairpin_mode: "promiscuous-bridge".into(),
             make_iptables_util_chains: true,

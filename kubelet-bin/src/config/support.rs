@@ -123,9 +123,9 @@ pub const FIELDS: &[(&str, Support)] = {
         ("reservedMemory", H),
         ("topologyManagerPolicy", H),
         ("topologyManagerScope", H),
+        ("topologyManagerPolicyOptions", H),
         // `parsed_only`: Go's fields kubelet-rs parses but does not act on (yet).
         ("enableContentionProfiling", I),
-        ("topologyManagerPolicyOptions", I),
         ("qosReserved", I),
         ("hairpinMode", I),
         ("makeIPTablesUtilChains", I),
@@ -175,6 +175,11 @@ pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {
             )
             .map(|(_, warnings)| warnings)
             .unwrap_or_default(),
+        )
+        .chain(
+            super::topology_manager_options::policy_options(&c.topology_manager_policy_options)
+                .map(|(_, warnings)| warnings)
+                .unwrap_or_default(),
         )
         .collect()
 }

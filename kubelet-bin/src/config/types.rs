@@ -413,6 +413,9 @@ pub struct KubeletConfiguration {
     /// `single-numa-node`.
     #[serde(rename = "topologyManagerPolicy")]
     pub topology_manager_policy: String,
+    /// `--topology-manager-policy-options` (`max-allowable-numa-nodes`).
+    #[serde(rename = "topologyManagerPolicyOptions")]
+    pub topology_manager_policy_options: BTreeMap<String, String>,
     /// `--topology-manager-scope`: `container` (default) or `pod`.
     #[serde(rename = "topologyManagerScope")]
     pub topology_manager_scope: String,
@@ -535,6 +538,7 @@ impl Default for KubeletConfiguration {
             memory_manager_policy: "None".into(),
             reserved_memory: Vec::new(),
             topology_manager_policy: "none".into(),
+            topology_manager_policy_options: BTreeMap::new(),
             topology_manager_scope: "container".into(),
             parsed_only: Default::default(),
         }

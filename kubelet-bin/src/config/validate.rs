@@ -458,6 +458,11 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
     {
         errs.add("topologyManagerPolicy", e);
     }
+    if let Err(e) =
+        super::topology_manager_options::policy_options(&c.topology_manager_policy_options)
+    {
+        errs.add("topologyManagerPolicyOptions", e);
+    }
     if let Err(e) = kubelet_core::topologymanager::TopologyScope::parse(&c.topology_manager_scope) {
         errs.add("topologyManagerScope", e);
     }

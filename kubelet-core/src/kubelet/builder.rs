@@ -248,12 +248,16 @@ impl KubeletBuilder {
             self.credential_providers,
         );
         engine.node_lister = self.node_lister;
-        let mut topology =
-            TopologyManager::new(c_topology.0, c_topology.1, numa_nodes(engine.cm.as_ref()))
-                .map_err(|message| Error::InvalidConfig {
-                    field: "topologyManagerPolicy",
-                    message,
-                })?;
+        let mut topology = TopologyManager::with_max_numa_nodes(
+            c_topology.0,
+            c_topology.1,
+            numa_nodes(engine.cm.as_ref()),
+            engine.config.topology_manager_max_numa_nodes,
+        )
+        .map_err(|message| Error::InvalidConfig {
+            field: "topologyManagerPolicy",
+            message,
+        })?;
         // Go's order: the device manager's hints and allocation, then the CPU manager's,
         // then the memory manager's.
         let numa: Vec<u32> = numa_nodes(engine.cm.as_ref());

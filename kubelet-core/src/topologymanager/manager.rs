@@ -115,9 +115,20 @@ impl TopologyManager {
         scope: TopologyScope,
         numa_nodes: Vec<u32>,
     ) -> Result<TopologyManager, String> {
-        if policy != TopologyPolicy::None && numa_nodes.len() > MAX_NUMA_NODES {
+        TopologyManager::with_max_numa_nodes(policy, scope, numa_nodes, MAX_NUMA_NODES)
+    }
+
+    /// [`TopologyManager::new`] with another limit than [`MAX_NUMA_NODES`] (the
+    /// `max-allowable-numa-nodes` policy option).
+    pub fn with_max_numa_nodes(
+        policy: TopologyPolicy,
+        scope: TopologyScope,
+        numa_nodes: Vec<u32>,
+        max_numa_nodes: usize,
+    ) -> Result<TopologyManager, String> {
+        if policy != TopologyPolicy::None && numa_nodes.len() > max_numa_nodes {
             return Err(format!(
-                "unsupported on machines with more than {MAX_NUMA_NODES} NUMA Nodes"
+                "unsupported on machines with more than {max_numa_nodes} NUMA Nodes"
             ));
         }
         Ok(TopologyManager {

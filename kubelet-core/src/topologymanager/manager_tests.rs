@@ -166,6 +166,13 @@ fn more_than_eight_numa_nodes_only_with_none() {
         .unwrap_err(),
         "unsupported on machines with more than 8 NUMA Nodes"
     );
+    assert!(TopologyManager::with_max_numa_nodes(
+        TopologyPolicy::BestEffort,
+        TopologyScope::Container,
+        nodes.clone(),
+        9
+    )
+    .is_ok());
     assert!(TopologyManager::new(TopologyPolicy::None, TopologyScope::Container, nodes).is_ok());
     assert_eq!(TopologyScope::parse("pod"), Ok(TopologyScope::Pod));
     assert_eq!(
