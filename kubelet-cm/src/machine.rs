@@ -92,7 +92,7 @@ pub fn read_machine_info(root: &Path, root_dir: &Path) -> Result<MachineInfo, Er
         topology,
         memory_capacity: meminfo.mem_total,
         hugepages: read_hugepages(&under(root, "/sys/kernel/mm/hugepages"))?,
-        numa_memory: read_numa_memory(root)?,
+        numa_memory: read_numa_memory(root),
         boot_id,
         machine_id,
         system_uuid,
@@ -218,31 +218,41 @@ fn read_numa_nodes(root: &Path) -> std::collections::BTreeMap<u32, u32> {
 /// Each NUMA node's memory and huge page pools, from `/sys/devices/system/node/node<N>`
 /// (`meminfo`'s `MemTotal`, `hugepages/hugepages-<size>kB/nr_hugepages`), as cAdvisor
 /// reads them; empty on kernels without NUMA information.
-fn read_numa_memory(root: &Path) -> Result<Vec<NumaMemory>, Error> {
+fn read_numa_memory(root: &Path) -> Vec<NumaMemory> {
     let mut out = Vec::new();
     for (node, dir) in numa_node_dirs(root) {
-        let meminfo = dir.join("meminfo");
-        let Ok(text) = std::fs::read_to_string(&meminfo) else {
-            continue;
-        };
-        // "Node 0 MemTotal:       24683772 kB"
-        let memory_kb = text
-            .lines()
-            .find_map(|l| l.split_once("MemTotal:").map(|(_, v)| v))
-            .map(|v| v.trim().trim_end_matches("kB").trim())
-            .ok_or_else(|| Error::ParseFile {
-                path: meminfo.clone(),
-                message: "no MemTotal line".to_string(),
-            })
-            .and_then(|v| parse_u64(&meminfo, v))?;
-        out.push(NumaMemory {
-            node,
-            memory_bytes: memory_kb.saturating_mul(1024),
-            hugepages: read_hugepages(&dir.join("hugepages"))?,
-        });
+        match read_node_memory(node, &dir) {
+            Ok(n) => out.push(n),
+            // As cAdvisor: a node whose memory cannot be read is left out with a warning;
+            // only the memory manager's Static policy needs it (and then reports the node
+            // missing).
+            Err(e) => {
+                tracing::warn!(node, error = %e, "NUMA node memory unreadable; the node is left out of the machine's NUMA memory")
+            }
+        }
     }
     out.sort_by_key(|n| n.node);
-    Ok(out)
+    out
+}
+
+fn read_node_memory(node: u32, dir: &Path) -> Result<NumaMemory, Error> {
+    let meminfo = dir.join("meminfo");
+    let text = read_string(&meminfo)?;
+    // "Node 0 MemTotal:       24683772 kB"
+    let memory_kb = text
+        .lines()
+        .find_map(|l| l.split_once("MemTotal:").map(|(_, v)| v))
+        .map(|v| v.trim().trim_end_matches("kB").trim())
+        .ok_or_else(|| Error::ParseFile {
+            path: meminfo.clone(),
+            message: "no MemTotal line".to_string(),
+        })
+        .and_then(|v| parse_u64(&meminfo, v))?;
+    Ok(NumaMemory {
+        node,
+        memory_bytes: memory_kb.saturating_mul(1024),
+        hugepages: read_hugepages(&dir.join("hugepages"))?,
+    })
 }
 
 /// Huge page pools from `<dir>/hugepages-<size>kB/nr_hugepages` (the machine's
@@ -513,8 +523,12 @@ pub(crate) mod tests {
             "/sys/devices/system/node/node1/meminfo",
             "Node 1 MemFree: 1 kB\n",
         );
-        let err = read_machine_info(dir.path(), dir.path()).unwrap_err();
-        assert!(err.to_string().contains("no MemTotal line"), "{err}");
+        // A node whose memory cannot be read is left out (as cAdvisor), not fatal.
+        let info = read_machine_info(dir.path(), dir.path()).unwrap();
+        assert_eq!(
+            info.numa_memory.iter().map(|n| n.node).collect::<Vec<_>>(),
+            [0]
+        );
     }
 
     #[test]

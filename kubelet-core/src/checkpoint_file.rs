@@ -122,22 +122,22 @@ impl StateFile {
         }
     }
 
-    /// Takes `snapshot()` (the generation and state, read under the manager's lock) and,
-    /// when that generation is not the one last written, writes `encode(state)` (an
-    /// encoding error is returned as an I/O error of kind `Other`). Nothing without a path.
+    /// Calls `snapshot(last written generation)`, which reads the manager's generation
+    /// under its lock and returns it with a copy of the state only when it differs; then
+    /// writes `encode(state)` (an encoding error is returned as an I/O error of kind
+    /// `Other`). Nothing without a path.
     pub async fn write_if_newer<S, E: std::fmt::Display>(
         &self,
-        snapshot: impl FnOnce() -> (u64, S),
+        snapshot: impl FnOnce(Option<u64>) -> Option<(u64, S)>,
         encode: impl FnOnce(&S) -> Result<Vec<u8>, E>,
     ) -> std::io::Result<()> {
         let Some(path) = &self.path else {
             return Ok(());
         };
         let mut written = self.written.lock().await;
-        let (generation, state) = snapshot();
-        if *written == Some(generation) {
+        let Some((generation, state)) = snapshot(*written) else {
             return Ok(());
-        }
+        };
         let bytes = encode(&state).map_err(|e| std::io::Error::other(e.to_string()))?;
         write_atomically(path, &bytes).await?;
         *written = Some(generation);

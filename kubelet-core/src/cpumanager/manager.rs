@@ -296,9 +296,9 @@ impl CpuManager {
 
     /// Writes the state file if the state changed since it was last written.
     pub async fn persist(&self) -> Result<(), CpuManagerError> {
-        let snapshot = || {
+        let snapshot = |written: Option<u64>| {
             let inner = self.lock();
-            (inner.generation, inner.state.clone())
+            (written != Some(inner.generation)).then(|| (inner.generation, inner.state.clone()))
         };
         self.state_file
             .write_if_newer(snapshot, CpuManagerCheckpoint::to_json)

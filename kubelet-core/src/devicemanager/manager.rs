@@ -191,9 +191,10 @@ impl DeviceManager {
 
     /// Writes the checkpoint when it changed since the last write.
     pub async fn persist(&self) -> Result<(), DeviceManagerError> {
-        let snapshot = || {
+        let snapshot = |written: Option<u64>| {
             let inner = self.lock();
-            (inner.generation, inner.state.to_checkpoint())
+            (written != Some(inner.generation))
+                .then(|| (inner.generation, inner.state.to_checkpoint()))
         };
         self.checkpoint
             .write_if_newer(snapshot, DeviceCheckpoint::to_json)

@@ -330,7 +330,7 @@ fn memory_manager(config: &Config, cm: &dyn ContainerManager) -> Result<MemoryMa
         message,
     };
     let mut machine = Vec::new();
-    let mut reservation = std::collections::BTreeMap::new();
+    let mut reservation = Default::default();
     if config.memory_manager.policy == MemoryManagerPolicy::Static {
         let stats = cm.node_stats().ok_or_else(|| {
             invalid("the Static policy needs the machine's NUMA nodes, and this container manager does not measure the machine".into())
@@ -344,18 +344,8 @@ fn memory_manager(config: &Config, cm: &dyn ContainerManager) -> Result<MemoryMa
                 hugepages: info.hugepages.clone(),
             });
         }
-        let (capacity, allocatable) = (cm.capacity(), cm.allocatable());
-        for name in capacity
-            .keys()
-            .filter(|r| memorymanager::hints::is_memory_resource(r))
-        {
-            let amount =
-                |list: &crate::cm::ResourceList| crate::resources::amount(list, name).unwrap_or(0);
-            let reserved = amount(&capacity).saturating_sub(amount(&allocatable));
-            if reserved > 0 {
-                reservation.insert(name.clone(), u64::try_from(reserved).unwrap_or(0));
-            }
-        }
+        reservation =
+            memorymanager::node_allocatable_reservation(&cm.capacity(), &cm.allocatable());
     }
     MemoryManager::new(
         config.memory_manager.clone(),

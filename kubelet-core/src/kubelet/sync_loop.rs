@@ -384,7 +384,17 @@ impl SyncLoop {
             let keep = active.iter().map(|a| pod::uid(a)).collect();
             self.engine.topology.retain_pods(&keep);
         }
-        if let Err(rejected) = self.engine.topology.admit(p) {
+        let admitted = self.engine.topology.admit(p);
+        // What the release and the allocation changed is on disk now, as Go writes on every
+        // change (a restart then never finds memory or CPUs of pods already gone); a write
+        // that fails is retried before the next container starts.
+        if let Err(e) = self.engine.memory_manager.persist().await {
+            tracing::warn!(error = %e, "memory manager: writing the state file failed");
+        }
+        if let Err(e) = self.engine.cpu_manager.persist().await {
+            tracing::warn!(error = %e, "cpu manager: writing the state file failed");
+        }
+        if let Err(rejected) = admitted {
             return Some(rejected);
         }
         // The device plugins' `Allocate` calls for the devices just chosen (Go makes them

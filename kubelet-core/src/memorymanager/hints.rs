@@ -74,22 +74,27 @@ fn requests_of(container: &Container) -> Result<Request, RequestError> {
     Ok(out)
 }
 
-/// What the whole pod pins (Go's `getPodRequestedResources`): per resource of the app
-/// containers, the larger of their sum and the largest init container's request.
+/// What the whole pod pins (Go's `getPodRequestedResources`, with sidecars): per resource
+/// of the app containers, the larger of what runs for the pod's life (the app containers and
+/// the sidecars) and the most at any one time during initialisation (a regular init
+/// container beside the sidecars started before it).
 pub fn pod_request(pod: &Pod) -> Result<Option<Request>, RequestError> {
     if pod_qos(pod) != QosClass::Guaranteed {
         return Ok(None);
     }
     let spec = pod.spec.as_ref();
     let mut init = Request::new();
-    for c in spec
-        .and_then(|s| s.init_containers.as_ref())
-        .into_iter()
-        .flatten()
-    {
+    let mut sidecars = Request::new();
+    let inits = spec.and_then(|s| s.init_containers.as_ref());
+    for c in inits.into_iter().flatten() {
         for (r, v) in requests_of(c)? {
-            let e = init.entry(r).or_insert(0);
-            *e = (*e).max(v);
+            let running = sidecars.get(&r).copied().unwrap_or(0);
+            let peak = init.entry(r.clone()).or_insert(0);
+            if crate::pod::is_restartable_init(c) {
+                sidecars.insert(r, running.saturating_add(v));
+            } else if running.saturating_add(v) > *peak {
+                *peak = running.saturating_add(v);
+            }
         }
     }
     let mut app = Request::new();
@@ -100,6 +105,7 @@ pub fn pod_request(pod: &Pod) -> Result<Option<Request>, RequestError> {
         }
     }
     for (r, v) in app.iter_mut() {
+        *v = v.saturating_add(sidecars.get(r).copied().unwrap_or(0));
         *v = (*v).max(init.get(r).copied().unwrap_or(0));
     }
     Ok(Some(app))

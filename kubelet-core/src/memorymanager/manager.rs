@@ -277,7 +277,7 @@ impl MemoryManager {
     }
 
     /// A container of `pod` was started: the init containers before it give their blocks
-    /// back (Go's `AddContainer`).
+    /// back, but sidecars, which keep running (Go's `AddContainer`).
     pub fn container_started(&self, pod: &Pod, container: &str) {
         let mut inner = self.lock();
         let inner = &mut *inner;
@@ -290,8 +290,9 @@ impl MemoryManager {
             .and_then(|s| s.init_containers.as_ref())
             .into_iter()
             .flatten()
-            .map(|c| c.name.as_str())
-            .take_while(|name| *name != container);
+            .take_while(|c| c.name != container)
+            .filter(|c| !pod::is_restartable_init(c))
+            .map(|c| c.name.as_str());
         let uid = pod::uid(pod);
         let mut changed = false;
         for init in inits {
@@ -350,9 +351,9 @@ impl MemoryManager {
 
     /// Writes the state file if the state changed since it was last written.
     pub async fn persist(&self) -> Result<(), MemoryManagerError> {
-        let snapshot = || {
+        let snapshot = |written: Option<u64>| {
             let inner = self.lock();
-            (inner.generation, inner.state.clone())
+            (written != Some(inner.generation)).then(|| (inner.generation, inner.state.clone()))
         };
         self.state_file
             .write_if_newer(snapshot, MemoryManagerState::to_json)
@@ -363,6 +364,37 @@ impl MemoryManager {
                 source,
             })
     }
+}
+
+/// What node allocatable reserves of `memory` and each huge page size (Go's
+/// `GetNodeAllocatableReservation`: kube-reserved + system-reserved + the hard eviction
+/// threshold), from the node's capacity and allocatable. Allocatable memory also lacks the
+/// huge page pools (as Go's node status reports it), which Go's reservation does not count:
+/// they are added back.
+pub fn node_allocatable_reservation(
+    capacity: &crate::cm::ResourceList,
+    allocatable: &crate::cm::ResourceList,
+) -> BTreeMap<String, u64> {
+    let amount = |list: &crate::cm::ResourceList, name: &str| {
+        crate::resources::amount(list, name).unwrap_or(0)
+    };
+    let hugepages: i64 = capacity
+        .keys()
+        .filter(|r| r.starts_with("hugepages-"))
+        .map(|r| amount(capacity, r))
+        .fold(0, i64::saturating_add);
+    capacity
+        .keys()
+        .filter(|r| super::hints::is_memory_resource(r))
+        .filter_map(|name| {
+            let mut reserved = amount(capacity, name).saturating_sub(amount(allocatable, name));
+            if name == super::state::MEMORY {
+                reserved = reserved.saturating_sub(hugepages);
+            }
+            let reserved = u64::try_from(reserved).ok().filter(|r| *r > 0)?;
+            Some((name.clone(), reserved))
+        })
+        .collect()
 }
 
 /// Go's `validateReservedMemory`: per resource, `reservedMemory` over every node equals

@@ -213,3 +213,65 @@ fn build_errors_say_what_is_wrong() {
         r#"unknown policy: "static""#
     );
 }
+
+#[test]
+fn the_reservation_is_gos_without_the_huge_pages() {
+    // 16Gi with 1Gi of 2Mi pages; 100Mi kube-reserved + 100Mi hard eviction: allocatable
+    // memory is 16Gi - 200Mi - 1Gi (huge pages leave it too), the reservation 200Mi.
+    let list = |pairs: &[(&str, &str)]| -> crate::cm::ResourceList {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+            .collect()
+    };
+    let capacity = list(&[("cpu", "4"), ("memory", "16Gi"), ("hugepages-2Mi", "1Gi")]);
+    let allocatable = list(&[
+        ("cpu", "4"),
+        ("memory", &format!("{}", 16 * GI - 200 * (1 << 20) - GI)),
+        ("hugepages-2Mi", "1Gi"),
+    ]);
+    assert_eq!(
+        node_allocatable_reservation(&capacity, &allocatable),
+        BTreeMap::from([("memory".to_string(), 200 << 20)])
+    );
+}
+
+#[tokio::test]
+async fn sidecars_keep_their_memory_and_count_in_the_pod_request() {
+    let m = MemoryManager::new(
+        config(MemoryManagerPolicy::Static),
+        machine(),
+        &reservation(),
+        Path::new(""),
+    )
+    .unwrap();
+    m.start().await.unwrap();
+    // A sidecar, then a regular init container, then the app: 1 GiB each.
+    let mut p = guaranteed(
+        "s",
+        &[("app", "1Gi")],
+        &[("sidecar", "1Gi"), ("init", "1Gi")],
+    );
+    p.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[0].restart_policy =
+        Some("Always".into());
+    let pod_hints = m.pod_hints(&p);
+    let memory = pod_hints["memory"].as_ref().unwrap();
+    // Go's formula: app + sidecars = 2 GiB (also the init peak: sidecar + init), which fits
+    // node 1 (4 GiB) and node 0 (3 GiB after the reservation).
+    assert!(memory.contains(&TopologyHint::on(&[0], true)), "{memory:?}");
+    admit(&m, &p).unwrap();
+    m.container_started(&p, "init");
+    m.container_started(&p, "app");
+    assert_eq!(
+        m.container_memory("s", "sidecar")[0].size,
+        GI,
+        "the sidecar keeps its memory"
+    );
+    assert!(m.container_memory("s", "init").is_empty());
+    let node = m.container_memory("s", "app")[0].numa_affinity[0];
+    // The sidecar's 1 GiB plus the init container's, reused by the app container.
+    assert_eq!(
+        m.state().machine_state[&node].memory_map["memory"].reserved,
+        2 * GI
+    );
+}

@@ -37,6 +37,9 @@ pub mod policy;
 pub mod state;
 
 pub use checkpoint::{CheckpointError, STATE_FILE};
-pub use manager::{MemoryManager, MemoryManagerConfig, MemoryManagerError, MemoryManagerPolicy};
+pub use manager::{
+    node_allocatable_reservation, MemoryManager, MemoryManagerConfig, MemoryManagerError,
+    MemoryManagerPolicy,
+};
 pub use policy::{PolicyError, ReservedMemory, StaticPolicy};
 pub use state::{Block, MachineState, MemoryManagerState, MemoryTable, NumaNodeState};

@@ -12,7 +12,8 @@
 //!   single-node assignment's node joins no group, as long as they are in use.
 //! - **Init containers**: app containers placed on the same nodes reuse what the pod's init
 //!   containers hold (they never run together); the init containers' blocks shrink by what
-//!   was reused.
+//!   was reused. Sidecars (restartable init containers) run beside the app containers: their
+//!   memory is never reused, and they reuse as app containers do (Go since 1.28).
 //! - **Remove**: a container's blocks go back to free, node by node.
 
 use std::collections::BTreeMap;
@@ -393,11 +394,15 @@ impl StaticPolicy {
     fn update_reusable(&mut self, pod: &Pod, container: &Container, blocks: &[Block]) {
         let uid = pod::uid(pod).to_string();
         self.reusable.retain(|u, _| *u == uid);
+        // A sidecar runs beside the app containers: it uses reusable memory as they do.
         let is_init = pod
             .spec
             .as_ref()
             .and_then(|s| s.init_containers.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.name == container.name));
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.name == container.name && !pod::is_restartable_init(c))
+            });
         let entry = self.reusable.entry(uid).or_default();
         for b in blocks {
             let mask = NumaMask::of(&b.numa_affinity);
@@ -469,17 +474,25 @@ fn shrink_init_blocks(
     blocks: &[Block],
 ) {
     let uid = pod::uid(pod).to_string();
-    let inits: Vec<String> = pod
+    // (name, whether it is a sidecar): a sidecar's memory is never reused.
+    let inits: Vec<(String, bool)> = pod
         .spec
         .as_ref()
         .and_then(|s| s.init_containers.as_ref())
-        .map(|cs| cs.iter().map(|c| c.name.clone()).collect())
+        .map(|cs| {
+            cs.iter()
+                .map(|c| (c.name.clone(), pod::is_restartable_init(c)))
+                .collect()
+        })
         .unwrap_or_default();
     for b in blocks {
         let mut left = b.size;
-        for init in &inits {
+        for (init, sidecar) in &inits {
             if *init == container.name || left == 0 {
                 break;
+            }
+            if *sidecar {
+                continue;
             }
             let Some(init_blocks) = state.entries.get_mut(&uid).and_then(|c| c.get_mut(init))
             else {

@@ -432,8 +432,11 @@ async fn start_container(
         format!("Created container {}", c.name),
     );
     // Go's `PreStartContainer`: the init containers before this one are done with their
-    // pinned memory.
+    // pinned memory (on disk at once, as Go writes every change).
     e.memory_manager.container_started(p, &c.name);
+    if let Err(err) = e.memory_manager.persist().await {
+        tracing::warn!(pod = %pod::full_name(p), uid = pod::uid(p), error = %err, "memory manager: writing the state file failed");
+    }
     if let Err(err) = e.runtime.start_container(&id).await {
         metrics
             .started_containers_errors
