@@ -174,7 +174,9 @@ pub fn unsupported_settings(c: &KubeletConfiguration) -> Vec<String> {
                 &crate::feature_gates::FeatureGates::new(&c.feature_gates),
             )
             .map(|(_, warnings)| warnings)
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|_| c.cpu_manager_policy == "static"),
         )
         .chain(
             super::topology_manager_options::policy_options(&c.topology_manager_policy_options)

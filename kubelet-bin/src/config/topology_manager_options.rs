@@ -1,8 +1,10 @@
 //! `topologyManagerPolicyOptions` (`--topology-manager-policy-options`) as Go checks them
-//! (`CheckPolicyOptionAvailable`, `NewPolicyOptions`; both options are GA since 1.32, so
-//! no gate): `max-allowable-numa-nodes` is honoured (a topology policy may then run on a
-//! machine with more than 8 NUMA nodes); `prefer-closest-numa-nodes` is accepted as Go
-//! accepts it and reported at start-up as not supported by kubelet-rs.
+//! (`CheckPolicyOptionAvailable`, `NewPolicyOptions`; both options are GA since 1.32 and
+//! checked here as the current Go kubelet checks them, without the maturity gates earlier
+//! releases had): `max-allowable-numa-nodes` is honoured (a topology policy may then run on
+//! a machine with more than 8 NUMA nodes, up to the 64 kubelet-rs's NUMA masks hold);
+//! `prefer-closest-numa-nodes` is accepted as Go accepts it and reported at start-up as not
+//! supported by kubelet-rs.
 
 use std::collections::BTreeMap;
 
@@ -34,6 +36,11 @@ pub fn policy_options(options: &BTreeMap<String, String>) -> Result<(usize, Vec<
                 if n < MAX_NUMA_NODES as i64 {
                     return Err(format!(
                         "the minimum value of {name:?} should not be less than {MAX_NUMA_NODES}"
+                    ));
+                }
+                if n > 64 {
+                    return Err(format!(
+                        "the value of {name:?} may not be more than 64 in kubelet-rs (its NUMA node masks hold nodes 0-63)"
                     ));
                 }
                 max = usize::try_from(n).unwrap_or(usize::MAX);
@@ -72,6 +79,10 @@ mod tests {
             (
                 opts(&[("max-allowable-numa-nodes", "4")]),
                 r#"the minimum value of "max-allowable-numa-nodes" should not be less than 8"#,
+            ),
+            (
+                opts(&[("max-allowable-numa-nodes", "65")]),
+                r#"the value of "max-allowable-numa-nodes" may not be more than 64 in kubelet-rs (its NUMA node masks hold nodes 0-63)"#,
             ),
             (
                 opts(&[("max-allowable-numa-nodes", "many")]),

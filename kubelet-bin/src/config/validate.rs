@@ -445,11 +445,14 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<FieldError> {
             errs.add(field, reason);
         }
     }
-    if let Err(e) = super::cpu_manager_options::policy_options(
-        &c.cpu_manager_policy_options,
-        &crate::feature_gates::FeatureGates::new(&c.feature_gates),
-    ) {
-        errs.add("cpuManagerPolicyOptions", e);
+    // As Go: the options are the static policy's, read only under it.
+    if c.cpu_manager_policy == "static" {
+        if let Err(e) = super::cpu_manager_options::policy_options(
+            &c.cpu_manager_policy_options,
+            &crate::feature_gates::FeatureGates::new(&c.feature_gates),
+        ) {
+            errs.add("cpuManagerPolicyOptions", e);
+        }
     }
     if c.cpu_manager_reconcile_period.0.is_zero() {
         errs.add("cpuManagerReconcilePeriod", "must be greater than 0");

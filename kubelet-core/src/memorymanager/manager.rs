@@ -2,9 +2,10 @@
 //! file, and what the engine asks of them.
 //!
 //! # Lifecycle
-//! - **Built** by the kubelet builder from [`MemoryManagerConfig`] and the machine's NUMA
-//!   nodes; `Static` without reserved memory fails the build (the reservation's agreement
-//!   with the node's allocatable reservation is checked by the configuration loader).
+//! - **Built** by the kubelet builder from [`MemoryManagerConfig`], the machine's NUMA nodes
+//!   and node allocatable's reservation; `Static` without reserved memory, with a node the
+//!   machine lacks, or with a `reservedMemory` that does not add up to the reservation fails
+//!   the build (Go's messages).
 //! - **Started** once by `Kubelet::run` before any pod is admitted: the state file
 //!   (`<root-dir>/memory_manager_state`) is read, or written fresh when missing. A file of
 //!   the other policy, a corrupt one, or (static) one that does not add up to this machine
@@ -17,10 +18,12 @@
 //!   pod (`UnexpectedAdmissionError`).
 //! - **Container creation**: the pod worker persists the state and creates the container
 //!   with [`container_numa_nodes`](MemoryManager::container_numa_nodes) as its
-//!   `cpuset.mems`; starting an app container releases the blocks of the init containers
-//!   before it ([`container_started`](MemoryManager::container_started), Go's
+//!   `cpuset.mems`; starting any container releases the blocks of the regular init
+//!   containers before it ([`container_started`](MemoryManager::container_started), Go's
 //!   `AddContainer`). Memory of stopped containers comes back lazily, at the next
-//!   admission, as in Go.
+//!   admission, as in Go. The state is written after each admission and release, and before
+//!   a container is created (Go writes on every change; the start also rewrites a valid
+//!   file, which Go does not).
 //!
 //! Under `None` the state file holds `{"policyName":"None","machineState":{}}` and nothing
 //! else happens. One `std` mutex guards the policy and state, never held across an
