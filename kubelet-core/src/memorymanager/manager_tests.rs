@@ -62,6 +62,14 @@ fn guaranteed(uid: &str, memory: &[(&str, &str)], init: &[(&str, &str)]) -> Pod 
     }
 }
 
+/// A started manager of `policy` on [`machine`] with 1 GiB reserved on node 0, its state
+/// file in `dir` (`""`: none).
+async fn started(policy: MemoryManagerPolicy, dir: &Path) -> MemoryManager {
+    let m = MemoryManager::new(config(policy), machine(), &reservation(), dir).unwrap();
+    m.start().await.unwrap();
+    m
+}
+
 fn admit(m: &MemoryManager, pod: &Pod) -> Result<(), AllocateError> {
     for c in pod::all_containers(pod) {
         m.allocate(pod, c, &TopologyHint::default())?;
@@ -72,14 +80,7 @@ fn admit(m: &MemoryManager, pod: &Pod) -> Result<(), AllocateError> {
 #[tokio::test]
 async fn none_writes_gos_file_and_pins_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let m = MemoryManager::new(
-        config(MemoryManagerPolicy::None),
-        machine(),
-        &reservation(),
-        dir.path(),
-    )
-    .unwrap();
-    m.start().await.unwrap();
+    let m = started(MemoryManagerPolicy::None, dir.path()).await;
     assert_eq!(
         std::fs::read_to_string(dir.path().join(STATE_FILE)).unwrap(),
         r#"{"policyName":"None","machineState":{},"checksum":4236770233}"#
@@ -96,28 +97,14 @@ async fn none_writes_gos_file_and_pins_nothing() {
 #[tokio::test]
 async fn static_pins_persists_and_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let m = MemoryManager::new(
-        config(MemoryManagerPolicy::Static),
-        machine(),
-        &reservation(),
-        dir.path(),
-    )
-    .unwrap();
-    m.start().await.unwrap();
+    let m = started(MemoryManagerPolicy::Static, dir.path()).await;
     let big = guaranteed("big", &[("c", "5Gi")], &[]);
     admit(&m, &big).unwrap();
     assert_eq!(m.container_numa_nodes("big", "c").as_deref(), Some("0,1"));
     m.persist().await.unwrap();
 
     // A restart reads the same state back, and it adds up.
-    let again = MemoryManager::new(
-        config(MemoryManagerPolicy::Static),
-        machine(),
-        &reservation(),
-        dir.path(),
-    )
-    .unwrap();
-    again.start().await.unwrap();
+    let again = started(MemoryManagerPolicy::Static, dir.path()).await;
     assert_eq!(again.state(), m.state());
     assert_eq!(again.container_memory("big", "c")[0].size, 5 * GI);
 
@@ -146,14 +133,7 @@ async fn static_pins_persists_and_survives_a_restart() {
 
 #[tokio::test]
 async fn stale_pods_and_finished_init_containers_give_memory_back() {
-    let m = MemoryManager::new(
-        config(MemoryManagerPolicy::Static),
-        machine(),
-        &reservation(),
-        Path::new(""),
-    )
-    .unwrap();
-    m.start().await.unwrap();
+    let m = started(MemoryManagerPolicy::Static, Path::new("")).await;
     let a = guaranteed("a", &[("c", "3Gi")], &[]);
     admit(&m, &a).unwrap();
     let b = guaranteed("b", &[("c", "3Gi")], &[]);
@@ -238,14 +218,7 @@ fn the_reservation_is_gos_without_the_huge_pages() {
 
 #[tokio::test]
 async fn sidecars_keep_their_memory_and_count_in_the_pod_request() {
-    let m = MemoryManager::new(
-        config(MemoryManagerPolicy::Static),
-        machine(),
-        &reservation(),
-        Path::new(""),
-    )
-    .unwrap();
-    m.start().await.unwrap();
+    let m = started(MemoryManagerPolicy::Static, Path::new("")).await;
     // A sidecar, then a regular init container, then the app: 1 GiB each.
     let mut p = guaranteed(
         "s",
