@@ -17,6 +17,11 @@
 //! 3. kubelet-rs started on the Go kubelet's root directory reads its checkpoint (no warning)
 //!    and runs the pod with a device.
 //!
+//! The first two runs are members of the real v1.20.2 control plane (each its own Node,
+//! `devplug-go` / `devplug-rs`, with a node client certificate): both Nodes show
+//! `example.com/resource` capacity and allocatable 2 while the pod holds a device, and
+//! capacity 2, allocatable 0 once the plugin is killed (Go's grace before capacity goes).
+//!
 //! `#[ignore]`d: it needs the Go kubelet and the sample plugin built from the control plane's
 //! tree (`scripts/test.sh` builds both and runs this test).
 
@@ -25,14 +30,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Node;
 use kubelet_core::devicemanager::{DeviceCheckpoint, CHECKPOINT_FILE, DEVICE_PLUGIN_DIR};
 use kubelet_core::testing::poll_until;
+use kubelet_tests::cluster::ControlPlane;
 use kubelet_tests::standalone::{
     go_kubelet_binary, http_get, kubelet_binary, KubeletProcess, NodeInstance, StandaloneLaunch,
 };
 
 const INSTANCE: &str = "devplug";
-const NODE: &str = "devplug-node";
 const RESOURCE: &str = "example.com/resource";
 
 const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: dev\n  namespace: default\n\
@@ -42,6 +48,7 @@ command: [sh, -c, 'exec sleep 3600']\n    resources:\n      limits: {example.com
 const CONFIG: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
 cgroupDriver: cgroupfs\ncgroupsPerQOS: true\nenforceNodeAllocatable: []\nfailSwapOn: false\n\
 evictionHard: {}\nimageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n\
+nodeStatusUpdateFrequency: 2s\n\
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}\n\
 authorization: {mode: AlwaysAllow}\n";
 
@@ -62,6 +69,51 @@ struct Run {
     uid: String,
     checkpoint: DeviceCheckpoint,
     log: String,
+    /// In a cluster: the Node's `example.com/resource` (capacity, allocatable) with the
+    /// plugin up, then once it is killed.
+    node_status: Option<[(String, String); 2]>,
+}
+
+/// A member of the control plane: its client and the node's kubeconfig.
+struct Member<'a> {
+    admin: &'a kube::Client,
+    kubeconfig: PathBuf,
+}
+
+/// The Node's `example.com/resource` (capacity, allocatable), `"-"` where it has none.
+async fn device_status(admin: &kube::Client, node: &str) -> Option<(String, String)> {
+    let nodes: kube::Api<Node> = kube::Api::all(admin.clone());
+    let n = nodes.get_opt(node).await.ok()??;
+    let status = n.status?;
+    let get = |l: &Option<
+        std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >| {
+        l.as_ref()
+            .and_then(|m| m.get(RESOURCE))
+            .map_or_else(|| "-".to_string(), |q| q.0.clone())
+    };
+    Some((get(&status.capacity), get(&status.allocatable)))
+}
+
+/// Polls the Node until its device status is `want` (90 s).
+async fn wait_device_status(
+    admin: &kube::Client,
+    node: &str,
+    want: (&str, &str),
+) -> (String, String) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let mut last = None;
+    while tokio::time::Instant::now() < deadline {
+        last = device_status(admin, node).await;
+        if last
+            .as_ref()
+            .is_some_and(|(c, a)| (c.as_str(), a.as_str()) == want)
+        {
+            return (want.0.to_string(), want.1.to_string());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("node {node}: {RESOURCE} (capacity, allocatable) is {last:?}, want {want:?}");
 }
 
 /// The kubelet and the plugin in a mount namespace of their own (see the module docs); the
@@ -80,6 +132,7 @@ fn spawn(binary: &Path, args: &[String], root: &Path, log: &Path) -> KubeletProc
          trap 'kill -TERM $K $P 2>/dev/null; wait; exit 0' TERM\n\
          while [ ! -e /var/lib/kubelet/device-plugins/DEPRECATION ] || [ ! -d '{registry}' ]; do sleep 0.2; done\n\
          PLUGIN_SOCK_DIR='{registry}' '{plugin}' >'{plugin_log}' 2>&1 & P=$!\n\
+         echo $P > '{plugin_pid}'\n\
          wait $K\n",
         dir = dir.display(),
         kubelet = binary.display(),
@@ -87,6 +140,7 @@ fn spawn(binary: &Path, args: &[String], root: &Path, log: &Path) -> KubeletProc
         plugin = plugin_binary().display(),
         registry = root.join("plugins_registry").display(),
         plugin_log = log.with_extension("plugin.log").display(),
+        plugin_pid = log.with_extension("plugin.pid").display(),
     );
     let unshare = PathBuf::from("unshare");
     KubeletProcess::spawn(
@@ -103,14 +157,27 @@ fn spawn(binary: &Path, args: &[String], root: &Path, log: &Path) -> KubeletProc
     )
 }
 
-/// Runs `binary` standalone on `root` until the pod runs with its device; stops it.
-async fn run(binary: &Path, go: bool, instance: &NodeInstance, dir: &Path, root: &Path) -> Run {
+/// Runs `binary` on `root` (standalone, or as node `node` of the control plane with
+/// `member`) until the pod runs with its device; in a cluster, reads the Node's device
+/// status, kills the plugin and reads it again; stops it.
+async fn run(
+    binary: &Path,
+    go: bool,
+    instance: &NodeInstance,
+    dir: &Path,
+    root: &Path,
+    node: &str,
+    member: Option<&Member<'_>>,
+) -> Run {
     let StandaloneLaunch {
-        args,
+        mut args,
         manifests,
         log,
         read_only_port: read_only,
-    } = StandaloneLaunch::new(INSTANCE, go, CONFIG, dir, root, &instance.endpoint(), NODE);
+    } = StandaloneLaunch::new(INSTANCE, go, CONFIG, dir, root, &instance.endpoint(), node);
+    if let Some(m) = member {
+        args.push(format!("--kubeconfig={}", m.kubeconfig.display()));
+    }
     // The checkpoint as it was before this kubelet (another's, when switching): the plugin's
     // devices count once this kubelet has written it anew.
     let file = root.join(DEVICE_PLUGIN_DIR).join(CHECKPOINT_FILE);
@@ -187,12 +254,23 @@ async fn run(binary: &Path, go: bool, instance: &NodeInstance, dir: &Path, root:
     .await
     .is_some();
     assert!(sees, "the container does not see /tmp/{held}: {}", tail());
+    let node_status = match member {
+        None => None,
+        Some(m) => {
+            let up = wait_device_status(m.admin, node, ("2", "2")).await;
+            let pid = std::fs::read_to_string(log.with_extension("plugin.pid")).unwrap();
+            let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+            let down = wait_device_status(m.admin, node, ("2", "0")).await;
+            Some([up, down])
+        }
+    };
     drop(kubelet);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     Run {
         uid,
         checkpoint,
         log: text,
+        node_status,
     }
 }
 
@@ -251,9 +329,28 @@ fn entry(run: &Run) -> (String, i64, Vec<(String, String)>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the Go kubelet v1.20.2 and the sample device plugin (scripts/test.sh builds both and runs this test)"]
-async fn the_device_checkpoint_and_mounts_are_the_go_kubelets() {
+#[ignore = "needs the Go kubelet v1.20.2, the sample device plugin and the control plane (scripts/test.sh builds and starts them and runs this test)"]
+async fn the_device_checkpoint_mounts_and_node_status_are_the_go_kubelets() {
     let (go_binary, rs_binary) = (go_kubelet_binary(), kubelet_binary());
+    let cp = ControlPlane::ensure().await.expect("the control plane");
+    let admin = cp.admin_client().await.unwrap();
+    let nodes: kube::Api<Node> = kube::Api::all(admin.clone());
+    let (go_name, rs_name) = ("devplug-go", "devplug-rs");
+    for n in [go_name, rs_name] {
+        let _ = nodes.delete(n, &Default::default()).await;
+    }
+    let member = |node: &str| {
+        let cp = &cp;
+        let admin = &admin;
+        let node = node.to_string();
+        async move {
+            Member {
+                admin,
+                kubeconfig: cp.node_kubeconfig(&node).await.unwrap(),
+            }
+        }
+    };
+    let (go_member, rs_member) = (member(go_name).await, member(rs_name).await);
     let instance = NodeInstance::up(INSTANCE);
     let tmp = tempfile::tempdir().unwrap();
     let (go_root, rs_root) = (tmp.path().join("go-root"), tmp.path().join("rs-root"));
@@ -264,6 +361,8 @@ async fn the_device_checkpoint_and_mounts_are_the_go_kubelets() {
         &instance,
         &tmp.path().join("go"),
         &go_root,
+        go_name,
+        Some(&go_member),
     )
     .await;
     instance.node_env(&["down"]);
@@ -274,8 +373,18 @@ async fn the_device_checkpoint_and_mounts_are_the_go_kubelets() {
         &instance,
         &tmp.path().join("rs"),
         &rs_root,
+        rs_name,
+        Some(&rs_member),
     )
     .await;
+    eprintln!(
+        "Node {RESOURCE} (capacity, allocatable), plugin up then killed: the Go kubelet {:?}, kubelet-rs {:?}",
+        go.node_status, rs.node_status
+    );
+    assert_eq!(rs.node_status, go.node_status);
+    for n in [go_name, rs_name] {
+        let _ = nodes.delete(n, &Default::default()).await;
+    }
 
     let (go_dev, go_node, go_mounts) = entry(&go);
     let (rs_dev, rs_node, rs_mounts) = entry(&rs);
@@ -304,6 +413,8 @@ async fn the_device_checkpoint_and_mounts_are_the_go_kubelets() {
         &instance,
         &tmp.path().join("switch"),
         &go_root,
+        go_name,
+        None,
     )
     .await;
     assert!(
