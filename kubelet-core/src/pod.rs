@@ -1,6 +1,8 @@
 //! Helpers over Kubernetes [`Pod`] objects: identity, annotations the kubelet uses, and
 //! small accessors with the API's defaults applied.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
+
 use k8s_openapi::api::core::v1::Pod;
 
 /// Annotation naming the source a pod came from ("file", "http", "api").
@@ -107,6 +109,32 @@ pub fn all_containers(pod: &Pod) -> impl Iterator<Item = &k8s_openapi::api::core
             .flatten()
             .chain(s.containers.iter())
     })
+}
+
+/// Pod uid → the names of its init and app containers: the containers whose state the
+/// resource managers keep for active pods (Go's `removeStaleState`).
+pub fn container_names_by_uid<'a>(
+    pods: impl Iterator<Item = &'a Pod>,
+) -> HashMap<&'a str, HashSet<&'a str>> {
+    pods.map(|p| (uid(p), all_containers(p).map(|c| c.name.as_str()).collect()))
+        .collect()
+}
+
+/// The `(pod uid, container)` keys of a resource manager's state (pod uid → container →
+/// its share) whose container is not in `keep` ([`container_names_by_uid`]).
+pub fn stale_entries<T>(
+    entries: &BTreeMap<String, BTreeMap<String, T>>,
+    keep: &HashMap<&str, HashSet<&str>>,
+) -> Vec<(String, String)> {
+    entries
+        .iter()
+        .flat_map(|(uid, containers)| containers.keys().map(move |c| (uid.clone(), c.clone())))
+        .filter(|(uid, c)| {
+            !keep
+                .get(uid.as_str())
+                .is_some_and(|names| names.contains(c.as_str()))
+        })
+        .collect()
 }
 
 /// An ephemeral container as the [`Container`](k8s_openapi::api::core::v1::Container) it is

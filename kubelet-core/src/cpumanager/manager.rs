@@ -261,8 +261,8 @@ impl CpuManager {
         let Some(policy) = inner.policy.as_ref() else {
             return;
         };
-        let mut keep = containers_of(active.iter().map(|p| &**p));
-        keep.extend(containers_of(std::iter::once(pod)));
+        let mut keep = pod::container_names_by_uid(active.iter().map(|p| &**p));
+        keep.extend(pod::container_names_by_uid(std::iter::once(pod)));
         if release_stale(policy, &mut inner.state, &keep) {
             inner.generation += 1;
         }
@@ -325,7 +325,7 @@ impl CpuManager {
         let Some(policy) = inner.policy.as_ref() else {
             return Vec::new();
         };
-        let keep = containers_of(active.iter().map(|p| &**p));
+        let keep = pod::container_names_by_uid(active.iter().map(|p| &**p));
         if sources_ready && release_stale(policy, &mut inner.state, &keep) {
             inner.generation += 1;
         }
@@ -417,15 +417,6 @@ fn cpu_hints(hints: Option<Vec<TopologyHint>>) -> ProviderHints {
         .unwrap_or_default()
 }
 
-/// Pod uid → names of its init and app containers.
-fn containers_of<'a>(pods: impl Iterator<Item = &'a Pod>) -> HashMap<&'a str, HashSet<&'a str>> {
-    pods.map(|p| {
-        let names = pod::all_containers(p).map(|c| c.name.as_str()).collect();
-        (pod::uid(p), names)
-    })
-    .collect()
-}
-
 /// Releases the assignments of containers not in `keep` (Go's `removeStaleState`); true if
 /// any was released.
 fn release_stale(
@@ -433,16 +424,7 @@ fn release_stale(
     state: &mut CpuManagerCheckpoint,
     keep: &HashMap<&str, HashSet<&str>>,
 ) -> bool {
-    let stale: Vec<(String, String)> = state
-        .entries
-        .iter()
-        .flat_map(|(uid, containers)| containers.keys().map(move |c| (uid.clone(), c.clone())))
-        .filter(|(uid, c)| {
-            !keep
-                .get(uid.as_str())
-                .is_some_and(|n| n.contains(c.as_str()))
-        })
-        .collect();
+    let stale = pod::stale_entries(&state.entries, keep);
     for (uid, c) in &stale {
         tracing::info!(
             uid,

@@ -29,7 +29,7 @@
 //! else happens. One `std` mutex guards the policy and state, never held across an
 //! `.await`; file writes are serialised and skip states already written.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -253,19 +253,8 @@ impl MemoryManager {
         let Some(policy) = inner.policy.as_ref() else {
             return;
         };
-        let keep: HashSet<(&str, &str)> = active
-            .iter()
-            .map(|p| &**p)
-            .chain(std::iter::once(pod))
-            .flat_map(|p| pod::all_containers(p).map(move |c| (pod::uid(p), c.name.as_str())))
-            .collect();
-        let stale: Vec<(String, String)> = inner
-            .state
-            .entries
-            .iter()
-            .flat_map(|(uid, cs)| cs.keys().map(move |c| (uid.clone(), c.clone())))
-            .filter(|(uid, c)| !keep.contains(&(uid.as_str(), c.as_str())))
-            .collect();
+        let keep = pod::container_names_by_uid(active.iter().map(|p| &**p).chain([pod]));
+        let stale = pod::stale_entries(&inner.state.entries, &keep);
         for (uid, c) in &stale {
             tracing::info!(
                 uid,
