@@ -37,9 +37,7 @@ pub fn policy_options(
                 "CPU Manager Policy Beta-level Options not enabled, but option {name:?} provided"
             ));
         }
-        let on = crate::go_flags::parse_go_bool("cpu-manager-policy-options", value).map_err(|_| {
-            format!("bad value for option {name:?}: strconv.ParseBool: parsing {value:?}: invalid syntax")
-        })?;
+        let on = option_bool("cpu-manager-policy-options", name, value)?;
         if alpha {
             if on {
                 warnings.push(format!("cpuManagerPolicyOptions option {name:?} is not supported by kubelet-rs; it is ignored"));
@@ -49,6 +47,16 @@ pub fn policy_options(
         }
     }
     Ok((out, warnings))
+}
+
+/// A boolean policy option's value, or Go's error for it (`strconv.ParseBool`'s words), as
+/// both managers' option parsers give it.
+pub(super) fn option_bool(flag: &'static str, name: &str, value: &str) -> Result<bool, String> {
+    crate::go_flags::parse_go_bool(flag, value).map_err(|_| {
+        format!(
+            "bad value for option {name:?}: strconv.ParseBool: parsing {value:?}: invalid syntax"
+        )
+    })
 }
 
 #[cfg(test)]

@@ -21,10 +21,11 @@ pub fn policy_options(options: &BTreeMap<String, String>) -> Result<(usize, Vec<
     for (name, value) in options {
         match name.as_str() {
             PREFER_CLOSEST => {
-                let on = crate::go_flags::parse_go_bool("topology-manager-policy-options", value)
-                    .map_err(|_| {
-                        format!("bad value for option {name:?}: strconv.ParseBool: parsing {value:?}: invalid syntax")
-                    })?;
+                let on = super::cpu_manager_options::option_bool(
+                    "topology-manager-policy-options",
+                    name,
+                    value,
+                )?;
                 if on {
                     warnings.push(format!("topologyManagerPolicyOptions option {name:?} is not supported by kubelet-rs; it is ignored"));
                 }
