@@ -517,7 +517,10 @@ async fn handle(
             ));
         }
     }
-    route(ctx, req).await
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    let resp = route(ctx, req).await;
+    tracing::debug!(%method, path, status = resp.status().as_u16(), "request served");
+    resp
 }
 
 /// Asks hyper to close the connection after this response: a refused client does not keep
