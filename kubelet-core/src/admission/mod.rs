@@ -212,7 +212,9 @@ fn requirement_matches(req: &NodeSelectorRequirement, labels: &BTreeMap<String, 
     }
 }
 
-fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
+/// Whether the node matches one node selector term (its expressions against the labels, its
+/// fields against `metadata.name`; an empty term matches nothing).
+pub(crate) fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
     let exprs = term.match_expressions.as_deref().unwrap_or(&[]);
     let fields = term.match_fields.as_deref().unwrap_or(&[]);
     if exprs.is_empty() && fields.is_empty() {

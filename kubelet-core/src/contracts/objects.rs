@@ -1,6 +1,7 @@
 //! The contract for cluster objects the kubelet reads on behalf of its pods: config maps,
 //! secrets, service-account tokens (TokenRequest), services (for service environment
-//! variables) and RuntimeClasses (`runtimeClassName` → the handler the sandbox runs with).
+//! variables), RuntimeClasses (`runtimeClassName` → the handler the sandbox runs with) and
+//! the PersistentVolumeClaims and PersistentVolumes behind `persistentVolumeClaim` volumes.
 //!
 //! In cluster mode an implementation over the API server (kubelet-sources' `objects`) caches
 //! objects for the pods that use them ([`ObjectStore::register_pod`] /
@@ -13,7 +14,9 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
+};
 use k8s_openapi::api::node::v1::RuntimeClass;
 
 /// Why an object could not be read.
@@ -110,6 +113,28 @@ pub trait ObjectStore: Send + Sync {
             name: name.into(),
         })
     }
+    /// The PersistentVolumeClaim `namespace/name`, as the API server has it now (Go's volume
+    /// manager reads claims uncached). Default: [`ObjectError::NotAvailable`].
+    async fn persistent_volume_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PersistentVolumeClaim, ObjectError> {
+        Err(ObjectError::NotAvailable {
+            kind: "persistentvolumeclaim",
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+    /// The PersistentVolume `name` (cluster-scoped; `NotFound` carries an empty namespace),
+    /// as the API server has it now. Default: [`ObjectError::NotAvailable`].
+    async fn persistent_volume(&self, name: &str) -> Result<PersistentVolume, ObjectError> {
+        Err(ObjectError::NotAvailable {
+            kind: "persistentvolume",
+            namespace: String::new(),
+            name: name.into(),
+        })
+    }
     /// The pod (now) references these objects: a cache may start following them.
     fn register_pod(&self, _pod: &Pod) {}
     /// The pod with this uid is gone: a cache may drop what only it used.
@@ -180,6 +205,8 @@ struct MemoryObjects {
     secrets: HashMap<(String, String), Secret>,
     services: HashMap<(String, String), Service>,
     runtime_classes: HashMap<String, RuntimeClass>,
+    claims: HashMap<(String, String), PersistentVolumeClaim>,
+    persistent_volumes: HashMap<String, PersistentVolume>,
     token_requests: Vec<TokenRequest>,
     tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
 }
@@ -215,6 +242,15 @@ impl MemoryObjectStore {
     pub fn put_runtime_class(&self, rc: RuntimeClass) {
         let name = rc.metadata.name.clone().unwrap_or_default();
         self.lock().runtime_classes.insert(name, rc);
+    }
+    /// Adds or replaces a PersistentVolumeClaim.
+    pub fn put_persistent_volume_claim(&self, c: PersistentVolumeClaim) {
+        self.lock().claims.insert(key_of(&c.metadata), c);
+    }
+    /// Adds or replaces a PersistentVolume (cluster-scoped, keyed by name).
+    pub fn put_persistent_volume(&self, pv: PersistentVolume) {
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        self.lock().persistent_volumes.insert(name, pv);
     }
     /// Removes a config map.
     pub fn remove_config_map(&self, namespace: &str, name: &str) {
@@ -281,6 +317,32 @@ impl ObjectStore for MemoryObjectStore {
             .filter(|((ns, _), _)| ns == namespace)
             .map(|(_, s)| s.clone())
             .collect())
+    }
+    async fn persistent_volume_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PersistentVolumeClaim, ObjectError> {
+        self.lock()
+            .claims
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| ObjectError::NotFound {
+                kind: "persistentvolumeclaim",
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+    }
+    async fn persistent_volume(&self, name: &str) -> Result<PersistentVolume, ObjectError> {
+        self.lock()
+            .persistent_volumes
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ObjectError::NotFound {
+                kind: "persistentvolume",
+                namespace: String::new(),
+                name: name.into(),
+            })
     }
     async fn runtime_class(&self, name: &str) -> Result<RuntimeClass, ObjectError> {
         self.lock()

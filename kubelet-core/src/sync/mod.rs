@@ -178,7 +178,17 @@ async fn prepare_volumes(
     memory: &mut WorkerMemory,
 ) -> bool {
     let fields = field_values(e, pod_ip.unwrap_or_default());
-    match e.volumes.setup_pod(p, &fields, &e.cm.allocatable()).await {
+    let node_labels = e
+        .node_lister
+        .as_ref()
+        .and_then(|l| l.node())
+        .and_then(|n| n.metadata.labels.clone())
+        .unwrap_or_else(|| e.config.node_labels.clone());
+    match e
+        .volumes
+        .setup_pod(p, &fields, &e.cm.allocatable(), &node_labels)
+        .await
+    {
         Ok(()) => {
             let volume_reason = volume_waiting_reason(p);
             memory.reasons.retain(|_, r| r.reason != volume_reason);

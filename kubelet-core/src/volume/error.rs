@@ -3,8 +3,10 @@
 use std::path::PathBuf;
 
 use super::atomic_writer::AtomicWriteError;
+use super::claims::ClaimError;
 use super::emptydir::EmptyDirError;
 use super::hostpath::HostPathError;
+use super::local::LocalError;
 use super::subpath::SubpathError;
 use crate::objects::ObjectError;
 
@@ -42,6 +44,32 @@ pub enum VolumeError {
         volume: String,
         /// The error.
         error: HostPathError,
+    },
+    /// A `persistentVolumeClaim` could not be resolved to its volume (Go's words).
+    #[error("error processing PVC {namespace}/{claim}: {error}")]
+    Claim {
+        /// The pod's namespace.
+        namespace: String,
+        /// The claim's name.
+        claim: String,
+        /// Why (boxed: the largest of the reasons).
+        error: Box<ClaimError>,
+    },
+    /// The PersistentVolume's node affinity does not match this node.
+    #[error("MountVolume.NodeAffinity check failed for volume {volume:?} : {message}")]
+    NodeAffinity {
+        /// The PersistentVolume's name.
+        volume: String,
+        /// Why.
+        message: &'static str,
+    },
+    /// A `local` PersistentVolume could not be mounted.
+    #[error("MountVolume.SetUp failed for volume {volume:?} : {error}")]
+    Local {
+        /// The PersistentVolume's name.
+        volume: String,
+        /// The error.
+        error: LocalError,
     },
     /// A referenced config map, secret or token could not be read.
     #[error("volume {volume}: {error}")]

@@ -4,6 +4,7 @@
 //! ```text
 //! <root-dir>/pods/<uid>/
 //!     volumes/kubernetes.io~<plugin>/<name>   emptyDir, configMap, secret, downwardAPI, projected
+//!     volumes/kubernetes.io~local-volume/<pv>  a bind mount of a `local` PersistentVolume
 //!     volume-subpaths/<volume>/<container>/<i>  bind mounts of safely resolved subPaths
 //!     containers/                              per-container data
 //!     etc-hosts                                the kubelet-managed /etc/hosts
@@ -22,6 +23,11 @@
 //! pods nobody knows ([`VolumeManager::cleanup_orphans`]), never removing a directory that
 //! still has a mount below it.
 //!
+//! A `persistentVolumeClaim` is resolved to its PersistentVolume ([`claims`]) until the pod's
+//! volume is set up; `local` volumes are bind-mounted ([`local`]) and get the pod's `fsGroup`
+//! ([`ownership`]), `hostPath` volumes are used in place. A kubelet restart finds a running
+//! pod's bind mount in place and keeps it.
+//!
 //! Cluster objects come through an [`crate::objects::ObjectStore`]; in standalone mode a pod that
 //! references one gets a clear "not available in standalone mode" error.
 //!
@@ -30,12 +36,15 @@
 //! with [`VolumeError::NoRootDir`].
 
 pub mod atomic_writer;
+pub mod claims;
 pub mod configmap;
 pub mod downward_api;
 pub mod emptydir;
 pub mod etc_hosts;
 pub mod hostpath;
+pub mod local;
 pub mod mount;
+pub mod ownership;
 
 pub mod projected;
 pub mod secret;
@@ -43,6 +52,7 @@ pub mod subpath;
 
 mod error;
 mod mounts;
+mod persistent;
 mod setup;
 mod teardown;
 
@@ -270,7 +280,7 @@ mod tests {
             ],
         );
         let fields = FieldValues::default();
-        vm.setup_pod(&p, &fields, &ResourceList::new())
+        vm.setup_pod(&p, &fields, &ResourceList::new(), &Default::default())
             .await
             .unwrap();
         let cfg_dir = vm.volume_dir("uid-1", "configmap", "cfg");
@@ -289,7 +299,7 @@ mod tests {
             data: Some([("k".to_string(), "v2".to_string())].into()),
             ..Default::default()
         });
-        vm.setup_pod(&p, &fields, &ResourceList::new())
+        vm.setup_pod(&p, &fields, &ResourceList::new(), &Default::default())
             .await
             .unwrap();
         assert_eq!(std::fs::read_to_string(cfg_dir.join("k")).unwrap(), "v2");
@@ -349,7 +359,12 @@ mod tests {
             vec![],
         );
         let e = vm
-            .setup_pod(&p, &FieldValues::default(), &ResourceList::new())
+            .setup_pod(
+                &p,
+                &FieldValues::default(),
+                &ResourceList::new(),
+                &Default::default(),
+            )
             .await
             .unwrap_err()
             .to_string();
@@ -367,9 +382,14 @@ mod tests {
     async fn without_a_root_dir_only_pods_without_volumes_run() {
         let vm = VolumeManager::new(Path::new(""), Arc::new(objects::StandaloneObjectStore), "");
         let plain = pod(vec![], vec![]);
-        vm.setup_pod(&plain, &FieldValues::default(), &ResourceList::new())
-            .await
-            .unwrap();
+        vm.setup_pod(
+            &plain,
+            &FieldValues::default(),
+            &ResourceList::new(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
         let c = &plain.spec.as_ref().unwrap().containers[0];
         let mounts = vm
             .container_mounts(&plain, c, &[], &["10.0.0.1".into()])
@@ -386,7 +406,12 @@ mod tests {
             vec![],
         );
         let e = vm
-            .setup_pod(&with, &FieldValues::default(), &ResourceList::new())
+            .setup_pod(
+                &with,
+                &FieldValues::default(),
+                &ResourceList::new(),
+                &Default::default(),
+            )
             .await
             .unwrap_err();
         assert!(matches!(e, VolumeError::NoRootDir { .. }), "{e}");

@@ -74,6 +74,13 @@ pub fn bind(source: &Path, target: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Applies `flags` (read-only, nosuid, …) to the bind mount at `target` (a bind mount takes
+/// them only by a remount, as `mount -o bind,ro` does in two steps).
+pub fn remount_bind(target: &Path, flags: MountFlags) -> std::io::Result<()> {
+    rustix::mount::mount_remount(target, MountFlags::BIND | flags, "")?;
+    Ok(())
+}
+
 /// Unmounts `target` (without following a symlink at `target`).
 pub fn unmount(target: &Path) -> std::io::Result<()> {
     rustix::mount::unmount(target, UnmountFlags::NOFOLLOW)?;

@@ -1,6 +1,6 @@
 //! Setting up a pod's volumes before its containers start ([`VolumeManager::setup_pod`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
@@ -53,12 +53,14 @@ pub(super) fn kind_of(v: &Volume) -> String {
 }
 
 impl VolumeManager {
-    /// Sets up the pod's directories and every volume; see the module docs.
+    /// Sets up the pod's directories and every volume; see the module docs. `node_labels`
+    /// are the node's (a PersistentVolume's node affinity is checked against them).
     pub async fn setup_pod(
         &self,
         p: &Pod,
         fields: &FieldValues,
         allocatable: &ResourceList,
+        node_labels: &BTreeMap<String, String>,
     ) -> Result<(), VolumeError> {
         let uid = pod::uid(p).to_string();
         let has_volumes = p
@@ -97,7 +99,10 @@ impl VolumeManager {
         let mut failed = Vec::new();
         let mut messages = Vec::new();
         for v in p.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            match self.setup_volume(p, v, fields, allocatable).await {
+            match self
+                .setup_volume(p, v, fields, allocatable, node_labels)
+                .await
+            {
                 Ok(s) => {
                     set_up.insert(v.name.clone(), s);
                 }
@@ -127,11 +132,15 @@ impl VolumeManager {
         v: &Volume,
         fields: &FieldValues,
         allocatable: &ResourceList,
+        node_labels: &BTreeMap<String, String>,
     ) -> Result<SetUpVolume, VolumeError> {
         let uid = pod::uid(p);
         let name = v.name.clone();
         if !is_dns_label(&name) {
             return Err(VolumeError::InvalidName { volume: name });
+        }
+        if let Some(claim) = v.persistent_volume_claim.as_ref() {
+            return self.setup_claim(p, v, claim, node_labels).await;
         }
         let fs_group = fs_group(p);
         if let Some(ed) = v.empty_dir.as_ref() {

@@ -1,5 +1,6 @@
-//! The API-server [`ObjectStore`]: config maps, secrets, service-account tokens, services and
-//! RuntimeClasses read through kube-rs on behalf of the node's pods.
+//! The API-server [`ObjectStore`]: config maps, secrets, service-account tokens, services,
+//! RuntimeClasses, PersistentVolumeClaims and PersistentVolumes read through kube-rs on behalf
+//! of the node's pods (claims and volumes always afresh, as Go's volume manager reads them).
 //!
 //! Config maps and secrets follow their [`ChangeDetection`] strategy (Go's
 //! `configMapAndSecretChangeDetectionStrategy`): with `Watch` (Go's default) each referenced
@@ -38,7 +39,9 @@ use async_trait::async_trait;
 use k8s_openapi::api::authentication::v1::{
     BoundObjectReference, TokenRequest as ApiTokenRequest, TokenRequestSpec,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
@@ -356,6 +359,26 @@ impl ObjectStore for ApiObjectStore {
             .await
             .map_err(|e| api_error("services", namespace, "", e))?
             .items)
+    }
+
+    async fn persistent_volume_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PersistentVolumeClaim, ObjectError> {
+        // Never from a cache: Go's volume manager reads the claim afresh, so a claim bound
+        // since the last try is seen at once.
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        api.get(name)
+            .await
+            .map_err(|e| api_error("persistentvolumeclaim", namespace, name, e))
+    }
+
+    async fn persistent_volume(&self, name: &str) -> Result<PersistentVolume, ObjectError> {
+        let api: Api<PersistentVolume> = Api::all(self.client.clone());
+        api.get(name)
+            .await
+            .map_err(|e| api_error("persistentvolume", "", name, e))
     }
 
     async fn runtime_class(&self, name: &str) -> Result<RuntimeClass, ObjectError> {

@@ -259,6 +259,18 @@ impl ClusterNode {
         }
     }
 
+    /// Stops the kubelet (pods keep running) and starts a new one for the same node, root
+    /// directory and runtime, as a restarted kubelet process would be.
+    pub async fn restart_kubelet(&mut self) {
+        self.stop_kubelet().await;
+        let (handle, shutdown, join, tasks) =
+            launch(&self.et, &self.cp, &self.node_name, vec![], |_| {}).await;
+        self.handle = handle;
+        self.shutdown = shutdown;
+        self.join = Some(join);
+        self.tasks = Some(tasks);
+    }
+
     /// Stops everything and removes the node and namespace from the API server.
     pub async fn finish(mut self) {
         self.stop_kubelet().await;
