@@ -696,8 +696,7 @@ main() {
       # on a fresh cluster (it shows as FLAKED when it passes there; the summary says so).
       if grep -q . "$RESULTS/kubelet-rs/failed.txt"; then
         local again
-        again=$(python3 -c 'import re,sys; print("|".join(re.escape(l.strip()) for l in open(sys.argv[1]) if l.strip()))' \
-          "$RESULTS/kubelet-rs/failed.txt")
+        again=$(python3 "$SCRIPT_DIR/junit-summary.py" --focus-of "$RESULTS/kubelet-rs/failed.txt")
         log "re-running what failed, alone: $(wc -l <"$RESULTS/kubelet-rs/failed.txt") spec(s)"
         cmd_rerun kubelet-rs "$again"
       fi

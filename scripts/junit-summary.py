@@ -3,6 +3,7 @@
 scripts/node-e2e.sh).
 
     junit-summary.py OUT SKIP_REGEX FOCUS_REGEX PART...
+    junit-summary.py --focus-of FAILED_TXT     a focus selecting exactly those specs (re-runs)
 
 PART: directories of junit_*.xml, in the order the runs were made. Within a part, a spec that
 passed in any attempt (ginkgo -flakeAttempts) passed; a later part (a re-run) replaces what
@@ -63,5 +64,14 @@ def main():
         print("FLAKED (failed, then passed on another attempt): " + f)
 
 
+def focus_of(path):
+    """A ginkgo focus matching exactly the specs named in PATH (one a line)."""
+    with open(path) as f:
+        print("|".join(re.escape(l.strip()) for l in f if l.strip()))
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--focus-of":
+        focus_of(sys.argv[2])
+    else:
+        main()

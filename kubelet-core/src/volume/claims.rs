@@ -245,4 +245,4 @@ pub fn source_of(spec: &PersistentVolumeSpec) -> Result<VolumeSource, String> {
 
 #[cfg(test)]
 #[path = "claims_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -10,7 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use super::*;
 use crate::objects::{MemoryObjectStore, StandaloneObjectStore};
 
-fn claim(phase: &str, volume: Option<&str>) -> PersistentVolumeClaim {
+/// The claim `ns/data` (uid `claim-uid`) in this phase, bound to `volume`.
+pub(in crate::volume) fn claim(phase: &str, volume: Option<&str>) -> PersistentVolumeClaim {
     PersistentVolumeClaim {
         metadata: ObjectMeta {
             name: Some("data".into()),

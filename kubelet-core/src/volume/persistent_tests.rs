@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Container, HostPathVolumeSource, LocalVolumeSource, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, ObjectReference, PersistentVolume, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimStatus, PersistentVolumeClaimVolumeSource,
+    NodeSelectorTerm, ObjectReference, PersistentVolume, PersistentVolumeClaimVolumeSource,
     PersistentVolumeSpec, PodSecurityContext, PodSpec, VolumeMount, VolumeNodeAffinity,
 };
 use k8s_openapi::api::core::v1::{Pod, Volume};
@@ -21,22 +20,7 @@ use crate::volume::{mount, VolumeError, VolumeManager};
 
 fn store_with(pv_spec: PersistentVolumeSpec) -> Arc<MemoryObjectStore> {
     let store = Arc::new(MemoryObjectStore::new());
-    store.put_persistent_volume_claim(PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some("data".into()),
-            namespace: Some("ns".into()),
-            uid: Some("claim-uid".into()),
-            ..Default::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            volume_name: Some("pv-a".into()),
-            ..Default::default()
-        }),
-        status: Some(PersistentVolumeClaimStatus {
-            phase: Some("Bound".into()),
-            ..Default::default()
-        }),
-    });
+    store.put_persistent_volume_claim(crate::volume::claims::tests::claim("Bound", Some("pv-a")));
     store.put_persistent_volume(PersistentVolume {
         metadata: ObjectMeta {
             name: Some("pv-a".into()),
