@@ -191,7 +191,9 @@ pub async fn run(mut loaded: LoadedConfig, shutdown: CancellationToken) -> Resul
     let cm = Arc::new(cm);
     spawn_process_placement(cm.clone(), shutdown.clone());
     let cm: Arc<dyn ContainerManager> = cm;
-    let kubelet = create_and_init_kubelet_with(&loaded, runtime, cm, member.as_ref()).await?;
+    let kubelet =
+        create_and_init_kubelet_with(&loaded, runtime, cm, member.as_ref(), shutdown.clone())
+            .await?;
     // The serving certificate manager asks through the node's (rotating) API client.
     let csr_client = member.as_ref().map(ClusterMember::api_client);
     let member_tasks = match member {
@@ -341,24 +343,29 @@ pub async fn start_cluster_member(
     member.start(kubelet.handle(), shutdown.clone()).await
 }
 
-/// Go's `createAndInitKubelet`: pod sources and the engine, through the public builder.
+/// Go's `createAndInitKubelet`: pod sources and the engine, through the public builder. The
+/// plugin manager (CSI drivers, device plugins) it starts ends with the device plugin
+/// registry, or at `plugins_shutdown`.
 pub async fn create_and_init_kubelet(
     loaded: &LoadedConfig,
     runtime: Arc<dyn ContainerRuntime>,
     cm: Arc<dyn ContainerManager>,
+    plugins_shutdown: CancellationToken,
 ) -> Result<Kubelet> {
-    create_and_init_kubelet_with(loaded, runtime, cm, None).await
+    create_and_init_kubelet_with(loaded, runtime, cm, None, plugins_shutdown).await
 }
 
 /// How long a call to logind may take.
 const LOGIND_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// [`create_and_init_kubelet`] in cluster mode: the member's API source and status sink too.
+/// [`create_and_init_kubelet`] in cluster mode: the member's API source and status sink too
+/// (and CSI drivers recorded on the node's API objects).
 pub async fn create_and_init_kubelet_with(
     loaded: &LoadedConfig,
     runtime: Arc<dyn ContainerRuntime>,
     cm: Arc<dyn ContainerManager>,
     member: Option<&ClusterMember>,
+    plugins_shutdown: CancellationToken,
 ) -> Result<Kubelet> {
     let mut config = loaded.engine_config();
     config.node_ips = node_ips(loaded).await;
@@ -432,6 +439,7 @@ pub async fn create_and_init_kubelet_with(
     }
     // Device plugins register on `<root-dir>/device-plugins/kubelet.sock` (Go's device
     // manager, on unless the DevicePlugins gate is off).
+    let mut device_plugins = None;
     if crate::feature_gates::FeatureGates::new(&loaded.config.feature_gates)
         .enabled("DevicePlugins")
     {
@@ -440,37 +448,68 @@ pub async fn create_and_init_kubelet_with(
                 .root_dir
                 .join(kubelet_core::devicemanager::DEVICE_PLUGIN_DIR),
         ));
-        spawn_plugin_manager(registry.clone(), &loaded.root_dir);
-        builder = builder.device_plugin_registry(registry);
+        builder = builder.device_plugin_registry(registry.clone());
+        device_plugins = Some(registry);
     }
+    // CSI drivers register through the plugin manager; in cluster mode they are recorded on
+    // the node's CSINode, annotation and labels (Go's nodeinfomanager).
+    let csi_objects: Arc<dyn kubelet_core::csi::CsiNodeObjects> = match member {
+        Some(m) => Arc::new(kubelet_sources::apiserver::ApiCsiNodeObjects::new(
+            m.api_client(),
+            loaded.node_name.clone(),
+        )),
+        None => Arc::new(kubelet_core::csi::NoCsiNodeObjects),
+    };
+    let csi = Arc::new(kubelet_cm::csi::registration::CsiRegistrationHandler::new(
+        Arc::new(kubelet_cm::csi::CsiDrivers::default()),
+        csi_objects,
+    ));
+    spawn_plugin_manager(device_plugins, csi, &loaded.root_dir, plugins_shutdown);
     builder.build().context("building the kubelet")
 }
 
 /// The plugin manager on `<root-dir>/plugins_registry` (Go's, started with the kubelet), with
-/// the device plugin registry's `DevicePlugin` handler: it starts once the registry listens
-/// (inside `Kubelet::run`) and ends with it (the kubelet's shutdown).
+/// the CSI handler and, when there is a device plugin registry, its `DevicePlugin` handler
+/// (the manager then starts once the registry listens, inside `Kubelet::run`, and ends with
+/// it). It ends at `shutdown` too.
 fn spawn_plugin_manager(
-    registry: Arc<kubelet_cm::device_plugins::GrpcDevicePluginRegistry>,
+    device_plugins: Option<Arc<kubelet_cm::device_plugins::GrpcDevicePluginRegistry>>,
+    csi: Arc<kubelet_cm::csi::registration::CsiRegistrationHandler>,
     root_dir: &std::path::Path,
+    shutdown: CancellationToken,
 ) {
-    use kubelet_cm::plugin_manager::{plugins_registry_dir, PluginManager, DEVICE_PLUGIN};
+    use kubelet_cm::plugin_manager::{
+        plugins_registry_dir, PluginHandler, PluginManager, CSI_PLUGIN, DEVICE_PLUGIN,
+    };
     let dir = plugins_registry_dir(root_dir);
     tokio::spawn(async move {
-        if !registry.wait_started().await {
-            return;
-        }
         let mut handlers = std::collections::BTreeMap::new();
-        if let Some(h) = registry.watcher_handler().await {
-            handlers.insert(DEVICE_PLUGIN.to_string(), h);
+        handlers.insert(CSI_PLUGIN.to_string(), csi as Arc<dyn PluginHandler>);
+        if let Some(registry) = device_plugins.as_ref() {
+            let started = tokio::select! {
+                started = registry.wait_started() => started,
+                _ = shutdown.cancelled() => return,
+            };
+            if started {
+                if let Some(h) = registry.watcher_handler().await {
+                    handlers.insert(DEVICE_PLUGIN.to_string(), h);
+                }
+            }
         }
-        let token = CancellationToken::new();
+        let token = shutdown.child_token();
         let run = PluginManager::new(dir, handlers).run(token.clone());
         tokio::pin!(run);
+        let registry_over = async {
+            match device_plugins.as_ref() {
+                Some(r) => r.stopped().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             r = &mut run => if let Err(e) = r {
                 tracing::error!(error = %e, "plugin manager stopped");
             },
-            _ = registry.stopped() => {
+            _ = registry_over => {
                 token.cancel();
                 let _ = run.await;
             }

@@ -35,6 +35,7 @@
 
 pub mod allocatable;
 pub mod cgroups;
+pub mod csi;
 pub mod device_plugins;
 mod error;
 pub mod helpers;

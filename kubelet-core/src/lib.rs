@@ -37,7 +37,7 @@
 // at the crate root under its own name.
 pub mod admission;
 pub mod contracts;
-pub use contracts::{cm, credentials, devices, objects, runtime, sink, source, stats};
+pub use contracts::{cm, credentials, csi, devices, objects, runtime, sink, source, stats};
 
 // Helpers for backends, sources and servers that speak the kubelet's language.
 pub mod clock;

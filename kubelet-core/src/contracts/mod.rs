@@ -10,6 +10,7 @@
 //! | [`ObjectStore`](objects::ObjectStore) | config maps, secrets, service-account tokens and services for volumes and env | `kubelet-sources` (API server), [`objects::StandaloneObjectStore`] |
 //! | [`NodeStatsProvider`](stats::NodeStatsProvider) | machine info and node, pod, container and filesystem measurements (what [`crate::summary`] reads) | `kubelet-cm` |
 //! | [`DevicePluginRegistry`](devices::DevicePluginRegistry) | where device plugins register, and the calls on a registered plugin ([`DevicePlugin`](devices::DevicePlugin)) | `kubelet-cm` (`deviceplugin/v1beta1` over gRPC) |
+//! | [`CsiNodeObjects`](csi::CsiNodeObjects) | where CSI drivers' registrations are recorded (`CSINode`, the node ID annotation, topology labels) | `kubelet-sources` (API server), [`csi::NoCsiNodeObjects`] |
 //! | [`ShutdownInhibitor`](shutdown::ShutdownInhibitor) | the host's shutdown signal and delay lock (graceful node shutdown) | `kubelet-cm` (logind over D-Bus) |
 //! | [`AdmitHandler`](crate::AdmitHandler) | extra admission checks | embedders |
 //!
@@ -18,6 +19,7 @@
 
 pub mod cm;
 pub mod credentials;
+pub mod csi;
 pub mod devices;
 pub mod objects;
 pub mod runtime;

@@ -17,6 +17,7 @@
 pub mod certificate;
 pub mod client;
 pub mod client_metrics;
+pub mod csi_node;
 pub mod events;
 pub mod lease;
 pub mod member;
@@ -25,6 +26,7 @@ pub mod source;
 pub mod status_sink;
 
 pub use client::{ApiClients, ClientConfig};
+pub use csi_node::ApiCsiNodeObjects;
 pub use events::EventRecorder;
 pub use member::{ClusterMember, ClusterMemberConfig};
 pub use source::ApiSource;
