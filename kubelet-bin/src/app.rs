@@ -460,9 +460,14 @@ pub async fn create_and_init_kubelet_with(
         )),
         None => Arc::new(kubelet_core::csi::NoCsiNodeObjects),
     };
+    let csi_drivers = Arc::new(kubelet_cm::csi::CsiDrivers::default());
     let csi = Arc::new(kubelet_cm::csi::registration::CsiRegistrationHandler::new(
-        Arc::new(kubelet_cm::csi::CsiDrivers::default()),
+        csi_drivers.clone(),
         csi_objects,
+    ));
+    // CSI volumes reach the registered drivers over gRPC.
+    builder = builder.csi_node_service(Arc::new(
+        kubelet_cm::csi::node_service::GrpcCsiNodeService::new(csi_drivers),
     ));
     spawn_plugin_manager(device_plugins, csi, &loaded.root_dir, plugins_shutdown);
     builder.build().context("building the kubelet")

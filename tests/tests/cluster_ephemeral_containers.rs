@@ -70,7 +70,7 @@ async fn ephemeral_container_through_the_api_server_subresource() {
         Err(e) => panic!("the ephemeral test's control plane under CI: {e}"),
     };
     let _stop = StopInstance(Some(cp.clone()));
-    let node = start_on(et, cp, |_| vec![], |_| {}, |_| {}).await;
+    let node = start_on(et, cp, |_| vec![], |_| {}, |_| {}, |b| b).await;
     let pods = node.pods();
     let ns = node.et.namespace.clone();
     pods.create(

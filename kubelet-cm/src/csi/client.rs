@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use tonic::transport::Channel;
 
+use kubelet_core::csi::{CsiAccessMode, CsiMountRequest};
+
 use super::api;
 use super::api::node_client::NodeClient;
 
@@ -86,6 +88,132 @@ impl CsiNodeClient {
                 .map(|t| t.segments)
                 .unwrap_or_default(),
         })
+    }
+}
+
+impl CsiNodeClient {
+    /// `NodeGetCapabilities`: whether the driver stages volumes (`STAGE_UNSTAGE_VOLUME`).
+    pub async fn supports_stage(&mut self, timeout: Duration) -> Result<bool, CsiError> {
+        use api::node_service_capability::rpc::Type;
+        use api::node_service_capability::Type as Cap;
+        let request = with_deadline(api::NodeGetCapabilitiesRequest {}, timeout);
+        let caps = call(
+            "NodeGetCapabilities",
+            timeout,
+            self.node.node_get_capabilities(request),
+        )
+        .await?;
+        Ok(caps.capabilities.iter().any(|c| {
+            matches!(&c.r#type, Some(Cap::Rpc(r)) if r.r#type == Type::StageUnstageVolume as i32)
+        }))
+    }
+
+    /// `NodeStageVolume`.
+    pub async fn stage(&mut self, r: &CsiMountRequest, timeout: Duration) -> Result<(), CsiError> {
+        let message = api::NodeStageVolumeRequest {
+            volume_id: r.volume_id.clone(),
+            publish_context: r.publish_context.clone(),
+            staging_target_path: r.staging_path.clone(),
+            volume_capability: Some(capability(r)),
+            secrets: r.secrets.clone(),
+            volume_context: r.volume_context.clone(),
+        };
+        let request = with_deadline(message, timeout);
+        call(
+            "NodeStageVolume",
+            timeout,
+            self.node.node_stage_volume(request),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// `NodePublishVolume`.
+    pub async fn publish(
+        &mut self,
+        r: &CsiMountRequest,
+        timeout: Duration,
+    ) -> Result<(), CsiError> {
+        let message = api::NodePublishVolumeRequest {
+            volume_id: r.volume_id.clone(),
+            publish_context: r.publish_context.clone(),
+            staging_target_path: r.staging_path.clone(),
+            target_path: r.target_path.clone(),
+            volume_capability: Some(capability(r)),
+            readonly: r.read_only,
+            secrets: r.secrets.clone(),
+            volume_context: r.volume_context.clone(),
+        };
+        let request = with_deadline(message, timeout);
+        call(
+            "NodePublishVolume",
+            timeout,
+            self.node.node_publish_volume(request),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// `NodeUnpublishVolume`.
+    pub async fn unpublish(
+        &mut self,
+        volume_id: &str,
+        target_path: &str,
+        timeout: Duration,
+    ) -> Result<(), CsiError> {
+        let message = api::NodeUnpublishVolumeRequest {
+            volume_id: volume_id.to_string(),
+            target_path: target_path.to_string(),
+        };
+        let request = with_deadline(message, timeout);
+        call(
+            "NodeUnpublishVolume",
+            timeout,
+            self.node.node_unpublish_volume(request),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// `NodeUnstageVolume`.
+    pub async fn unstage(
+        &mut self,
+        volume_id: &str,
+        staging_path: &str,
+        timeout: Duration,
+    ) -> Result<(), CsiError> {
+        let message = api::NodeUnstageVolumeRequest {
+            volume_id: volume_id.to_string(),
+            staging_target_path: staging_path.to_string(),
+        };
+        let request = with_deadline(message, timeout);
+        call(
+            "NodeUnstageVolume",
+            timeout,
+            self.node.node_unstage_volume(request),
+        )
+        .await
+        .map(|_| ())
+    }
+}
+
+/// A filesystem volume's capability (Go's `NodeStageVolume`/`NodePublishVolume` requests).
+fn capability(r: &CsiMountRequest) -> api::VolumeCapability {
+    use api::volume_capability::access_mode::Mode;
+    let mode = match r.access_mode {
+        CsiAccessMode::SingleNodeWriter => Mode::SingleNodeWriter,
+        CsiAccessMode::MultiNodeReaderOnly => Mode::MultiNodeReaderOnly,
+        CsiAccessMode::MultiNodeMultiWriter => Mode::MultiNodeMultiWriter,
+        CsiAccessMode::Unknown => Mode::Unknown,
+    };
+    api::VolumeCapability {
+        access_mode: Some(api::volume_capability::AccessMode { mode: mode as i32 }),
+        access_type: Some(api::volume_capability::AccessType::Mount(
+            api::volume_capability::MountVolume {
+                fs_type: r.fs_type.clone(),
+                mount_flags: r.mount_flags.clone(),
+            },
+        )),
     }
 }
 

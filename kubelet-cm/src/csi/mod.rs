@@ -1,7 +1,8 @@
 //! CSI drivers on the node (Go's `pkg/volume/csi`, CSI spec v1): drivers register through
 //! the plugin manager ([`registration`], type [`CSI_PLUGIN`](crate::plugin_manager::CSI_PLUGIN)),
 //! the kubelet keeps the registered ones in [`CsiDrivers`] (name → endpoint, version, what
-//! `NodeGetInfo` said) and calls them through [`client`].
+//! `NodeGetInfo` said) and calls them through [`client`]; the volume manager reaches them
+//! through [`node_service::GrpcCsiNodeService`].
 //!
 //! ```no_run
 //! use std::collections::BTreeMap;
@@ -19,6 +20,7 @@
 
 pub mod api;
 pub mod client;
+pub mod node_service;
 pub mod registration;
 pub mod version;
 

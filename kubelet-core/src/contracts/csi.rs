@@ -46,3 +46,92 @@ impl CsiNodeObjects for NoCsiNodeObjects {
         Ok(())
     }
 }
+
+/// Why a call to a CSI driver failed.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum CsiCallError {
+    /// No driver of that name is registered (Go's words).
+    #[error("driver name {0} not found in the list of registered CSI drivers")]
+    NotRegistered(String),
+    /// The driver could not be reached or answered an error (the message as Go prints it).
+    #[error("{0}")]
+    Driver(String),
+}
+
+/// A CSI access mode (Go's `asCSIAccessModeV1` of the volume's first access mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CsiAccessMode {
+    /// `ReadWriteOnce` (and the default).
+    SingleNodeWriter,
+    /// `ReadOnlyMany`.
+    MultiNodeReaderOnly,
+    /// `ReadWriteMany`.
+    MultiNodeMultiWriter,
+    /// Anything else.
+    Unknown,
+}
+
+impl CsiAccessMode {
+    /// The mode of a volume's first access mode (`ReadWriteOnce` when it has none).
+    pub fn of(access_modes: Option<&[String]>) -> Self {
+        match access_modes.and_then(|m| m.first()).map(String::as_str) {
+            None | Some("ReadWriteOnce") => CsiAccessMode::SingleNodeWriter,
+            Some("ReadOnlyMany") => CsiAccessMode::MultiNodeReaderOnly,
+            Some("ReadWriteMany") => CsiAccessMode::MultiNodeMultiWriter,
+            Some(_) => CsiAccessMode::Unknown,
+        }
+    }
+}
+
+/// What `NodeStageVolume` and `NodePublishVolume` carry (a filesystem volume).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsiMountRequest {
+    /// The volume's ID in the driver (`volumeHandle`).
+    pub volume_id: String,
+    /// `publish_context` (from the VolumeAttachment; empty without attach).
+    pub publish_context: BTreeMap<String, String>,
+    /// The staging path (`globalmount`); publish: empty when the driver does not stage.
+    pub staging_path: String,
+    /// Publish: the pod's target path; stage: empty.
+    pub target_path: String,
+    /// The access mode.
+    pub access_mode: CsiAccessMode,
+    /// `fsType`.
+    pub fs_type: String,
+    /// The volume's `mountOptions` (`mount_flags`).
+    pub mount_flags: Vec<String>,
+    /// Publish: read-only.
+    pub read_only: bool,
+    /// The stage or publish secret's data.
+    pub secrets: BTreeMap<String, String>,
+    /// `volume_context`: the volume's attributes (publish: with the pod's when the driver
+    /// asks for them).
+    pub volume_context: BTreeMap<String, String>,
+}
+
+/// The calls the volume manager makes on registered CSI drivers, by driver name (Go's
+/// `csiDriverClient`). Every call is bounded by the implementation's timeout.
+#[async_trait]
+pub trait CsiNodeService: Send + Sync {
+    /// Whether the driver stages volumes (`STAGE_UNSTAGE_VOLUME` in
+    /// `NodeGetCapabilities`).
+    async fn supports_stage(&self, driver: &str) -> Result<bool, CsiCallError>;
+    /// `NodeStageVolume`.
+    async fn stage(&self, driver: &str, request: &CsiMountRequest) -> Result<(), CsiCallError>;
+    /// `NodePublishVolume`.
+    async fn publish(&self, driver: &str, request: &CsiMountRequest) -> Result<(), CsiCallError>;
+    /// `NodeUnpublishVolume`.
+    async fn unpublish(
+        &self,
+        driver: &str,
+        volume_id: &str,
+        target_path: &str,
+    ) -> Result<(), CsiCallError>;
+    /// `NodeUnstageVolume`.
+    async fn unstage(
+        &self,
+        driver: &str,
+        volume_id: &str,
+        staging_path: &str,
+    ) -> Result<(), CsiCallError>;
+}

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
 };
 use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::api::storage::v1::CSIDriver;
 
 /// Why an object could not be read.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -135,6 +136,15 @@ pub trait ObjectStore: Send + Sync {
             name: name.into(),
         })
     }
+    /// The CSIDriver object of a CSI driver (cluster-scoped; `NotFound` carries an empty
+    /// namespace). Default: [`ObjectError::NotAvailable`].
+    async fn csi_driver(&self, name: &str) -> Result<CSIDriver, ObjectError> {
+        Err(ObjectError::NotAvailable {
+            kind: "csidriver",
+            namespace: String::new(),
+            name: name.into(),
+        })
+    }
     /// The pod (now) references these objects: a cache may start following them.
     fn register_pod(&self, _pod: &Pod) {}
     /// The pod with this uid is gone: a cache may drop what only it used.
@@ -207,6 +217,7 @@ struct MemoryObjects {
     runtime_classes: HashMap<String, RuntimeClass>,
     claims: HashMap<(String, String), PersistentVolumeClaim>,
     persistent_volumes: HashMap<String, PersistentVolume>,
+    csi_drivers: HashMap<String, CSIDriver>,
     token_requests: Vec<TokenRequest>,
     tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
 }
@@ -251,6 +262,11 @@ impl MemoryObjectStore {
     pub fn put_persistent_volume(&self, pv: PersistentVolume) {
         let name = pv.metadata.name.clone().unwrap_or_default();
         self.lock().persistent_volumes.insert(name, pv);
+    }
+    /// Adds or replaces a CSIDriver (cluster-scoped, keyed by name).
+    pub fn put_csi_driver(&self, d: CSIDriver) {
+        let name = d.metadata.name.clone().unwrap_or_default();
+        self.lock().csi_drivers.insert(name, d);
     }
     /// Removes a config map.
     pub fn remove_config_map(&self, namespace: &str, name: &str) {
@@ -340,6 +356,17 @@ impl ObjectStore for MemoryObjectStore {
             .cloned()
             .ok_or_else(|| ObjectError::NotFound {
                 kind: "persistentvolume",
+                namespace: String::new(),
+                name: name.into(),
+            })
+    }
+    async fn csi_driver(&self, name: &str) -> Result<CSIDriver, ObjectError> {
+        self.lock()
+            .csi_drivers
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ObjectError::NotFound {
+                kind: "csidriver",
                 namespace: String::new(),
                 name: name.into(),
             })

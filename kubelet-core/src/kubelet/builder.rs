@@ -44,6 +44,7 @@ pub struct KubeletBuilder {
     node_lister: Option<Arc<dyn NodeLister>>,
     shutdown_inhibitor: Option<Arc<dyn ShutdownInhibitor>>,
     device_plugins: Option<Arc<dyn DevicePluginRegistry>>,
+    csi: Option<Arc<dyn crate::csi::CsiNodeService>>,
 }
 
 impl KubeletBuilder {
@@ -101,6 +102,13 @@ impl KubeletBuilder {
     /// signal); without one, `node_shutdown` in the configuration has no effect.
     pub fn shutdown_inhibitor(mut self, inhibitor: Arc<dyn ShutdownInhibitor>) -> Self {
         self.shutdown_inhibitor = Some(inhibitor);
+        self
+    }
+
+    /// Sets how CSI volumes reach their drivers (kubelet-cm's gRPC client over the drivers
+    /// registered through the plugin manager); without one, CSI volumes are refused.
+    pub fn csi_node_service(mut self, service: Arc<dyn crate::csi::CsiNodeService>) -> Self {
+        self.csi = Some(service);
         self
     }
 
@@ -248,6 +256,10 @@ impl KubeletBuilder {
             self.credential_providers,
         );
         engine.node_lister = self.node_lister;
+        if let Some(csi) = self.csi {
+            let node = engine.config.node_name.clone();
+            engine.volumes.set_csi(csi, &node);
+        }
         let mut topology = TopologyManager::with_max_numa_nodes(
             c_topology.0,
             c_topology.1,

@@ -196,7 +196,7 @@ pub fn check_node_affinity(
 }
 
 /// The PersistentVolume types kubelet-rs mounts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum VolumeSource {
     /// `local`: a directory (or device) on this node, at this path.
     Local(String),
@@ -207,12 +207,17 @@ pub enum VolumeSource {
         /// The `type` check.
         type_: Option<String>,
     },
+    /// `csi`: a volume of a CSI driver.
+    Csi(Box<k8s_openapi::api::core::v1::CSIPersistentVolumeSource>),
 }
 
 /// The volume's source, or the name of its (unsupported) type.
 pub fn source_of(spec: &PersistentVolumeSpec) -> Result<VolumeSource, String> {
     if let Some(l) = spec.local.as_ref() {
         return Ok(VolumeSource::Local(l.path.clone()));
+    }
+    if let Some(c) = spec.csi.as_ref() {
+        return Ok(VolumeSource::Csi(Box::new(c.clone())));
     }
     if let Some(h) = spec.host_path.as_ref() {
         return Ok(VolumeSource::HostPath {

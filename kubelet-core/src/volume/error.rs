@@ -71,6 +71,16 @@ pub enum VolumeError {
         /// The error.
         error: LocalError,
     },
+    /// A CSI driver's step failed (Go's "MountVolume.SetUp failed for volume …").
+    #[error("{step} failed for volume {volume:?} : {message}")]
+    Csi {
+        /// The PersistentVolume's name.
+        volume: String,
+        /// The step (`MountVolume.MountDevice`, `MountVolume.SetUp`, …).
+        step: &'static str,
+        /// The driver's or kubelet's message.
+        message: String,
+    },
     /// A referenced config map, secret or token could not be read.
     #[error("volume {volume}: {error}")]
     Object {

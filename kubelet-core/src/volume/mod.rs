@@ -38,6 +38,7 @@
 pub mod atomic_writer;
 pub mod claims;
 pub mod configmap;
+pub mod csi;
 pub mod downward_api;
 pub mod emptydir;
 pub mod etc_hosts;
@@ -99,6 +100,12 @@ pub struct VolumeManager {
     store: Arc<dyn ObjectStore>,
     cluster_domain: String,
     state: Mutex<HashMap<String, HashMap<String, SetUpVolume>>>,
+    /// The registered CSI drivers' calls; `None`: CSI volumes are refused.
+    csi: Option<Arc<dyn crate::csi::CsiNodeService>>,
+    /// The node's name (recorded in CSI volumes' `vol_data.json`).
+    node_name: String,
+    /// CSI volumes (PV names) staged since this kubelet started.
+    csi_staged: Mutex<std::collections::HashSet<String>>,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -123,7 +130,17 @@ impl VolumeManager {
             store,
             cluster_domain: cluster_domain.to_string(),
             state: Mutex::new(HashMap::new()),
+            csi: None,
+            node_name: String::new(),
+            csi_staged: Mutex::default(),
         }
+    }
+
+    /// Mounts CSI volumes through `service` (the registered drivers) for the node
+    /// `node_name`; without it, CSI volumes are refused.
+    pub fn set_csi(&mut self, service: Arc<dyn crate::csi::CsiNodeService>, node_name: &str) {
+        self.csi = Some(service);
+        self.node_name = node_name.to_string();
     }
 
     /// The object store volumes and environment read from.

@@ -134,6 +134,9 @@ impl VolumeManager {
                     read_only,
                 })
             }
+            Ok(VolumeSource::Csi(source)) => {
+                self.setup_csi(p, &pv, &spec, &source, read_only).await
+            }
             Err(kind) => Err(VolumeError::Unsupported {
                 volume: v.name.clone(),
                 kind: format!("persistentVolume {pv}: {kind}"),

@@ -142,6 +142,9 @@ impl VolumeManager {
         if let Some(claim) = v.persistent_volume_claim.as_ref() {
             return self.setup_claim(p, v, claim, node_labels).await;
         }
+        if let Some(csi) = v.csi.as_ref() {
+            return self.setup_inline_csi(p, &name, csi).await;
+        }
         let fs_group = fs_group(p);
         if let Some(ed) = v.empty_dir.as_ref() {
             let wrap = |source| VolumeError::EmptyDir {

@@ -13,6 +13,8 @@ impl VolumeManager {
         if self.pods_dir.is_none() || !crate::pod::is_safe_uid(uid) {
             return Ok(());
         }
+        // CSI volumes through their drivers first: never unmounted behind a driver's back.
+        self.teardown_csi(uid).await?;
         let dir = self.pod_dir(uid);
         blocking(move || teardown_dir(&dir, true)).await?;
         self.state
@@ -30,6 +32,7 @@ impl VolumeManager {
         if self.pods_dir.is_none() || !crate::pod::is_safe_uid(uid) {
             return Ok(());
         }
+        self.teardown_csi(uid).await?;
         let dir = self.pod_dir(uid);
         blocking(move || teardown_dir(&dir, false)).await?;
         self.state

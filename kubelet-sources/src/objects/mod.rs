@@ -43,6 +43,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
 };
 use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::api::storage::v1::CSIDriver;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use kubelet_core::objects::{
@@ -379,6 +380,13 @@ impl ObjectStore for ApiObjectStore {
         api.get(name)
             .await
             .map_err(|e| api_error("persistentvolume", "", name, e))
+    }
+
+    async fn csi_driver(&self, name: &str) -> Result<CSIDriver, ObjectError> {
+        let api: Api<CSIDriver> = Api::all(self.client.clone());
+        api.get(name)
+            .await
+            .map_err(|e| api_error("csidriver", "", name, e))
     }
 
     async fn runtime_class(&self, name: &str) -> Result<RuntimeClass, ObjectError> {

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
 use kube::Api;
-use kubelet_core::{Config, ContainerManager, Kubelet, KubeletHandle, PodSource};
+use kubelet_core::{Config, ContainerManager, Kubelet, KubeletBuilder, KubeletHandle, PodSource};
 use kubelet_sources::apiserver::{ApiClients, ClientConfig, ClusterMember, ClusterMemberConfig};
 use kubelet_tests::cluster::ControlPlane;
 use kubelet_tests::engine::EngineTest;
@@ -63,7 +63,16 @@ pub async fn start_engine_configured(
     edit_engine: impl FnOnce(&mut Config),
 ) -> Option<ClusterNode> {
     let et = EngineTest::new(test).await?;
-    start_on_shared(et, test, sources, edit, edit_engine).await
+    start_on_shared(et, test, sources, edit, edit_engine, |b| b).await
+}
+
+/// [`start`] with the kubelet's builder edited last (to add components, say).
+pub async fn start_built(
+    test: &str,
+    edit_builder: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
+) -> Option<ClusterNode> {
+    let et = EngineTest::new(test).await?;
+    start_on_shared(et, test, |_| vec![], |_| {}, |_| {}, edit_builder).await
 }
 
 /// [`start_engine_configured`], with `prepare` run on the test's environment before the
@@ -80,7 +89,7 @@ pub async fn start_prepared<G>(
     let mut et = EngineTest::new(test).await?;
     let prepared = prepare(&et);
     et.new_container_manager().await;
-    let node = start_on_shared(et, test, sources, edit, edit_engine).await?;
+    let node = start_on_shared(et, test, sources, edit, edit_engine, |b| b).await?;
     Some((node, prepared))
 }
 
@@ -91,6 +100,7 @@ async fn start_on_shared(
     sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
     edit: impl FnOnce(&mut ClusterMemberConfig),
     edit_engine: impl FnOnce(&mut Config),
+    edit_builder: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
 ) -> Option<ClusterNode> {
     let cp = match ControlPlane::ensure().await {
         Ok(cp) => cp,
@@ -100,7 +110,7 @@ async fn start_on_shared(
         }
         Err(e) => panic!("{test}: control plane unavailable under CI: {e}"),
     };
-    Some(start_on(et, cp, sources, edit, edit_engine).await)
+    Some(start_on(et, cp, sources, edit, edit_engine, edit_builder).await)
 }
 
 /// A cluster member for the test of `et` on the control plane `cp` (the shared one or an
@@ -111,6 +121,7 @@ pub async fn start_on(
     sources: impl FnOnce(&str) -> Vec<Arc<dyn PodSource>>,
     edit: impl FnOnce(&mut ClusterMemberConfig),
     edit_engine: impl FnOnce(&mut Config),
+    edit_builder: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
 ) -> ClusterNode {
     let admin = cp.admin_client().await.expect("admin client");
     let node_name = format!("n-{}", et.namespace);
@@ -125,8 +136,16 @@ pub async fn start_on(
         .create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
-    let node =
-        launch_configured(&et, &cp, &node_name, sources(&node_name), edit, edit_engine).await;
+    let node = launch_built(
+        &et,
+        &cp,
+        &node_name,
+        sources(&node_name),
+        edit,
+        edit_engine,
+        edit_builder,
+    )
+    .await;
     ClusterNode {
         et,
         cp,
@@ -166,6 +185,19 @@ pub async fn launch_configured(
     edit: impl FnOnce(&mut ClusterMemberConfig),
     edit_engine: impl FnOnce(&mut Config),
 ) -> Launched {
+    launch_built(et, cp, node_name, extra_sources, edit, edit_engine, |b| b).await
+}
+
+/// [`launch_configured`], editing the kubelet's builder last.
+pub async fn launch_built(
+    et: &EngineTest,
+    cp: &ControlPlane,
+    node_name: &str,
+    extra_sources: Vec<Arc<dyn PodSource>>,
+    edit: impl FnOnce(&mut ClusterMemberConfig),
+    edit_engine: impl FnOnce(&mut Config),
+    edit_builder: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
+) -> Launched {
     let kubeconfig = cp
         .node_kubeconfig(node_name)
         .await
@@ -200,7 +232,7 @@ pub async fn launch_configured(
     for s in extra_sources {
         builder = builder.source(s);
     }
-    let kubelet = builder.build().expect("kubelet builds");
+    let kubelet = edit_builder(builder).build().expect("kubelet builds");
     let handle = kubelet.handle();
     let shutdown = CancellationToken::new();
     let tasks = member.start(handle.clone(), shutdown.clone()).await;

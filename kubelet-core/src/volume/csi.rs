@@ -1,0 +1,651 @@
+//! CSI persistent volumes (Go's `pkg/volume/csi` mounter and device mounter), through the
+//! registered driver ([`CsiNodeService`]):
+//!
+//! ```text
+//! <root>/plugins/kubernetes.io/csi/pv/<pv>/vol_data.json   {driverName, volumeHandle}
+//! <root>/plugins/kubernetes.io/csi/pv/<pv>/globalmount     NodeStageVolume's target
+//! <root>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/vol_data.json
+//! <root>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount   NodePublishVolume's target
+//! ```
+//!
+//! Set-up, per pod and volume: the CSIDriver object decides (`attachRequired`, default true
+//! without the object, is not supported yet and refused with a clear error;
+//! `podInfoOnMount` adds the pod's `csi.storage.k8s.io/*` attributes; `fsGroupPolicy`);
+//! when the driver stages volumes, `NodeStageVolume` into the volume's `globalmount` once
+//! (again after a kubelet restart: drivers answer an already staged volume with success);
+//! then
+//! `NodePublishVolume` into the pod's `mount` (skipped when it is mounted already, as after a
+//! kubelet restart); then the pod's `fsGroup` as the policy allows.
+//!
+//! An inline volume (`volumes[].csi`, Go's ephemeral lifecycle mode) is only published, at
+//! the pod's `kubernetes.io~csi/<volume>/mount`, under a handle made from the pod's uid and
+//! the volume's name; its driver must list `Ephemeral` in its CSIDriver object.
+//!
+//! Teardown of a pod's volumes reads each `vol_data.json` (so it works after a restart, as
+//! Go's reconstruction does): `NodeUnpublishVolume`, the directory removed; a volume no other
+//! pod has published any more is unstaged (`NodeUnstageVolume`) and its global directory
+//! removed. A failing driver leaves the directories for the next try.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, PersistentVolumeSpec, Pod};
+use serde::{Deserialize, Serialize};
+
+use super::ownership::{self, ChangePolicy};
+use super::{blocking, io, mount, SetUpVolume, VolumeError, VolumeManager};
+use crate::csi::{CsiAccessMode, CsiMountRequest};
+use crate::pod;
+
+/// The plugin's directory name under a pod's `volumes` and under `plugins`.
+pub const PLUGIN_DIR: &str = "csi";
+/// Go's per-volume metadata file.
+pub const VOL_DATA_FILE: &str = "vol_data.json";
+
+/// `vol_data.json` (Go's keys; the global one has only the driver and handle).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeData {
+    /// The pod's volume name for this volume (the PV's name).
+    #[serde(
+        rename = "specVolID",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub spec_vol_id: String,
+    /// The volume's ID in the driver.
+    #[serde(rename = "volumeHandle")]
+    pub volume_handle: String,
+    /// The driver.
+    #[serde(rename = "driverName")]
+    pub driver_name: String,
+    /// The node.
+    #[serde(rename = "nodeName", default, skip_serializing_if = "String::is_empty")]
+    pub node_name: String,
+    /// The VolumeAttachment's name (attach is not supported yet: empty).
+    #[serde(
+        rename = "attachmentID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub attachment_id: Option<String>,
+    /// `Persistent` or `Ephemeral`.
+    #[serde(
+        rename = "volumeLifecycleMode",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub lifecycle_mode: String,
+}
+
+/// What the driver's CSIDriver object says (Go's defaults without one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverPolicy {
+    /// `attachRequired` (true without the object).
+    pub attach_required: bool,
+    /// `podInfoOnMount`.
+    pub pod_info_on_mount: bool,
+    /// `fsGroupPolicy` (`ReadWriteOnceWithFSType` by default).
+    pub fs_group_policy: String,
+}
+
+impl DriverPolicy {
+    /// From the CSIDriver object, or Go's defaults without one.
+    pub fn of(driver: Option<&k8s_openapi::api::storage::v1::CSIDriver>) -> Self {
+        let spec = driver.map(|d| &d.spec);
+        DriverPolicy {
+            attach_required: spec.is_none_or(|s| s.attach_required.unwrap_or(true)),
+            pod_info_on_mount: spec.and_then(|s| s.pod_info_on_mount).unwrap_or(false),
+            fs_group_policy: spec
+                .and_then(|s| s.fs_group_policy.clone())
+                .unwrap_or_else(|| "ReadWriteOnceWithFSType".into()),
+        }
+    }
+
+    /// Go's `supportsFSGroup`.
+    pub fn applies_fs_group(&self, fs_type: &str, access_modes: Option<&[String]>) -> bool {
+        match self.fs_group_policy.as_str() {
+            "None" => false,
+            "File" => true,
+            _ => {
+                !fs_type.is_empty()
+                    && access_modes.is_some_and(|m| m.iter().any(|a| a == "ReadWriteOnce"))
+            }
+        }
+    }
+}
+
+/// Go's check that the driver takes volumes of this lifecycle mode (`Persistent` or
+/// `Ephemeral`): without a CSIDriver object only persistent ones; with one, the modes it
+/// lists (`Persistent` when it lists none, the API server's default).
+pub fn check_lifecycle_mode(
+    driver: &str,
+    object: Option<&k8s_openapi::api::storage::v1::CSIDriver>,
+    mode: &str,
+) -> Result<(), String> {
+    let Some(object) = object else {
+        if mode == "Persistent" {
+            return Ok(());
+        }
+        return Err(format!(
+            "volume mode {mode:?} not supported by driver {driver} (no CSIDriver object)"
+        ));
+    };
+    let modes = object
+        .spec
+        .volume_lifecycle_modes
+        .clone()
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| vec!["Persistent".to_string()]);
+    if modes.iter().any(|m| m == mode) {
+        return Ok(());
+    }
+    let quoted: Vec<String> = modes.iter().map(|m| format!("{m:?}")).collect();
+    Err(format!(
+        "volume mode {mode:?} not supported by driver {driver} (only supports [{}])",
+        quoted.join(" ")
+    ))
+}
+
+/// An inline volume's handle (Go's `makeVolumeHandle`): `csi-` and the SHA-256 of the pod's
+/// uid and the volume's name.
+pub fn inline_volume_handle(pod_uid: &str, volume: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{pod_uid}{volume}").as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("csi-{hex}")
+}
+
+/// The pod's attributes a driver with `podInfoOnMount` gets (Go's `podAttributes`).
+pub fn pod_attributes(p: &Pod, ephemeral: bool) -> BTreeMap<String, String> {
+    let sa = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .unwrap_or_default();
+    BTreeMap::from([
+        (
+            "csi.storage.k8s.io/pod.name".into(),
+            pod::name(p).to_string(),
+        ),
+        (
+            "csi.storage.k8s.io/pod.namespace".into(),
+            pod::namespace(p).to_string(),
+        ),
+        ("csi.storage.k8s.io/pod.uid".into(), pod::uid(p).to_string()),
+        ("csi.storage.k8s.io/serviceAccount.name".into(), sa),
+        ("csi.storage.k8s.io/ephemeral".into(), ephemeral.to_string()),
+    ])
+}
+
+fn write_json(path: &Path, data: &VolumeData) -> Result<(), VolumeError> {
+    let text = serde_json::to_vec(data).map_err(|e| VolumeError::Io {
+        op: "encoding",
+        path: path.to_path_buf(),
+        error: std::io::Error::other(e),
+    })?;
+    std::fs::write(path, text).map_err(io("writing", path))
+}
+
+fn read_json(path: &Path) -> Option<VolumeData> {
+    let text = std::fs::read(path).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Removes a directory that is not mounted, and its `vol_data.json` and parent (Go's
+/// `removeMountDir`); a mounted one is left.
+fn remove_mount_dir(dir: &Path) -> Result<(), VolumeError> {
+    if mount::is_mount_point(dir).map_err(io("reading mountinfo for", dir))? {
+        return Ok(());
+    }
+    let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+    for (path, is_dir) in [
+        (dir.to_path_buf(), true),
+        (parent.join(VOL_DATA_FILE), false),
+        (parent.clone(), true),
+    ] {
+        let r = if is_dir {
+            std::fs::remove_dir(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        match r {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("removing", &path)(e)),
+        }
+    }
+    Ok(())
+}
+
+fn csi_error(volume: &str, step: &'static str, error: crate::csi::CsiCallError) -> VolumeError {
+    VolumeError::Csi {
+        volume: volume.to_string(),
+        step,
+        message: error.to_string(),
+    }
+}
+
+impl VolumeManager {
+    /// `<root>/plugins/kubernetes.io/csi/pv/<pv>/globalmount`.
+    pub fn csi_staging_path(&self, pv: &str) -> PathBuf {
+        self.root_dir()
+            .join("plugins/kubernetes.io/csi/pv")
+            .join(pv)
+            .join("globalmount")
+    }
+
+    /// The PVs staged since start (Go's device-mount state): staged once, not per pod.
+    fn staged(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.csi_staged.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn root_dir(&self) -> PathBuf {
+        self.pods_dir
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    }
+
+    async fn secret_data(
+        &self,
+        volume: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<BTreeMap<String, String>, VolumeError> {
+        let secret =
+            self.store
+                .secret(namespace, name)
+                .await
+                .map_err(|error| VolumeError::Object {
+                    volume: volume.to_string(),
+                    error,
+                })?;
+        let mut out: BTreeMap<String, String> = secret.string_data.unwrap_or_default();
+        for (k, v) in secret.data.unwrap_or_default() {
+            out.insert(k, String::from_utf8_lossy(&v.0).into_owned());
+        }
+        Ok(out)
+    }
+
+    /// Sets up the CSI persistent volume `pv` for the pod (see the module docs).
+    pub(super) async fn setup_csi(
+        &self,
+        p: &Pod,
+        pv: &str,
+        spec: &PersistentVolumeSpec,
+        source: &CSIPersistentVolumeSource,
+        read_only: bool,
+    ) -> Result<SetUpVolume, VolumeError> {
+        let Some(service) = self.csi.clone() else {
+            return Err(VolumeError::Unsupported {
+                volume: pv.to_string(),
+                kind: format!("persistentVolume {pv}: csi (no CSI drivers in this kubelet)"),
+            });
+        };
+        let driver = source.driver.clone();
+        let object = match self.store.csi_driver(&driver).await {
+            Ok(d) => Some(d),
+            Err(e) if e.is_not_found() => None,
+            Err(error) => {
+                return Err(VolumeError::Object {
+                    volume: pv.to_string(),
+                    error,
+                })
+            }
+        };
+        check_lifecycle_mode(&driver, object.as_ref(), "Persistent").map_err(|message| {
+            VolumeError::Csi {
+                volume: pv.to_string(),
+                step: "MountVolume.SetUp",
+                message,
+            }
+        })?;
+        let policy = DriverPolicy::of(object.as_ref());
+        if policy.attach_required {
+            return Err(VolumeError::Csi {
+                volume: pv.to_string(),
+                step: "attach",
+                message: format!(
+                    "CSI driver {driver} requires attaching its volumes (attachRequired is true, or it has no CSIDriver object); waiting for a VolumeAttachment is not supported by kubelet-rs yet"
+                ),
+            });
+        }
+        let uid = pod::uid(p).to_string();
+        let target = self.volume_dir(&uid, PLUGIN_DIR, pv).join("mount");
+        if mount::is_mount_point(&target).map_err(io("reading mountinfo for", &target))? {
+            return Ok(SetUpVolume {
+                host_path: target,
+                read_only,
+            });
+        }
+        let access_mode = CsiAccessMode::of(spec.access_modes.as_deref());
+        let fs_type = source.fs_type.clone().unwrap_or_default();
+        let mount_flags = spec.mount_options.clone().unwrap_or_default();
+        let attributes = source.volume_attributes.clone().unwrap_or_default();
+        let staged_before = self.staged().contains(pv);
+        let staging = if staged_before {
+            self.csi_staging_path(pv).display().to_string()
+        } else if service
+            .supports_stage(&driver)
+            .await
+            .map_err(|e| csi_error(pv, "NodeGetCapabilities", e))?
+        {
+            let staging = self.csi_staging_path(pv);
+            let data = VolumeData {
+                volume_handle: source.volume_handle.clone(),
+                driver_name: driver.clone(),
+                ..VolumeData::default()
+            };
+            let s = staging.clone();
+            blocking(move || {
+                std::fs::create_dir_all(&s).map_err(io("creating directory", &s))?;
+                let parent = s.parent().map(Path::to_path_buf).unwrap_or_default();
+                write_json(&parent.join(VOL_DATA_FILE), &data)
+            })
+            .await?;
+            let secrets = match source.node_stage_secret_ref.as_ref() {
+                Some(r) => {
+                    let ns = r.namespace.clone().unwrap_or_default();
+                    self.secret_data(pv, &ns, r.name.as_deref().unwrap_or_default())
+                        .await?
+                }
+                None => BTreeMap::new(),
+            };
+            let request = CsiMountRequest {
+                volume_id: source.volume_handle.clone(),
+                publish_context: BTreeMap::new(),
+                staging_path: staging.display().to_string(),
+                target_path: String::new(),
+                access_mode,
+                fs_type: fs_type.clone(),
+                mount_flags: mount_flags.clone(),
+                read_only: false,
+                secrets,
+                volume_context: attributes.clone(),
+            };
+            service
+                .stage(&driver, &request)
+                .await
+                .map_err(|e| csi_error(pv, "MountVolume.MountDevice", e))?;
+            self.staged().insert(pv.to_string());
+            staging.display().to_string()
+        } else {
+            String::new()
+        };
+        let dir = self.volume_dir(&uid, PLUGIN_DIR, pv);
+        let data = VolumeData {
+            spec_vol_id: pv.to_string(),
+            volume_handle: source.volume_handle.clone(),
+            driver_name: driver.clone(),
+            node_name: self.node_name.clone(),
+            attachment_id: None,
+            lifecycle_mode: "Persistent".into(),
+        };
+        let d = dir.clone();
+        blocking(move || {
+            std::fs::create_dir_all(&d).map_err(io("creating directory", &d))?;
+            write_json(&d.join(VOL_DATA_FILE), &data)
+        })
+        .await?;
+        let secrets = match source.node_publish_secret_ref.as_ref() {
+            Some(r) => {
+                let ns = r.namespace.clone().unwrap_or_default();
+                self.secret_data(pv, &ns, r.name.as_deref().unwrap_or_default())
+                    .await?
+            }
+            None => BTreeMap::new(),
+        };
+        let mut volume_context = attributes;
+        if policy.pod_info_on_mount {
+            volume_context.extend(pod_attributes(p, false));
+        }
+        let request = CsiMountRequest {
+            volume_id: source.volume_handle.clone(),
+            publish_context: BTreeMap::new(),
+            staging_path: staging,
+            target_path: target.display().to_string(),
+            access_mode,
+            fs_type: fs_type.clone(),
+            mount_flags,
+            read_only,
+            secrets,
+            volume_context,
+        };
+        service
+            .publish(&driver, &request)
+            .await
+            .map_err(|e| csi_error(pv, "MountVolume.SetUp", e))?;
+        let sc = p.spec.as_ref().and_then(|s| s.security_context.as_ref());
+        let group = sc
+            .and_then(|s| s.fs_group)
+            .and_then(|g| u32::try_from(g).ok());
+        if let Some(gid) = group {
+            if !read_only && policy.applies_fs_group(&fs_type, spec.access_modes.as_deref()) {
+                let change =
+                    ChangePolicy::from_field(sc.and_then(|s| s.fs_group_change_policy.as_deref()));
+                let t = target.clone();
+                blocking(move || {
+                    ownership::set_volume_ownership(&t, gid, false, change)
+                        .map(|_| ())
+                        .map_err(io("applying the pod's fsGroup to", &t))
+                })
+                .await?;
+            }
+        }
+        Ok(SetUpVolume {
+            host_path: target,
+            read_only,
+        })
+    }
+
+    /// Sets up an inline (ephemeral) CSI volume of the pod (`volumes[].csi`): no staging and
+    /// no attach; the driver must list `Ephemeral` in its CSIDriver's lifecycle modes.
+    pub(super) async fn setup_inline_csi(
+        &self,
+        p: &Pod,
+        volume: &str,
+        source: &k8s_openapi::api::core::v1::CSIVolumeSource,
+    ) -> Result<SetUpVolume, VolumeError> {
+        let Some(service) = self.csi.clone() else {
+            return Err(VolumeError::Unsupported {
+                volume: volume.to_string(),
+                kind: "csi (no CSI drivers in this kubelet)".into(),
+            });
+        };
+        let driver = source.driver.clone();
+        let object = match self.store.csi_driver(&driver).await {
+            Ok(d) => Some(d),
+            Err(e)
+                if e.is_not_found()
+                    || matches!(e, crate::objects::ObjectError::NotAvailable { .. }) =>
+            {
+                None
+            }
+            Err(error) => {
+                return Err(VolumeError::Object {
+                    volume: volume.to_string(),
+                    error,
+                })
+            }
+        };
+        check_lifecycle_mode(&driver, object.as_ref(), "Ephemeral").map_err(|message| {
+            VolumeError::Csi {
+                volume: volume.to_string(),
+                step: "MountVolume.SetUp",
+                message,
+            }
+        })?;
+        let policy = DriverPolicy::of(object.as_ref());
+        let uid = pod::uid(p).to_string();
+        let read_only = source.read_only.unwrap_or(false);
+        let dir = self.volume_dir(&uid, PLUGIN_DIR, volume);
+        let target = dir.join("mount");
+        if mount::is_mount_point(&target).map_err(io("reading mountinfo for", &target))? {
+            return Ok(SetUpVolume {
+                host_path: target,
+                read_only,
+            });
+        }
+        let handle = inline_volume_handle(&uid, volume);
+        let data = VolumeData {
+            spec_vol_id: volume.to_string(),
+            volume_handle: handle.clone(),
+            driver_name: driver.clone(),
+            node_name: self.node_name.clone(),
+            attachment_id: None,
+            lifecycle_mode: "Ephemeral".into(),
+        };
+        let d = dir.clone();
+        blocking(move || {
+            std::fs::create_dir_all(&d).map_err(io("creating directory", &d))?;
+            write_json(&d.join(VOL_DATA_FILE), &data)
+        })
+        .await?;
+        let secrets = match source.node_publish_secret_ref.as_ref() {
+            Some(r) => self.secret_data(volume, pod::namespace(p), &r.name).await?,
+            None => BTreeMap::new(),
+        };
+        let mut volume_context = source.volume_attributes.clone().unwrap_or_default();
+        if policy.pod_info_on_mount {
+            volume_context.extend(pod_attributes(p, true));
+        }
+        let request = CsiMountRequest {
+            volume_id: handle,
+            publish_context: BTreeMap::new(),
+            staging_path: String::new(),
+            target_path: target.display().to_string(),
+            access_mode: CsiAccessMode::SingleNodeWriter,
+            fs_type: source.fs_type.clone().unwrap_or_default(),
+            mount_flags: Vec::new(),
+            read_only,
+            secrets,
+            volume_context,
+        };
+        service
+            .publish(&driver, &request)
+            .await
+            .map_err(|e| csi_error(volume, "MountVolume.SetUp", e))?;
+        Ok(SetUpVolume {
+            host_path: target,
+            read_only,
+        })
+    }
+
+    /// Unpublishes the pod's CSI volumes and unstages those no other pod has published
+    /// (see the module docs). Returns the first failure; the rest is still tried.
+    pub(super) async fn teardown_csi(&self, uid: &str) -> Result<(), VolumeError> {
+        let Some(service) = self.csi.clone() else {
+            return Ok(());
+        };
+        let plugin_dir = self
+            .pod_dir(uid)
+            .join("volumes")
+            .join(format!("kubernetes.io~{PLUGIN_DIR}"));
+        let found = blocking(move || Ok(volume_data_under(&plugin_dir))).await?;
+        let mut first_error = None;
+        for (dir, data) in found {
+            let target = dir.join("mount");
+            let result = service
+                .unpublish(
+                    &data.driver_name,
+                    &data.volume_handle,
+                    &target.display().to_string(),
+                )
+                .await
+                .map_err(|e| csi_error(&data.spec_vol_id, "UnmountVolume.TearDown", e));
+            let result = match result {
+                Ok(()) => blocking(move || remove_mount_dir(&target)).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(()) if data.lifecycle_mode == "Ephemeral" => {}
+                Ok(()) => {
+                    if let Err(e) = self.unstage_unused(service.as_ref(), &data, uid).await {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Unstages the volume when no pod but `uid` has it published any more.
+    async fn unstage_unused(
+        &self,
+        service: &dyn crate::csi::CsiNodeService,
+        data: &VolumeData,
+        uid: &str,
+    ) -> Result<(), VolumeError> {
+        let pv = data.spec_vol_id.clone();
+        let staging = self.csi_staging_path(&pv);
+        let Some(pods_dir) = self.pods_dir.clone() else {
+            return Ok(());
+        };
+        let (pv2, uid2, staging2) = (pv.clone(), uid.to_string(), staging.clone());
+        let (in_use, staged) = blocking(move || {
+            let in_use = std::fs::read_dir(&pods_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy() != uid2)
+                .any(|e| {
+                    e.path()
+                        .join("volumes")
+                        .join(format!("kubernetes.io~{PLUGIN_DIR}"))
+                        .join(&pv2)
+                        .exists()
+                });
+            let staged = staging2
+                .parent()
+                .is_some_and(|p| p.join(VOL_DATA_FILE).exists());
+            Ok((in_use, staged))
+        })
+        .await?;
+        if in_use || !staged {
+            return Ok(());
+        }
+        let global = staging.parent().map(Path::to_path_buf).unwrap_or_default();
+        let data = read_json(&global.join(VOL_DATA_FILE)).unwrap_or_else(|| data.clone());
+        let stages = service
+            .supports_stage(&data.driver_name)
+            .await
+            .map_err(|e| csi_error(&pv, "UnmountDevice", e))?;
+        if stages {
+            service
+                .unstage(
+                    &data.driver_name,
+                    &data.volume_handle,
+                    &staging.display().to_string(),
+                )
+                .await
+                .map_err(|e| csi_error(&pv, "UnmountDevice", e))?;
+        }
+        self.staged().remove(&pv);
+        blocking(move || remove_mount_dir(&staging)).await
+    }
+}
+
+/// Every `<dir>/<volume>/vol_data.json` below a pod's CSI plugin directory.
+fn volume_data_under(plugin_dir: &Path) -> Vec<(PathBuf, VolumeData)> {
+    std::fs::read_dir(plugin_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let dir = e.path();
+            let mut data = read_json(&dir.join(VOL_DATA_FILE))?;
+            if data.spec_vol_id.is_empty() {
+                data.spec_vol_id = e.file_name().to_string_lossy().into_owned();
+            }
+            Some((dir, data))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "csi_tests.rs"]
+mod tests;

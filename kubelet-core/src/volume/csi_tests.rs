@@ -1,0 +1,344 @@
+//! CSI volumes through the volume manager, against a recording driver that bind-mounts as a
+//! real one would (root).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{
+    CSIPersistentVolumeSource, Container, PersistentVolumeClaimVolumeSource, PersistentVolumeSpec,
+    PodSpec, Volume, VolumeMount,
+};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIDriverSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::*;
+use crate::cm::ResourceList;
+use crate::csi::{CsiCallError, CsiNodeService};
+use crate::env::FieldValues;
+use crate::objects::MemoryObjectStore;
+
+/// Records the calls; publish bind-mounts the driver's backing directory on the target.
+struct Driver {
+    backing: PathBuf,
+    stages: bool,
+    calls: Mutex<Vec<String>>,
+    contexts: Mutex<Vec<BTreeMap<String, String>>>,
+}
+
+#[async_trait]
+impl CsiNodeService for Driver {
+    async fn supports_stage(&self, driver: &str) -> Result<bool, CsiCallError> {
+        if driver != "csi.test" {
+            return Err(CsiCallError::NotRegistered(driver.into()));
+        }
+        Ok(self.stages)
+    }
+    async fn stage(&self, _: &str, r: &CsiMountRequest) -> Result<(), CsiCallError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("stage {} {}", r.volume_id, r.staging_path));
+        Ok(())
+    }
+    async fn publish(&self, _: &str, r: &CsiMountRequest) -> Result<(), CsiCallError> {
+        self.calls.lock().unwrap().push(format!(
+            "publish {} {} staging={} ro={}",
+            r.volume_id, r.target_path, r.staging_path, r.read_only
+        ));
+        self.contexts.lock().unwrap().push(r.volume_context.clone());
+        std::fs::create_dir_all(&r.target_path).unwrap();
+        mount::bind(&self.backing, Path::new(&r.target_path)).unwrap();
+        Ok(())
+    }
+    async fn unpublish(&self, _: &str, id: &str, target: &str) -> Result<(), CsiCallError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("unpublish {id} {target}"));
+        mount::unmount(Path::new(target)).unwrap();
+        Ok(())
+    }
+    async fn unstage(&self, _: &str, id: &str, staging: &str) -> Result<(), CsiCallError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("unstage {id} {staging}"));
+        Ok(())
+    }
+}
+
+fn store(attach_required: Option<bool>) -> Arc<MemoryObjectStore> {
+    let store = Arc::new(MemoryObjectStore::new());
+    store.put_persistent_volume_claim(crate::volume::claims::tests::claim("Bound", Some("pv-c")));
+    store.put_persistent_volume(k8s_openapi::api::core::v1::PersistentVolume {
+        metadata: ObjectMeta {
+            name: Some("pv-c".into()),
+            ..Default::default()
+        },
+        spec: Some(PersistentVolumeSpec {
+            claim_ref: Some(k8s_openapi::api::core::v1::ObjectReference {
+                uid: Some("claim-uid".into()),
+                ..Default::default()
+            }),
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            csi: Some(CSIPersistentVolumeSource {
+                driver: "csi.test".into(),
+                volume_handle: "vol-1".into(),
+                volume_attributes: Some(BTreeMap::from([("size".into(), "1Gi".into())])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    if let Some(attach) = attach_required {
+        store.put_csi_driver(CSIDriver {
+            metadata: ObjectMeta {
+                name: Some("csi.test".into()),
+                ..Default::default()
+            },
+            spec: CSIDriverSpec {
+                attach_required: Some(attach),
+                pod_info_on_mount: Some(true),
+                ..Default::default()
+            },
+        });
+    }
+    store
+}
+
+fn pod(uid: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("p-{uid}")),
+            namespace: Some("ns".into()),
+            uid: Some(uid.into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            service_account_name: Some("sa".into()),
+            containers: vec![Container {
+                name: "c".into(),
+                volume_mounts: Some(vec![VolumeMount {
+                    name: "vol".into(),
+                    mount_path: "/data".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }],
+            volumes: Some(vec![Volume {
+                name: "vol".into(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: "data".into(),
+                    read_only: None,
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+async fn setup(vm: &VolumeManager, p: &Pod) -> Result<(), VolumeError> {
+    vm.setup_pod(
+        p,
+        &FieldValues::default(),
+        &ResourceList::new(),
+        &BTreeMap::new(),
+    )
+    .await
+}
+
+fn manager(root: &Path, store: Arc<MemoryObjectStore>, driver: Arc<Driver>) -> VolumeManager {
+    let mut vm = VolumeManager::new(root, store, "");
+    vm.set_csi(driver, "node-a");
+    vm
+}
+
+#[tokio::test]
+async fn a_csi_volume_is_staged_published_and_torn_down_in_gos_layout() {
+    let root = tempfile::tempdir().unwrap();
+    let backing = tempfile::tempdir().unwrap();
+    let driver = Arc::new(Driver {
+        backing: backing.path().to_path_buf(),
+        stages: true,
+        calls: Mutex::default(),
+        contexts: Mutex::default(),
+    });
+    let vm = manager(root.path(), store(Some(false)), driver.clone());
+    let (p1, p2) = (pod("u1"), pod("u2"));
+    setup(&vm, &p1).await.unwrap();
+    setup(&vm, &p2).await.unwrap();
+    let staging = root
+        .path()
+        .join("plugins/kubernetes.io/csi/pv/pv-c/globalmount");
+    let target1 = root
+        .path()
+        .join("pods/u1/volumes/kubernetes.io~csi/pv-c/mount");
+    let target2 = root
+        .path()
+        .join("pods/u2/volumes/kubernetes.io~csi/pv-c/mount");
+    assert_eq!(vm.volumes("u1").unwrap()["vol"].host_path, target1);
+    let data: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            root.path()
+                .join("pods/u1/volumes/kubernetes.io~csi/pv-c/vol_data.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        data,
+        serde_json::json!({"specVolID": "pv-c", "volumeHandle": "vol-1", "driverName": "csi.test",
+            "nodeName": "node-a", "volumeLifecycleMode": "Persistent"})
+    );
+    let global: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            root.path()
+                .join("plugins/kubernetes.io/csi/pv/pv-c/vol_data.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        global,
+        serde_json::json!({"volumeHandle": "vol-1", "driverName": "csi.test"})
+    );
+    let context = driver.contexts.lock().unwrap()[0].clone();
+    assert_eq!(context["size"], "1Gi");
+    assert_eq!(context["csi.storage.k8s.io/pod.name"], "p-u1");
+    assert_eq!(context["csi.storage.k8s.io/serviceAccount.name"], "sa");
+    assert_eq!(context["csi.storage.k8s.io/ephemeral"], "false");
+
+    // A second sync of a published volume calls nothing.
+    let before = driver.calls.lock().unwrap().len();
+    setup(&vm, &p1).await.unwrap();
+    assert_eq!(driver.calls.lock().unwrap().len(), before);
+
+    // The first pod goes: unpublished, still staged for the second; then the second goes.
+    vm.teardown_pod("u1").await.unwrap();
+    vm.teardown_pod("u2").await.unwrap();
+    let (s, t1, t2) = (staging.display(), target1.display(), target2.display());
+    assert_eq!(
+        driver.calls.lock().unwrap().clone(),
+        vec![
+            format!("stage vol-1 {s}"),
+            format!("publish vol-1 {t1} staging={s} ro=false"),
+            format!("publish vol-1 {t2} staging={s} ro=false"),
+            format!("unpublish vol-1 {t1}"),
+            format!("unpublish vol-1 {t2}"),
+            format!("unstage vol-1 {s}"),
+        ]
+    );
+    assert!(!root
+        .path()
+        .join("plugins/kubernetes.io/csi/pv/pv-c")
+        .exists());
+    assert!(!root.path().join("pods/u1").exists());
+}
+
+#[tokio::test]
+async fn attach_required_and_unknown_drivers_are_refused_with_a_reason() {
+    let root = tempfile::tempdir().unwrap();
+    let driver = Arc::new(Driver {
+        backing: root.path().to_path_buf(),
+        stages: false,
+        calls: Mutex::default(),
+        contexts: Mutex::default(),
+    });
+    for attach in [None, Some(true)] {
+        let vm = manager(root.path(), store(attach), driver.clone());
+        let err = setup(&vm, &pod("u3")).await.unwrap_err().to_string();
+        assert!(
+            err.contains("attach failed for volume \"pv-c\" : CSI driver csi.test requires attaching its volumes"),
+            "{err}"
+        );
+    }
+    let vm = VolumeManager::new(root.path(), store(Some(false)), "");
+    let err = setup(&vm, &pod("u4")).await.unwrap_err().to_string();
+    assert!(err.contains("no CSI drivers in this kubelet"), "{err}");
+    assert!(driver.calls.lock().unwrap().is_empty());
+}
+
+fn inline_pod(uid: &str) -> Pod {
+    let mut p = pod(uid);
+    if let Some(spec) = p.spec.as_mut() {
+        spec.volumes = Some(vec![Volume {
+            name: "scratch".into(),
+            csi: Some(k8s_openapi::api::core::v1::CSIVolumeSource {
+                driver: "csi.test".into(),
+                volume_attributes: Some(BTreeMap::from([("size".into(), "10Mi".into())])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]);
+        spec.containers[0].volume_mounts = Some(vec![VolumeMount {
+            name: "scratch".into(),
+            mount_path: "/scratch".into(),
+            ..Default::default()
+        }]);
+    }
+    p
+}
+
+#[tokio::test]
+async fn inline_volumes_are_published_only_and_need_the_ephemeral_mode() {
+    let root = tempfile::tempdir().unwrap();
+    let backing = tempfile::tempdir().unwrap();
+    let driver = Arc::new(Driver {
+        backing: backing.path().to_path_buf(),
+        stages: true,
+        calls: Mutex::default(),
+        contexts: Mutex::default(),
+    });
+    // The CSIDriver lists only Persistent (the default): refused in Go's words.
+    let objects = store(Some(false));
+    let vm = manager(root.path(), objects.clone(), driver.clone());
+    let err = setup(&vm, &inline_pod("u5")).await.unwrap_err().to_string();
+    assert!(
+        err.contains("volume mode \"Ephemeral\" not supported by driver csi.test (only supports [\"Persistent\"])"),
+        "{err}"
+    );
+    objects.put_csi_driver(CSIDriver {
+        metadata: ObjectMeta {
+            name: Some("csi.test".into()),
+            ..Default::default()
+        },
+        spec: CSIDriverSpec {
+            attach_required: Some(false),
+            pod_info_on_mount: Some(true),
+            volume_lifecycle_modes: Some(vec!["Persistent".into(), "Ephemeral".into()]),
+            ..Default::default()
+        },
+    });
+    setup(&vm, &inline_pod("u5")).await.unwrap();
+    let handle = "csi-6c3bbccf5140fde19557815af470258099c3b7ee8288d163c1306c477569f1fc";
+    assert_eq!(inline_volume_handle("u5", "scratch"), handle);
+    let target = root
+        .path()
+        .join("pods/u5/volumes/kubernetes.io~csi/scratch/mount");
+    let context = driver.contexts.lock().unwrap()[0].clone();
+    assert_eq!(context["size"], "10Mi");
+    assert_eq!(context["csi.storage.k8s.io/ephemeral"], "true");
+    vm.teardown_pod("u5").await.unwrap();
+    let t = target.display();
+    assert_eq!(
+        driver.calls.lock().unwrap().clone(),
+        vec![
+            format!("publish {handle} {t} staging= ro=false"),
+            format!("unpublish {handle} {t}"),
+        ]
+    );
+}
+
+#[test]
+fn lifecycle_modes_without_a_csidriver() {
+    assert_eq!(check_lifecycle_mode("d", None, "Persistent"), Ok(()));
+    assert_eq!(
+        check_lifecycle_mode("d", None, "Ephemeral"),
+        Err("volume mode \"Ephemeral\" not supported by driver d (no CSIDriver object)".into())
+    );
+}

@@ -1,0 +1,406 @@
+//! The project's CSI node driver for tests (no CSI driver is packaged on this machine): the
+//! `csi.v1` Identity and Node services on a unix socket doing real bind mounts, and beside
+//! them the `pluginregistration` service a kubelet finds in its `plugins_registry` (what
+//! `node-driver-registrar` serves for a real driver), so an unmodified kubelet — kubelet-rs
+//! or the Go kubelet — registers and uses it.
+//!
+//! ```text
+//! kubelet-rs-csi-test-driver --name csi.kubelet-rs.test --endpoint /var/lib/kubelet/plugins/t/csi.sock \
+//!     --registration-dir /var/lib/kubelet/plugins_registry --node-id n1 --data-dir /srv/csi \
+//!     [--no-stage] [--fail-publish-file F] [--calls F]
+//! ```
+//!
+//! Volumes are directories `<data-dir>/<volume id>`: NodeStageVolume bind-mounts it on the
+//! staging path, NodePublishVolume bind-mounts the staging path (or the directory, without
+//! staging) on the target, read-only when asked; an inline (ephemeral) volume's directory is
+//! made at publish. Each call is appended to `--calls` as one JSON line (method, volume,
+//! paths, read-only, context, access mode, fs type, mount flags), for comparing kubelets.
+//! While `--fail-publish-file` exists NodePublishVolume fails (`INTERNAL`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use kubelet_cm::csi::api as csi;
+use kubelet_cm::csi::api::identity_server::{Identity, IdentityServer};
+use kubelet_cm::csi::api::node_server::{Node, NodeServer};
+use kubelet_cm::plugin_manager::api as reg;
+use kubelet_cm::plugin_manager::api::registration_server::{Registration, RegistrationServer};
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::{Request, Response, Status};
+
+#[derive(Clone)]
+struct Args {
+    name: String,
+    endpoint: PathBuf,
+    registration_dir: PathBuf,
+    node_id: String,
+    data_dir: PathBuf,
+    stage: bool,
+    fail_publish_file: Option<PathBuf>,
+    calls: Option<PathBuf>,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        name: "csi.kubelet-rs.test".into(),
+        endpoint: PathBuf::new(),
+        registration_dir: PathBuf::new(),
+        node_id: String::new(),
+        data_dir: PathBuf::new(),
+        stage: true,
+        fail_publish_file: None,
+        calls: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--name" => a.name = value(),
+            "--endpoint" => a.endpoint = value().into(),
+            "--registration-dir" => a.registration_dir = value().into(),
+            "--node-id" => a.node_id = value(),
+            "--data-dir" => a.data_dir = value().into(),
+            "--no-stage" => a.stage = false,
+            "--fail-publish-file" => a.fail_publish_file = Some(value().into()),
+            "--calls" => a.calls = Some(value().into()),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    assert!(!a.node_id.is_empty(), "--node-id is required");
+    a
+}
+
+struct Driver {
+    args: Args,
+    log: Mutex<()>,
+}
+
+impl Driver {
+    fn record(&self, call: serde_json::Value) {
+        eprintln!("{call}");
+        if let Some(path) = &self.args.calls {
+            let _guard = self.log.lock().unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap();
+            writeln!(f, "{call}").unwrap();
+        }
+    }
+
+    fn volume_dir(&self, id: &str) -> Result<PathBuf, Status> {
+        if id.is_empty() || id.contains('/') || id == "." || id == ".." {
+            return Err(Status::invalid_argument(format!("bad volume id {id:?}")));
+        }
+        Ok(self.args.data_dir.join(id))
+    }
+}
+
+fn mounted(path: &Path) -> bool {
+    kubelet_core::mount::is_mount_point(path).unwrap_or(false)
+}
+
+fn internal(what: &str, e: impl std::fmt::Display) -> Status {
+    Status::internal(format!("{what}: {e}"))
+}
+
+fn bind(source: &Path, target: &Path, read_only: bool) -> Result<(), Status> {
+    std::fs::create_dir_all(target).map_err(|e| internal("mkdir target", e))?;
+    if mounted(target) {
+        return Ok(());
+    }
+    kubelet_core::mount::bind(source, target).map_err(|e| internal("bind mount", e))?;
+    if read_only {
+        let ok = std::process::Command::new("mount")
+            .args(["-o", "remount,bind,ro"])
+            .arg(target)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            let _ = kubelet_core::mount::unmount(target);
+            return Err(Status::internal("remounting read-only failed"));
+        }
+    }
+    Ok(())
+}
+
+fn unbind(target: &Path) -> Result<(), Status> {
+    if mounted(target) {
+        kubelet_core::mount::unmount(target).map_err(|e| internal("unmount", e))?;
+    }
+    Ok(())
+}
+
+fn describe(cap: &Option<csi::VolumeCapability>) -> (i32, String, Vec<String>) {
+    let Some(c) = cap else {
+        return (0, String::new(), vec![]);
+    };
+    let mode = c.access_mode.as_ref().map(|m| m.mode).unwrap_or(0);
+    match &c.access_type {
+        Some(csi::volume_capability::AccessType::Mount(m)) => {
+            (mode, m.fs_type.clone(), m.mount_flags.clone())
+        }
+        _ => (mode, String::new(), vec![]),
+    }
+}
+
+#[tonic::async_trait]
+impl Identity for Driver {
+    async fn get_plugin_info(
+        &self,
+        _: Request<csi::GetPluginInfoRequest>,
+    ) -> Result<Response<csi::GetPluginInfoResponse>, Status> {
+        Ok(Response::new(csi::GetPluginInfoResponse {
+            name: self.args.name.clone(),
+            vendor_version: env!("CARGO_PKG_VERSION").into(),
+            manifest: BTreeMap::new(),
+        }))
+    }
+    async fn get_plugin_capabilities(
+        &self,
+        _: Request<csi::GetPluginCapabilitiesRequest>,
+    ) -> Result<Response<csi::GetPluginCapabilitiesResponse>, Status> {
+        Ok(Response::new(csi::GetPluginCapabilitiesResponse {
+            capabilities: vec![],
+        }))
+    }
+    async fn probe(
+        &self,
+        _: Request<csi::ProbeRequest>,
+    ) -> Result<Response<csi::ProbeResponse>, Status> {
+        Ok(Response::new(csi::ProbeResponse { ready: Some(true) }))
+    }
+}
+
+#[tonic::async_trait]
+impl Node for Driver {
+    async fn node_stage_volume(
+        &self,
+        r: Request<csi::NodeStageVolumeRequest>,
+    ) -> Result<Response<csi::NodeStageVolumeResponse>, Status> {
+        let r = r.into_inner();
+        let (mode, fs, flags) = describe(&r.volume_capability);
+        self.record(serde_json::json!({"method": "NodeStageVolume", "volume": r.volume_id,
+            "staging": r.staging_target_path, "context": r.volume_context, "publishContext": r.publish_context,
+            "secrets": r.secrets.keys().collect::<Vec<_>>(), "accessMode": mode, "fsType": fs, "mountFlags": flags}));
+        let dir = self.volume_dir(&r.volume_id)?;
+        std::fs::create_dir_all(&dir).map_err(|e| internal("mkdir volume", e))?;
+        bind(&dir, Path::new(&r.staging_target_path), false)?;
+        Ok(Response::new(csi::NodeStageVolumeResponse {}))
+    }
+    async fn node_unstage_volume(
+        &self,
+        r: Request<csi::NodeUnstageVolumeRequest>,
+    ) -> Result<Response<csi::NodeUnstageVolumeResponse>, Status> {
+        let r = r.into_inner();
+        self.record(
+            serde_json::json!({"method": "NodeUnstageVolume", "volume": r.volume_id,
+            "staging": r.staging_target_path}),
+        );
+        unbind(Path::new(&r.staging_target_path))?;
+        Ok(Response::new(csi::NodeUnstageVolumeResponse {}))
+    }
+    async fn node_publish_volume(
+        &self,
+        r: Request<csi::NodePublishVolumeRequest>,
+    ) -> Result<Response<csi::NodePublishVolumeResponse>, Status> {
+        let r = r.into_inner();
+        let (mode, fs, flags) = describe(&r.volume_capability);
+        self.record(serde_json::json!({"method": "NodePublishVolume", "volume": r.volume_id,
+            "staging": r.staging_target_path, "target": r.target_path, "readonly": r.readonly,
+            "context": r.volume_context, "publishContext": r.publish_context,
+            "secrets": r.secrets.keys().collect::<Vec<_>>(), "accessMode": mode, "fsType": fs, "mountFlags": flags}));
+        if let Some(f) = &self.args.fail_publish_file {
+            if f.exists() {
+                return Err(Status::internal("injected NodePublishVolume failure"));
+            }
+        }
+        let dir = self.volume_dir(&r.volume_id)?;
+        let ephemeral = r
+            .volume_context
+            .get("csi.storage.k8s.io/ephemeral")
+            .map(String::as_str)
+            == Some("true");
+        let source = if self.args.stage && !ephemeral {
+            if !mounted(Path::new(&r.staging_target_path)) {
+                return Err(Status::failed_precondition("volume is not staged"));
+            }
+            PathBuf::from(&r.staging_target_path)
+        } else {
+            std::fs::create_dir_all(&dir).map_err(|e| internal("mkdir volume", e))?;
+            dir
+        };
+        bind(&source, Path::new(&r.target_path), r.readonly)?;
+        Ok(Response::new(csi::NodePublishVolumeResponse {}))
+    }
+    async fn node_unpublish_volume(
+        &self,
+        r: Request<csi::NodeUnpublishVolumeRequest>,
+    ) -> Result<Response<csi::NodeUnpublishVolumeResponse>, Status> {
+        let r = r.into_inner();
+        self.record(
+            serde_json::json!({"method": "NodeUnpublishVolume", "volume": r.volume_id,
+            "target": r.target_path}),
+        );
+        let target = Path::new(&r.target_path);
+        unbind(target)?;
+        let _ = std::fs::remove_dir(target);
+        Ok(Response::new(csi::NodeUnpublishVolumeResponse {}))
+    }
+    async fn node_get_volume_stats(
+        &self,
+        r: Request<csi::NodeGetVolumeStatsRequest>,
+    ) -> Result<Response<csi::NodeGetVolumeStatsResponse>, Status> {
+        let r = r.into_inner();
+        let st = statfs_bytes(&r.volume_path)?;
+        Ok(Response::new(csi::NodeGetVolumeStatsResponse {
+            usage: vec![csi::VolumeUsage {
+                available: st.0,
+                total: st.1,
+                used: st.1 - st.0,
+                unit: csi::volume_usage::Unit::Bytes as i32,
+            }],
+        }))
+    }
+    async fn node_expand_volume(
+        &self,
+        _: Request<csi::NodeExpandVolumeRequest>,
+    ) -> Result<Response<csi::NodeExpandVolumeResponse>, Status> {
+        Err(Status::unimplemented(
+            "expansion is not supported by the test driver",
+        ))
+    }
+    async fn node_get_capabilities(
+        &self,
+        _: Request<csi::NodeGetCapabilitiesRequest>,
+    ) -> Result<Response<csi::NodeGetCapabilitiesResponse>, Status> {
+        use csi::node_service_capability::rpc::Type;
+        let mut types = vec![Type::GetVolumeStats];
+        if self.args.stage {
+            types.push(Type::StageUnstageVolume);
+        }
+        let capabilities = types
+            .into_iter()
+            .map(|t| csi::NodeServiceCapability {
+                r#type: Some(csi::node_service_capability::Type::Rpc(
+                    csi::node_service_capability::Rpc { r#type: t as i32 },
+                )),
+            })
+            .collect();
+        Ok(Response::new(csi::NodeGetCapabilitiesResponse {
+            capabilities,
+        }))
+    }
+    async fn node_get_info(
+        &self,
+        _: Request<csi::NodeGetInfoRequest>,
+    ) -> Result<Response<csi::NodeGetInfoResponse>, Status> {
+        self.record(serde_json::json!({"method": "NodeGetInfo"}));
+        Ok(Response::new(csi::NodeGetInfoResponse {
+            node_id: self.args.node_id.clone(),
+            max_volumes_per_node: 8,
+            accessible_topology: Some(csi::Topology {
+                segments: BTreeMap::from([(
+                    "topology.kubelet-rs.test/node".to_string(),
+                    self.args.node_id.clone(),
+                )]),
+            }),
+        }))
+    }
+}
+
+/// (available, total) bytes of the filesystem at `path`.
+fn statfs_bytes(path: &str) -> Result<(i64, i64), Status> {
+    let out = std::process::Command::new("stat")
+        .args(["-f", "-c", "%a %b %S", path])
+        .output()
+        .map_err(|e| internal("stat", e))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<i64> = text
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    match v.as_slice() {
+        [avail, blocks, size] => Ok((avail * size, blocks * size)),
+        _ => Err(Status::not_found(format!("no filesystem at {path}"))),
+    }
+}
+
+struct Registrar {
+    args: Args,
+}
+
+#[tonic::async_trait]
+impl Registration for Registrar {
+    async fn get_info(
+        &self,
+        _: Request<reg::InfoRequest>,
+    ) -> Result<Response<reg::PluginInfo>, Status> {
+        Ok(Response::new(reg::PluginInfo {
+            r#type: "CSIPlugin".into(),
+            name: self.args.name.clone(),
+            endpoint: self.args.endpoint.display().to_string(),
+            supported_versions: vec!["1.0.0".into()],
+        }))
+    }
+    async fn notify_registration_status(
+        &self,
+        r: Request<reg::RegistrationStatus>,
+    ) -> Result<Response<reg::RegistrationStatusResponse>, Status> {
+        let r = r.into_inner();
+        eprintln!(
+            "registration status: registered={} error={:?}",
+            r.plugin_registered, r.error
+        );
+        Ok(Response::new(reg::RegistrationStatusResponse {}))
+    }
+}
+
+fn listen(path: &Path) -> UnixListenerStream {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    let _ = std::fs::remove_file(path);
+    UnixListenerStream::new(UnixListener::bind(path).unwrap())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let a = args();
+    std::fs::create_dir_all(&a.data_dir).unwrap();
+    let driver = std::sync::Arc::new(Driver {
+        args: a.clone(),
+        log: Mutex::new(()),
+    });
+    let csi = tonic::transport::Server::builder()
+        .add_service(IdentityServer::from_arc(driver.clone()))
+        .add_service(NodeServer::from_arc(driver))
+        .serve_with_incoming(listen(&a.endpoint));
+    let reg_socket = a.registration_dir.join(format!("{}-reg.sock", a.name));
+    let registration = tonic::transport::Server::builder()
+        .add_service(RegistrationServer::new(Registrar { args: a.clone() }))
+        .serve_with_incoming(listen(&reg_socket));
+    eprintln!(
+        "serving {} on {} (registration {})",
+        a.name,
+        a.endpoint.display(),
+        reg_socket.display()
+    );
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+    tokio::select! {
+        r = csi => r.unwrap(),
+        r = registration => r.unwrap(),
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    // Gone: the kubelet deregisters the driver when the registration socket goes.
+    let _ = std::fs::remove_file(&reg_socket);
+    let _ = std::fs::remove_file(&a.endpoint);
+}
