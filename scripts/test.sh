@@ -97,6 +97,8 @@ echo "== the device manager with the upstream sample device plugin, and beside t
 KUBELET_RS_SAMPLE_DEVICE_PLUGIN=$(bash scripts/node-e2e.sh sample-device-plugin)
 export KUBELET_RS_SAMPLE_DEVICE_PLUGIN
 cargo test -p kubelet-tests --test engine_device_plugin --test standalone_device_plugin_go -- --ignored 2>&1 | tee -a "$results"
+echo "== CSI volumes with the project's test driver, beside the Go kubelet's (the same calls, paths and records)"
+cargo test -p kubelet-tests --test standalone_csi_go -- --ignored 2>&1 | tee -a "$results"
 echo "== the API server outage test (stops the shared apiserver, so alone)"
 cargo test -p kubelet-tests --test cluster_apiserver_outage -- --ignored 2>&1 | tee -a "$results"
 # --- the systemd host tier (issue #35) -----------------------------------------------------

@@ -23,8 +23,9 @@ pub enum CsiError {
         /// Why.
         message: String,
     },
-    /// The driver answered an error or nothing in time.
-    #[error("{method}: {message}")]
+    /// The driver answered an error or nothing in time (printed as Go prints the gRPC
+    /// status; the method is for logs).
+    #[error("{message}")]
     Call {
         /// The CSI method.
         method: &'static str,

@@ -19,9 +19,12 @@ use crate::plugin_manager::PluginHandler;
 /// The prefix Go's CSI plugin puts on its messages.
 const LOG_PREFIX: &str = "kubernetes.io/csi: ";
 
-/// How long registration waits for the driver's socket and for `NodeGetInfo` (the plugin
-/// manager bounds the whole registration at 30 s).
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long registration waits for the driver's socket, and then for `NodeGetInfo`.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(8);
+/// How long recording the driver on the node's API objects may take: with the calls above,
+/// inside the plugin manager's 30 s bound on a registration, so a failure is cleaned up
+/// here rather than cut off.
+pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(12);
 
 /// The plugin manager's handler of `CSIPlugin` sockets. See the module docs.
 pub struct CsiRegistrationHandler {
@@ -54,7 +57,8 @@ impl CsiRegistrationHandler {
                 format_list(versions)
             )
         })?;
-        if let Some(existing) = self.drivers.get(name) {
+        // A registration that did not finish (its node info unknown) may be replaced.
+        if let Some(existing) = self.drivers.get(name).filter(|d| d.node.is_some()) {
             if existing.version >= highest {
                 return Err(format!(
                     "{LOG_PREFIX}{caller} for CSI driver {name:?} failed. Another driver with the same name is already registered with a higher supported version: {:?}",
@@ -122,7 +126,15 @@ impl PluginHandler for CsiRegistrationHandler {
             max_volumes: info.max_volumes,
             topology: info.topology,
         };
-        if let Err(e) = self.objects.install_driver(&node).await {
+        let installed = tokio::time::timeout(INSTALL_TIMEOUT, self.objects.install_driver(&node))
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "recording the driver on the node's objects took over {}s",
+                    INSTALL_TIMEOUT.as_secs()
+                ))
+            });
+        if let Err(e) = installed {
             Self::unregister(&self.drivers, self.objects.as_ref(), name).await;
             return Err(e);
         }
@@ -135,11 +147,15 @@ impl PluginHandler for CsiRegistrationHandler {
             driver = name,
             "registrationHandler.DeRegisterPlugin request for plugin"
         );
-        let (drivers, objects, name) =
-            (self.drivers.clone(), self.objects.clone(), name.to_string());
-        drivers.remove(&name);
-        // Must return at once: the API objects are updated on a task of their own.
-        tokio::spawn(async move { Self::unregister(&drivers, objects.as_ref(), &name).await });
+        self.drivers.remove(name);
+        // Must return at once: the API objects are updated on a task of their own (which
+        // leaves the drivers' store alone: the driver may register again meanwhile).
+        let (objects, name) = (self.objects.clone(), name.to_string());
+        tokio::spawn(async move {
+            if let Err(e) = objects.uninstall_driver(&name).await {
+                tracing::error!(driver = %name, error = %e, "Error uninstalling CSI driver");
+            }
+        });
     }
 }
 

@@ -210,7 +210,7 @@ async fn a_failing_driver_or_api_leaves_no_record() {
         .unwrap_err();
     assert_eq!(
         e,
-        "NodeGetInfo: rpc error: code = Internal desc = disk controller not ready"
+        "rpc error: code = Internal desc = disk controller not ready"
     );
     assert!(drivers.all().is_empty());
     assert_eq!(objects.calls.lock().unwrap().clone(), vec!["uninstall d"]);

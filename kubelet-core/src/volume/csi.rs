@@ -28,6 +28,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, PersistentVolumeSpec, Pod};
 use serde::{Deserialize, Serialize};
@@ -61,7 +62,7 @@ pub struct VolumeData {
     /// The node.
     #[serde(rename = "nodeName", default, skip_serializing_if = "String::is_empty")]
     pub node_name: String,
-    /// The VolumeAttachment's name (attach is not supported yet: empty).
+    /// The VolumeAttachment's name (Go's [`attachment_name`]).
     #[serde(
         rename = "attachmentID",
         default,
@@ -146,6 +147,15 @@ pub fn check_lifecycle_mode(
     ))
 }
 
+/// The VolumeAttachment name of a volume on a node (Go's `getAttachmentName`): `csi-` and the
+/// SHA-256 of the handle, the driver and the node's name. Recorded in `vol_data.json`.
+pub fn attachment_name(handle: &str, driver: &str, node: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{handle}{driver}{node}").as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("csi-{hex}")
+}
+
 /// An inline volume's handle (Go's `makeVolumeHandle`): `csi-` and the SHA-256 of the pod's
 /// uid and the volume's name.
 pub fn inline_volume_handle(pod_uid: &str, volume: &str) -> String {
@@ -186,16 +196,36 @@ fn write_json(path: &Path, data: &VolumeData) -> Result<(), VolumeError> {
     std::fs::write(path, text).map_err(io("writing", path))
 }
 
+/// Creates `dir` (and its parents) with Go's mode 0750.
+fn make_dir(dir: &Path) -> Result<(), VolumeError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o750)
+        .create(dir)
+        .map_err(io("creating directory", dir))
+}
+
 fn read_json(path: &Path) -> Option<VolumeData> {
     let text = std::fs::read(path).ok()?;
     serde_json::from_slice(&text).ok()
 }
 
-/// Removes a directory that is not mounted, and its `vol_data.json` and parent (Go's
-/// `removeMountDir`); a mounted one is left.
+/// Whether `path` is a mount point (read off the runtime's threads).
+async fn is_mounted(path: &Path) -> Result<bool, VolumeError> {
+    let p = path.to_path_buf();
+    blocking(move || mount::is_mount_point(&p).map_err(io("reading mountinfo for", &p))).await
+}
+
+/// Removes a directory that is no mount point any more, and its `vol_data.json` and parent
+/// (Go's `removeMountDir`). A directory still mounted after the driver's unpublish or
+/// unstage is an error: nothing is removed, and the volume is not unstaged under it.
 fn remove_mount_dir(dir: &Path) -> Result<(), VolumeError> {
     if mount::is_mount_point(dir).map_err(io("reading mountinfo for", dir))? {
-        return Ok(());
+        return Err(VolumeError::StillMounted {
+            path: dir.to_path_buf(),
+            mounts: vec![dir.to_path_buf()],
+        });
     }
     let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
     for (path, is_dir) in [
@@ -232,6 +262,14 @@ impl VolumeManager {
             .join("plugins/kubernetes.io/csi/pv")
             .join(pv)
             .join("globalmount")
+    }
+
+    /// The lock of one CSI volume: its stage, publishes, unpublishes and unstage run one at a
+    /// time (Go's one operation per volume), so a pod's set-up never meets another's unstage.
+    fn csi_lock(&self, pv: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.csi_locks.lock().unwrap_or_else(|e| e.into_inner());
+        locks.retain(|_, l| Arc::strong_count(l) > 1);
+        locks.entry(pv.to_string()).or_default().clone()
     }
 
     /// The PVs staged since start (Go's device-mount state): staged once, not per pod.
@@ -313,7 +351,9 @@ impl VolumeManager {
         }
         let uid = pod::uid(p).to_string();
         let target = self.volume_dir(&uid, PLUGIN_DIR, pv).join("mount");
-        if mount::is_mount_point(&target).map_err(io("reading mountinfo for", &target))? {
+        let lock = self.csi_lock(pv);
+        let _one_at_a_time = lock.lock().await;
+        if is_mounted(&target).await? {
             return Ok(SetUpVolume {
                 host_path: target,
                 read_only,
@@ -339,7 +379,7 @@ impl VolumeManager {
             };
             let s = staging.clone();
             blocking(move || {
-                std::fs::create_dir_all(&s).map_err(io("creating directory", &s))?;
+                make_dir(&s)?;
                 let parent = s.parent().map(Path::to_path_buf).unwrap_or_default();
                 write_json(&parent.join(VOL_DATA_FILE), &data)
             })
@@ -379,12 +419,16 @@ impl VolumeManager {
             volume_handle: source.volume_handle.clone(),
             driver_name: driver.clone(),
             node_name: self.node_name.clone(),
-            attachment_id: None,
+            attachment_id: Some(attachment_name(
+                &source.volume_handle,
+                &driver,
+                &self.node_name,
+            )),
             lifecycle_mode: "Persistent".into(),
         };
         let d = dir.clone();
         blocking(move || {
-            std::fs::create_dir_all(&d).map_err(io("creating directory", &d))?;
+            make_dir(&d)?;
             write_json(&d.join(VOL_DATA_FILE), &data)
         })
         .await?;
@@ -416,22 +460,8 @@ impl VolumeManager {
             .publish(&driver, &request)
             .await
             .map_err(|e| csi_error(pv, "MountVolume.SetUp", e))?;
-        let sc = p.spec.as_ref().and_then(|s| s.security_context.as_ref());
-        let group = sc
-            .and_then(|s| s.fs_group)
-            .and_then(|g| u32::try_from(g).ok());
-        if let Some(gid) = group {
-            if !read_only && policy.applies_fs_group(&fs_type, spec.access_modes.as_deref()) {
-                let change =
-                    ChangePolicy::from_field(sc.and_then(|s| s.fs_group_change_policy.as_deref()));
-                let t = target.clone();
-                blocking(move || {
-                    ownership::set_volume_ownership(&t, gid, false, change)
-                        .map(|_| ())
-                        .map_err(io("applying the pod's fsGroup to", &t))
-                })
-                .await?;
-            }
+        if !read_only && policy.applies_fs_group(&fs_type, spec.access_modes.as_deref()) {
+            self.apply_fs_group(p, &target).await?;
         }
         Ok(SetUpVolume {
             host_path: target,
@@ -481,7 +511,7 @@ impl VolumeManager {
         let read_only = source.read_only.unwrap_or(false);
         let dir = self.volume_dir(&uid, PLUGIN_DIR, volume);
         let target = dir.join("mount");
-        if mount::is_mount_point(&target).map_err(io("reading mountinfo for", &target))? {
+        if is_mounted(&target).await? {
             return Ok(SetUpVolume {
                 host_path: target,
                 read_only,
@@ -493,12 +523,12 @@ impl VolumeManager {
             volume_handle: handle.clone(),
             driver_name: driver.clone(),
             node_name: self.node_name.clone(),
-            attachment_id: None,
+            attachment_id: Some(attachment_name(&handle, &driver, &self.node_name)),
             lifecycle_mode: "Ephemeral".into(),
         };
         let d = dir.clone();
         blocking(move || {
-            std::fs::create_dir_all(&d).map_err(io("creating directory", &d))?;
+            make_dir(&d)?;
             write_json(&d.join(VOL_DATA_FILE), &data)
         })
         .await?;
@@ -526,10 +556,33 @@ impl VolumeManager {
             .publish(&driver, &request)
             .await
             .map_err(|e| csi_error(volume, "MountVolume.SetUp", e))?;
+        // Go's supportsFSGroup for an inline volume: only the `File` policy (no access modes).
+        if !read_only && policy.fs_group_policy == "File" {
+            self.apply_fs_group(p, &target).await?;
+        }
         Ok(SetUpVolume {
             host_path: target,
             read_only,
         })
+    }
+
+    /// The pod's `fsGroup` (if any) on a published CSI volume, by its change policy.
+    async fn apply_fs_group(&self, p: &Pod, target: &Path) -> Result<(), VolumeError> {
+        let sc = p.spec.as_ref().and_then(|s| s.security_context.as_ref());
+        let Some(gid) = sc
+            .and_then(|s| s.fs_group)
+            .and_then(|g| u32::try_from(g).ok())
+        else {
+            return Ok(());
+        };
+        let change = ChangePolicy::from_field(sc.and_then(|s| s.fs_group_change_policy.as_deref()));
+        let t = target.to_path_buf();
+        blocking(move || {
+            ownership::set_volume_ownership(&t, gid, false, change)
+                .map(|_| ())
+                .map_err(io("applying the pod's fsGroup to", &t))
+        })
+        .await
     }
 
     /// Unpublishes the pod's CSI volumes and unstages those no other pod has published
@@ -544,8 +597,13 @@ impl VolumeManager {
             .join(format!("kubernetes.io~{PLUGIN_DIR}"));
         let found = blocking(move || Ok(volume_data_under(&plugin_dir))).await?;
         let mut first_error = None;
+        // Every volume unpublished first, then the unused ones unstaged (Go's order: the
+        // pod's TearDowns, then UnmountDevice).
+        let mut unpublished = Vec::new();
         for (dir, data) in found {
             let target = dir.join("mount");
+            let lock = self.csi_lock(&data.spec_vol_id);
+            let _one_at_a_time = lock.lock().await;
             let result = service
                 .unpublish(
                     &data.driver_name,
@@ -560,17 +618,51 @@ impl VolumeManager {
             };
             match result {
                 Ok(()) if data.lifecycle_mode == "Ephemeral" => {}
-                Ok(()) => {
-                    if let Err(e) = self.unstage_unused(service.as_ref(), &data, uid).await {
-                        first_error.get_or_insert(e);
-                    }
-                }
+                Ok(()) => unpublished.push(data),
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
             }
         }
+        for data in unpublished {
+            let lock = self.csi_lock(&data.spec_vol_id);
+            let _one_at_a_time = lock.lock().await;
+            if let Err(e) = self.unstage_unused(service.as_ref(), &data, uid).await {
+                first_error.get_or_insert(e);
+            }
+        }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Unstages staged CSI volumes no pod uses any more (housekeeping): those whose unstage
+    /// failed at their last pod's teardown, or that a pod removed while the kubelet was down
+    /// left behind. Each under its volume's lock, so a pod's set-up is never raced.
+    pub(super) async fn cleanup_csi_staged(&self) {
+        let Some(service) = self.csi.clone() else {
+            return;
+        };
+        let pv_root = self.root_dir().join("plugins/kubernetes.io/csi/pv");
+        let found = blocking(move || {
+            Ok(std::fs::read_dir(&pv_root)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let mut data = read_json(&e.path().join(VOL_DATA_FILE))?;
+                    data.spec_vol_id = e.file_name().to_string_lossy().into_owned();
+                    Some(data)
+                })
+                .collect::<Vec<_>>())
+        })
+        .await
+        .unwrap_or_default();
+        for data in found {
+            let lock = self.csi_lock(&data.spec_vol_id);
+            let _one_at_a_time = lock.lock().await;
+            if let Err(e) = self.unstage_unused(service.as_ref(), &data, "").await {
+                tracing::debug!(volume = %data.spec_vol_id, error = %e, "unstaging an unused CSI volume failed; trying again later");
+            }
+        }
     }
 
     /// Unstages the volume when no pod but `uid` has it published any more.
@@ -609,7 +701,8 @@ impl VolumeManager {
             return Ok(());
         }
         let global = staging.parent().map(Path::to_path_buf).unwrap_or_default();
-        let data = read_json(&global.join(VOL_DATA_FILE)).unwrap_or_else(|| data.clone());
+        let recorded = blocking(move || Ok(read_json(&global.join(VOL_DATA_FILE)))).await?;
+        let data = recorded.unwrap_or_else(|| data.clone());
         let stages = service
             .supports_stage(&data.driver_name)
             .await

@@ -193,7 +193,8 @@ async fn a_csi_volume_is_staged_published_and_torn_down_in_gos_layout() {
     assert_eq!(
         data,
         serde_json::json!({"specVolID": "pv-c", "volumeHandle": "vol-1", "driverName": "csi.test",
-            "nodeName": "node-a", "volumeLifecycleMode": "Persistent"})
+            "nodeName": "node-a", "volumeLifecycleMode": "Persistent",
+            "attachmentID": "csi-1e38e96827f58d9f755c6d41545664e4aa03cf276d05341a8bfc69907d8b5b6c"})
     );
     let global: serde_json::Value = serde_json::from_slice(
         &std::fs::read(
@@ -341,4 +342,37 @@ fn lifecycle_modes_without_a_csidriver() {
         check_lifecycle_mode("d", None, "Ephemeral"),
         Err("volume mode \"Ephemeral\" not supported by driver d (no CSIDriver object)".into())
     );
+}
+
+#[tokio::test]
+async fn housekeeping_unstages_a_staged_volume_no_pod_uses() {
+    let root = tempfile::tempdir().unwrap();
+    let backing = tempfile::tempdir().unwrap();
+    let driver = Arc::new(Driver {
+        backing: backing.path().to_path_buf(),
+        stages: true,
+        calls: Mutex::default(),
+        contexts: Mutex::default(),
+    });
+    let vm = manager(root.path(), store(Some(false)), driver.clone());
+    setup(&vm, &pod("u6")).await.unwrap();
+    // The pod's directory is gone without a teardown (its unstage failed, or the kubelet was
+    // down): the volume stays staged until housekeeping.
+    let target = root
+        .path()
+        .join("pods/u6/volumes/kubernetes.io~csi/pv-c/mount");
+    mount::unmount(&target).unwrap();
+    std::fs::remove_dir_all(root.path().join("pods/u6")).unwrap();
+    vm.cleanup_orphans(|_| true).await;
+    let staging = root
+        .path()
+        .join("plugins/kubernetes.io/csi/pv/pv-c/globalmount");
+    assert_eq!(
+        driver.calls.lock().unwrap().last().cloned(),
+        Some(format!("unstage vol-1 {}", staging.display()))
+    );
+    assert!(!root
+        .path()
+        .join("plugins/kubernetes.io/csi/pv/pv-c")
+        .exists());
 }

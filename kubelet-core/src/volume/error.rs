@@ -81,6 +81,12 @@ pub enum VolumeError {
         /// The driver's or kubelet's message.
         message: String,
     },
+    /// The volume has mount options its type takes none of (Go's check).
+    #[error("MountVolume.MountOptionSupport check failed for volume {volume:?} : mount options are not supported for this volume type")]
+    MountOptionsUnsupported {
+        /// The PersistentVolume's name.
+        volume: String,
+    },
     /// A referenced config map, secret or token could not be read.
     #[error("volume {volume}: {error}")]
     Object {

@@ -145,6 +145,30 @@ pub fn setup(
     Ok(true)
 }
 
+/// Whether another pod (a directory beside `dir`'s pod under `pods_dir`) has the same volume
+/// mounted: Go leaves the volume's owner as that pod set it.
+pub fn mounted_by_another_pod(dir: &Path, pods_dir: &Path) -> bool {
+    let (Some(name), Ok(rel)) = (dir.file_name(), dir.strip_prefix(pods_dir)) else {
+        return false;
+    };
+    let Some(own_uid) = rel.components().next() else {
+        return false;
+    };
+    std::fs::read_dir(pods_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name() != own_uid.as_os_str())
+        .any(|e| {
+            let other = e
+                .path()
+                .join("volumes")
+                .join(format!("kubernetes.io~{PLUGIN_DIR}"))
+                .join(name);
+            mount::is_mount_point(&other).unwrap_or(false)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -106,6 +106,8 @@ pub struct VolumeManager {
     node_name: String,
     /// CSI volumes (PV names) staged since this kubelet started.
     csi_staged: Mutex<std::collections::HashSet<String>>,
+    /// One lock per CSI volume in use (see `csi`).
+    csi_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -133,6 +135,7 @@ impl VolumeManager {
             csi: None,
             node_name: String::new(),
             csi_staged: Mutex::default(),
+            csi_locks: Mutex::default(),
         }
     }
 

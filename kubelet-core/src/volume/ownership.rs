@@ -1,5 +1,6 @@
 //! A pod's `fsGroup` applied to a volume it mounts (Go's `volume.SetVolumeOwnership`): every
-//! file and directory below the volume's root gets the group, the group's read-write bits
+//! file and directory below the volume's root (each directory after its contents, the root
+//! last) gets the group, the group's read-write bits
 //! (read-only for a read-only volume), and directories also search and set-group-id, so files
 //! made later inherit the group. Symbolic links get the group but keep their mode (a chmod
 //! would change their target). With `fsGroupChangePolicy: OnRootMismatch` the walk is
@@ -66,14 +67,21 @@ pub fn set_volume_ownership(
     }
     let mask = if read_only { RO_MASK } else { RW_MASK };
     let mut changed = 0;
-    let mut pending: Vec<PathBuf> = vec![root.to_path_buf()];
-    while let Some(path) = pending.pop() {
+    // Post-order, as Go's walkDeep: a directory after everything below it, the root last, so
+    // an interrupted walk leaves the root unchanged and OnRootMismatch walks again.
+    let mut pending: Vec<(PathBuf, Option<std::fs::Metadata>)> = vec![(root.to_path_buf(), None)];
+    while let Some((path, visited)) = pending.pop() {
+        if let Some(meta) = visited {
+            change_one(&path, &meta, gid, mask);
+            changed += 1;
+            continue;
+        }
         let meta = std::fs::symlink_metadata(&path)?;
-        change_one(&path, &meta, gid, mask);
-        changed += 1;
-        if meta.is_dir() {
+        let is_dir = meta.is_dir();
+        pending.push((path.clone(), Some(meta)));
+        if is_dir {
             for entry in std::fs::read_dir(&path)? {
-                pending.push(entry?.path());
+                pending.push((entry?.path(), None));
             }
         }
     }

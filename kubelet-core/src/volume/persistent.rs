@@ -53,7 +53,8 @@ impl VolumeManager {
     ) -> Result<SetUpVolume, VolumeError> {
         let uid = pod::uid(p).to_string();
         if let Some(done) = self.volumes(&uid).and_then(|m| m.get(&v.name).cloned()) {
-            if done.host_path.exists() {
+            let path = done.host_path.clone();
+            if blocking(move || Ok(path.exists())).await? {
                 return Ok(done);
             }
         }
@@ -95,15 +96,19 @@ impl VolumeManager {
                 let options = spec.mount_options.clone().unwrap_or_default();
                 let (group, policy) = fs_group_policy(p);
                 let d = dir.clone();
+                let pods_dir = self.pods_dir.clone().unwrap_or_default();
                 blocking(move || {
                     let mounted_now = local::setup(&pv, &path, &d, read_only, &options)
                         .map_err(|error| VolumeError::Local {
                             volume: pv.clone(),
                             error,
                         })?;
-                    // Go writes the owner once, when the volume is mounted, and not on a
-                    // read-only volume.
-                    if let (Some(gid), false, true) = (group, read_only, mounted_now) {
+                    // Go writes the owner once, when the volume is mounted and no other pod
+                    // has it mounted, and not on a read-only volume.
+                    let shared = mounted_now && local::mounted_by_another_pod(&d, &pods_dir);
+                    if let (Some(gid), false, true, false) =
+                        (group, read_only, mounted_now, shared)
+                    {
                         let changed =
                             ownership::set_volume_ownership(&d, gid, false, policy).map_err(
                                 |error| VolumeError::Io {
@@ -123,6 +128,10 @@ impl VolumeManager {
                 })
             }
             Ok(VolumeSource::HostPath { path, type_ }) => {
+                if spec.mount_options.as_ref().is_some_and(|o| !o.is_empty()) {
+                    // Go's operation generator: the hostPath plugin takes no mount options.
+                    return Err(VolumeError::MountOptionsUnsupported { volume: pv });
+                }
                 let checked = path.clone();
                 blocking(move || {
                     hostpath::check_type(&checked, type_.as_deref())

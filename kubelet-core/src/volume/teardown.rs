@@ -72,6 +72,7 @@ impl VolumeManager {
                 }
             }
         }
+        self.cleanup_csi_staged().await;
     }
 }
 

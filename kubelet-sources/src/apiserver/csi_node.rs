@@ -36,6 +36,9 @@ pub const UPDATE_RETRIES: usize = 5;
 pub struct ApiCsiNodeObjects {
     client: kube::Client,
     node_name: String,
+    /// One install or uninstall at a time (Go's `nim.lock`): each reads the Node and CSINode
+    /// and writes them back.
+    lock: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for ApiCsiNodeObjects {
@@ -121,6 +124,7 @@ impl ApiCsiNodeObjects {
         ApiCsiNodeObjects {
             client,
             node_name: node_name.into(),
+            lock: std::sync::Arc::default(),
         }
     }
 
@@ -279,6 +283,12 @@ impl ApiCsiNodeObjects {
         })
         .await
         .map_err(|e| format!("error uninstalling CSI driver from CSINode object: {e}"))?;
+        // The Node as it is now (the CSINode update took a while).
+        let node = self
+            .nodes()
+            .get(&self.node_name)
+            .await
+            .map_err(|e| message(&format!("getting node {}", self.node_name), e))?;
         self.patch_node(&node, driver, None, BTreeMap::new())
             .await
             .map_err(|e| format!("error removing CSI driver node info from Node object: {e}"))
@@ -302,11 +312,19 @@ async fn bounded(
 #[async_trait]
 impl CsiNodeObjects for ApiCsiNodeObjects {
     async fn install_driver(&self, node: &CsiDriverNode) -> Result<(), String> {
-        bounded("installing the CSI driver", self.install(node)).await
+        bounded("installing the CSI driver", async {
+            let _one_at_a_time = self.lock.lock().await;
+            self.install(node).await
+        })
+        .await
     }
 
     async fn uninstall_driver(&self, driver: &str) -> Result<(), String> {
-        bounded("uninstalling the CSI driver", self.uninstall(driver)).await
+        bounded("uninstalling the CSI driver", async {
+            let _one_at_a_time = self.lock.lock().await;
+            self.uninstall(driver).await
+        })
+        .await
     }
 }
 

@@ -29,7 +29,8 @@ use kubelet_cm::csi::api::node_server::{Node, NodeServer};
 use kubelet_cm::plugin_manager::api as reg;
 use kubelet_cm::plugin_manager::api::registration_server::{Registration, RegistrationServer};
 use tokio::net::UnixListener;
-use tokio_stream::wrappers::UnixListenerStream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status};
 
 #[derive(Clone)]
@@ -362,12 +363,22 @@ impl Registration for Registrar {
     }
 }
 
-fn listen(path: &Path) -> UnixListenerStream {
+/// The connections of a socket at `path`, through the kubelet's `:authority` rewriter: the
+/// Go kubelet's gRPC client sends the socket's path as the authority, which tonic refuses.
+fn listen(
+    path: &Path,
+    shutdown: &CancellationToken,
+    tasks: &TaskTracker,
+) -> impl futures::Stream<Item = std::io::Result<tokio::io::DuplexStream>> + Send + 'static {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).unwrap();
     }
     let _ = std::fs::remove_file(path);
-    UnixListenerStream::new(UnixListener::bind(path).unwrap())
+    kubelet_core::grpc_uds::incoming(
+        UnixListener::bind(path).unwrap(),
+        shutdown.clone(),
+        tasks.clone(),
+    )
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -378,14 +389,15 @@ async fn main() {
         args: a.clone(),
         log: Mutex::new(()),
     });
+    let (shutdown, tasks) = (CancellationToken::new(), TaskTracker::new());
     let csi = tonic::transport::Server::builder()
         .add_service(IdentityServer::from_arc(driver.clone()))
         .add_service(NodeServer::from_arc(driver))
-        .serve_with_incoming(listen(&a.endpoint));
+        .serve_with_incoming(listen(&a.endpoint, &shutdown, &tasks));
     let reg_socket = a.registration_dir.join(format!("{}-reg.sock", a.name));
     let registration = tonic::transport::Server::builder()
         .add_service(RegistrationServer::new(Registrar { args: a.clone() }))
-        .serve_with_incoming(listen(&reg_socket));
+        .serve_with_incoming(listen(&reg_socket, &shutdown, &tasks));
     eprintln!(
         "serving {} on {} (registration {})",
         a.name,
@@ -401,6 +413,7 @@ async fn main() {
         _ = tokio::signal::ctrl_c() => {}
     }
     // Gone: the kubelet deregisters the driver when the registration socket goes.
+    shutdown.cancel();
     let _ = std::fs::remove_file(&reg_socket);
     let _ = std::fs::remove_file(&a.endpoint);
 }
