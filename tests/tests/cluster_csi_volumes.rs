@@ -70,10 +70,12 @@ fn csi_pv(name: &str, driver: &str, class: &str) -> PersistentVolume {
     }
 }
 
-fn claim(name: &str, ns: &str, class: &str) -> PersistentVolumeClaim {
+/// A claim of the volume `pv` (named: the two volumes match either claim otherwise).
+fn claim(name: &str, ns: &str, class: &str, pv: &str) -> PersistentVolumeClaim {
     PersistentVolumeClaim {
         metadata: meta(name, Some(ns)),
         spec: Some(PersistentVolumeClaimSpec {
+            volume_name: Some(pv.into()),
             access_modes: Some(vec!["ReadWriteOnce".into()]),
             storage_class_name: Some(class.into()),
             resources: Some(VolumeResourceRequirements {
@@ -212,7 +214,10 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
     let (pv1, pv2) = (format!("{ns}-a"), format!("{ns}-b"));
     for (pv, c) in [(&pv1, "claim-a"), (&pv2, "claim-b")] {
         pvs.create(&pp, &csi_pv(pv, &driver, &class)).await.unwrap();
-        claims.create(&pp, &claim(c, &ns, &class)).await.unwrap();
+        claims
+            .create(&pp, &claim(c, &ns, &class, pv))
+            .await
+            .unwrap();
     }
     let pods = node.pods();
     let mut p1 = with_claim(
@@ -328,16 +333,25 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
     let p2 = with_claim(node.pod("two", "sleep 3600", "Always"), "claim-b");
     pods.create(&pp, &p2).await.unwrap();
     let events: Api<Event> = Api::namespaced(node.admin.clone(), &ns);
-    let failed = eventually(LONG, "FailedMount event for two", || {
-        let events = events.clone();
-        async move {
-            let list = events.list(&ListParams::default()).await.ok()?;
-            list.items.into_iter().find(|e| {
-                e.reason.as_deref() == Some("FailedMount")
-                    && e.involved_object.name.as_deref() == Some("two")
-            })
-        }
-    })
+    // (An earlier FailedMount may say the claim is not bound yet: the PV controller binds it
+    // while the pod is already on the node, and the kubelet retries.)
+    let failed = eventually(
+        LONG,
+        "FailedMount event for two naming the driver's failure",
+        || {
+            let events = events.clone();
+            async move {
+                let list = events.list(&ListParams::default()).await.ok()?;
+                list.items.into_iter().find(|e| {
+                    e.reason.as_deref() == Some("FailedMount")
+                        && e.involved_object.name.as_deref() == Some("two")
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("injected NodePublishVolume failure"))
+                })
+            }
+        },
+    )
     .await;
     let message = failed.message.unwrap_or_default();
     assert!(
