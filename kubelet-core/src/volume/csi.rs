@@ -272,6 +272,28 @@ impl VolumeManager {
         locks.entry(pv.to_string()).or_default().clone()
     }
 
+    /// The driver's CSIDriver object; `None` when there is none (or no API server to ask):
+    /// Go's defaults then apply.
+    async fn csi_driver_object(
+        &self,
+        volume: &str,
+        driver: &str,
+    ) -> Result<Option<k8s_openapi::api::storage::v1::CSIDriver>, VolumeError> {
+        match self.store.csi_driver(driver).await {
+            Ok(d) => Ok(Some(d)),
+            Err(e)
+                if e.is_not_found()
+                    || matches!(e, crate::objects::ObjectError::NotAvailable { .. }) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(VolumeError::Object {
+                volume: volume.to_string(),
+                error,
+            }),
+        }
+    }
+
     /// The PVs staged since start (Go's device-mount state): staged once, not per pod.
     fn staged(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
         self.csi_staged.lock().unwrap_or_else(|e| e.into_inner())
@@ -322,16 +344,7 @@ impl VolumeManager {
             });
         };
         let driver = source.driver.clone();
-        let object = match self.store.csi_driver(&driver).await {
-            Ok(d) => Some(d),
-            Err(e) if e.is_not_found() => None,
-            Err(error) => {
-                return Err(VolumeError::Object {
-                    volume: pv.to_string(),
-                    error,
-                })
-            }
-        };
+        let object = self.csi_driver_object(pv, &driver).await?;
         check_lifecycle_mode(&driver, object.as_ref(), "Persistent").map_err(|message| {
             VolumeError::Csi {
                 volume: pv.to_string(),
@@ -484,21 +497,7 @@ impl VolumeManager {
             });
         };
         let driver = source.driver.clone();
-        let object = match self.store.csi_driver(&driver).await {
-            Ok(d) => Some(d),
-            Err(e)
-                if e.is_not_found()
-                    || matches!(e, crate::objects::ObjectError::NotAvailable { .. }) =>
-            {
-                None
-            }
-            Err(error) => {
-                return Err(VolumeError::Object {
-                    volume: volume.to_string(),
-                    error,
-                })
-            }
-        };
+        let object = self.csi_driver_object(volume, &driver).await?;
         check_lifecycle_mode(&driver, object.as_ref(), "Ephemeral").map_err(|message| {
             VolumeError::Csi {
                 volume: volume.to_string(),

@@ -69,6 +69,16 @@ impl CsiNodeService for Driver {
     }
 }
 
+/// A recording driver bind-mounting `backing`; `stages`: it has STAGE_UNSTAGE_VOLUME.
+fn driver(backing: &Path, stages: bool) -> Arc<Driver> {
+    Arc::new(Driver {
+        backing: backing.to_path_buf(),
+        stages,
+        calls: Mutex::default(),
+        contexts: Mutex::default(),
+    })
+}
+
 fn store(attach_required: Option<bool>) -> Arc<MemoryObjectStore> {
     let store = Arc::new(MemoryObjectStore::new());
     store.put_persistent_volume_claim(crate::volume::claims::tests::claim("Bound", Some("pv-c")));
@@ -162,12 +172,7 @@ fn manager(root: &Path, store: Arc<MemoryObjectStore>, driver: Arc<Driver>) -> V
 async fn a_csi_volume_is_staged_published_and_torn_down_in_gos_layout() {
     let root = tempfile::tempdir().unwrap();
     let backing = tempfile::tempdir().unwrap();
-    let driver = Arc::new(Driver {
-        backing: backing.path().to_path_buf(),
-        stages: true,
-        calls: Mutex::default(),
-        contexts: Mutex::default(),
-    });
+    let driver = driver(backing.path(), true);
     let vm = manager(root.path(), store(Some(false)), driver.clone());
     let (p1, p2) = (pod("u1"), pod("u2"));
     setup(&vm, &p1).await.unwrap();
@@ -244,12 +249,7 @@ async fn a_csi_volume_is_staged_published_and_torn_down_in_gos_layout() {
 #[tokio::test]
 async fn attach_required_and_unknown_drivers_are_refused_with_a_reason() {
     let root = tempfile::tempdir().unwrap();
-    let driver = Arc::new(Driver {
-        backing: root.path().to_path_buf(),
-        stages: false,
-        calls: Mutex::default(),
-        contexts: Mutex::default(),
-    });
+    let driver = driver(root.path(), false);
     for attach in [None, Some(true)] {
         let vm = manager(root.path(), store(attach), driver.clone());
         let err = setup(&vm, &pod("u3")).await.unwrap_err().to_string();
@@ -289,12 +289,7 @@ fn inline_pod(uid: &str) -> Pod {
 async fn inline_volumes_are_published_only_and_need_the_ephemeral_mode() {
     let root = tempfile::tempdir().unwrap();
     let backing = tempfile::tempdir().unwrap();
-    let driver = Arc::new(Driver {
-        backing: backing.path().to_path_buf(),
-        stages: true,
-        calls: Mutex::default(),
-        contexts: Mutex::default(),
-    });
+    let driver = driver(backing.path(), true);
     // The CSIDriver lists only Persistent (the default): refused in Go's words.
     let objects = store(Some(false));
     let vm = manager(root.path(), objects.clone(), driver.clone());
@@ -348,12 +343,7 @@ fn lifecycle_modes_without_a_csidriver() {
 async fn housekeeping_unstages_a_staged_volume_no_pod_uses() {
     let root = tempfile::tempdir().unwrap();
     let backing = tempfile::tempdir().unwrap();
-    let driver = Arc::new(Driver {
-        backing: backing.path().to_path_buf(),
-        stages: true,
-        calls: Mutex::default(),
-        contexts: Mutex::default(),
-    });
+    let driver = driver(backing.path(), true);
     let vm = manager(root.path(), store(Some(false)), driver.clone());
     setup(&vm, &pod("u6")).await.unwrap();
     // The pod's directory is gone without a teardown (its unstage failed, or the kubelet was
