@@ -235,16 +235,8 @@ pub fn source_of(spec: &PersistentVolumeSpec) -> Result<VolumeSource, String> {
         "storageClassName",
         "volumeMode",
     ];
-    let kind = serde_json::to_value(spec)
-        .ok()
-        .and_then(|j| {
-            j.as_object().and_then(|o| {
-                o.keys()
-                    .find(|k| !NOT_SOURCES.contains(&k.as_str()))
-                    .cloned()
-            })
-        })
-        .unwrap_or_else(|| "no source".into());
+    let kind =
+        super::setup::first_field_except(spec, &NOT_SOURCES).unwrap_or_else(|| "no source".into());
     Err(kind)
 }
 

@@ -328,6 +328,20 @@ impl VolumeManager {
         Ok(out)
     }
 
+    /// The data of a PersistentVolume's stage or publish secret; empty without one.
+    async fn secret_ref_data(
+        &self,
+        volume: &str,
+        reference: Option<&k8s_openapi::api::core::v1::SecretReference>,
+    ) -> Result<BTreeMap<String, String>, VolumeError> {
+        let Some(r) = reference else {
+            return Ok(BTreeMap::new());
+        };
+        let namespace = r.namespace.as_deref().unwrap_or_default();
+        self.secret_data(volume, namespace, r.name.as_deref().unwrap_or_default())
+            .await
+    }
+
     /// Sets up the CSI persistent volume `pv` for the pod (see the module docs).
     pub(super) async fn setup_csi(
         &self,
@@ -397,14 +411,9 @@ impl VolumeManager {
                 write_json(&parent.join(VOL_DATA_FILE), &data)
             })
             .await?;
-            let secrets = match source.node_stage_secret_ref.as_ref() {
-                Some(r) => {
-                    let ns = r.namespace.clone().unwrap_or_default();
-                    self.secret_data(pv, &ns, r.name.as_deref().unwrap_or_default())
-                        .await?
-                }
-                None => BTreeMap::new(),
-            };
+            let secrets = self
+                .secret_ref_data(pv, source.node_stage_secret_ref.as_ref())
+                .await?;
             let request = CsiMountRequest {
                 volume_id: source.volume_handle.clone(),
                 publish_context: BTreeMap::new(),
@@ -445,14 +454,9 @@ impl VolumeManager {
             write_json(&d.join(VOL_DATA_FILE), &data)
         })
         .await?;
-        let secrets = match source.node_publish_secret_ref.as_ref() {
-            Some(r) => {
-                let ns = r.namespace.clone().unwrap_or_default();
-                self.secret_data(pv, &ns, r.name.as_deref().unwrap_or_default())
-                    .await?
-            }
-            None => BTreeMap::new(),
-        };
+        let secrets = self
+            .secret_ref_data(pv, source.node_publish_secret_ref.as_ref())
+            .await?;
         let mut volume_context = attributes;
         if policy.pod_info_on_mount {
             volume_context.extend(pod_attributes(p, false));

@@ -7,8 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{
-    CSIPersistentVolumeSource, Container, PersistentVolumeClaimVolumeSource, PersistentVolumeSpec,
-    PodSpec, Volume, VolumeMount,
+    CSIPersistentVolumeSource, PersistentVolumeSpec, Volume, VolumeMount,
 };
 use k8s_openapi::api::storage::v1::{CSIDriver, CSIDriverSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -119,37 +118,13 @@ fn store(attach_required: Option<bool>) -> Arc<MemoryObjectStore> {
     store
 }
 
+/// The claim pod of the persistent-volume tests, with a service account.
 fn pod(uid: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(format!("p-{uid}")),
-            namespace: Some("ns".into()),
-            uid: Some(uid.into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            service_account_name: Some("sa".into()),
-            containers: vec![Container {
-                name: "c".into(),
-                volume_mounts: Some(vec![VolumeMount {
-                    name: "vol".into(),
-                    mount_path: "/data".into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }],
-            volumes: Some(vec![Volume {
-                name: "vol".into(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: "data".into(),
-                    read_only: None,
-                }),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
+    let mut p = crate::volume::persistent::tests::pod(uid, false, None);
+    if let Some(spec) = p.spec.as_mut() {
+        spec.service_account_name = Some("sa".into());
     }
+    p
 }
 
 async fn setup(vm: &VolumeManager, p: &Pod) -> Result<(), VolumeError> {

@@ -156,4 +156,4 @@ impl VolumeManager {
 
 #[cfg(test)]
 #[path = "persistent_tests.rs"]
-mod tests;
+pub(super) mod tests;

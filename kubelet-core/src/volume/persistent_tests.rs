@@ -60,7 +60,8 @@ fn local(path: &Path) -> PersistentVolumeSpec {
     }
 }
 
-fn pod(uid: &str, read_only: bool, fs_group: Option<i64>) -> Pod {
+/// Pod `ns/p-<uid>` mounting the claim `data` at `/data` (volume `vol`).
+pub(in crate::volume) fn pod(uid: &str, read_only: bool, fs_group: Option<i64>) -> Pod {
     Pod {
         metadata: ObjectMeta {
             name: Some(format!("p-{uid}")),

@@ -43,13 +43,19 @@ fn fs_group(p: &Pod) -> Option<u32> {
 
 /// The name of the volume type for "not supported" errors.
 pub(super) fn kind_of(v: &Volume) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|j| {
-            j.as_object()
-                .and_then(|o| o.keys().find(|k| *k != "name").cloned())
-        })
-        .unwrap_or_else(|| "unknown".into())
+    first_field_except(v, &["name"]).unwrap_or_else(|| "unknown".into())
+}
+
+/// The first field `value` serializes that is not among `except` (which source a volume or
+/// PersistentVolume spec has, for "not supported" errors).
+pub(super) fn first_field_except<T: serde::Serialize>(
+    value: &T,
+    except: &[&str],
+) -> Option<String> {
+    serde_json::to_value(value).ok().and_then(|j| {
+        j.as_object()
+            .and_then(|o| o.keys().find(|k| !except.contains(&k.as_str())).cloned())
+    })
 }
 
 impl VolumeManager {
