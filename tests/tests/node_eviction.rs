@@ -7,8 +7,10 @@
 //!   `Evicted`, Go's message, an `Evicted` event, `kubelet_evictions` — while a pod within
 //!   its limit keeps running.
 //! - Memory pressure: a soft `memory.available` threshold above the machine's memory
-//!   (always met) makes MemoryPressure True at once; past its grace period the BestEffort
-//!   pod is evicted first, then the
+//!   (always met) makes MemoryPressure True at the manager's first measurement — which the
+//!   test holds back until every pod is admitted, as a node's first stats usually come after
+//!   its pods (otherwise the BestEffort pod is, rightly, refused at admission); past its
+//!   grace period the BestEffort pod is evicted first, then the
 //!   Burstable one (one pod per cycle); the static pod is never evicted; a new BestEffort
 //!   pod is refused at admission. Restarted with the threshold lifted and a short transition
 //!   period, the condition returns to False.
@@ -17,12 +19,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Pod, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kubelet_core::eviction::{EvictionConfig, PressureCondition};
+use kubelet_core::stats::{MachineInfo, NodeStatsProvider, Sample, SampleRequest, StatsError};
 use kubelet_core::testing::{RecordingSink, StaticSource};
-use kubelet_core::{KubeletHandle, PodSource};
+use kubelet_core::{
+    CmError, ContainerManager, KubeletHandle, PodResources, PodSource, ResourceList,
+};
 use kubelet_tests::engine::{busybox, phase, resources, wait_running, wait_until, EngineTest};
+use tokio::sync::watch;
 
 const LONG: Duration = Duration::from_secs(90);
 /// The soft memory threshold's grace period.
@@ -44,6 +51,69 @@ fn with_scratch(mut p: Pod, c: &mut Container, size_limit: &str) -> Pod {
         ..Default::default()
     }]);
     p
+}
+
+/// The real container manager, whose node measurements wait until the test opens the gate:
+/// what the eviction manager sees of the node, it sees only from then on.
+struct GatedStats {
+    cm: Arc<dyn ContainerManager>,
+    stats: Arc<dyn NodeStatsProvider>,
+    open: watch::Receiver<bool>,
+}
+
+#[async_trait]
+impl NodeStatsProvider for GatedStats {
+    fn machine_info(&self) -> Arc<MachineInfo> {
+        self.stats.machine_info()
+    }
+
+    async fn sample(&self, request: SampleRequest) -> Result<Sample, StatsError> {
+        let mut open = self.open.clone();
+        // The sender lives as long as the test; were it gone, measuring goes ahead.
+        let _ = open.wait_for(|o| *o).await;
+        self.stats.sample(request).await
+    }
+}
+
+struct GatedManager(Arc<GatedStats>);
+
+#[async_trait]
+impl ContainerManager for GatedManager {
+    fn capacity(&self) -> ResourceList {
+        self.0.cm.capacity()
+    }
+    fn allocatable(&self) -> ResourceList {
+        self.0.cm.allocatable()
+    }
+    async fn ensure_pod_resources(&self, pod: &Pod) -> Result<PodResources, CmError> {
+        self.0.cm.ensure_pod_resources(pod).await
+    }
+    async fn remove_pod_resources(&self, pod_uid: &str) -> Result<(), CmError> {
+        self.0.cm.remove_pod_resources(pod_uid).await
+    }
+    async fn pods_with_resources(&self) -> Result<Vec<String>, CmError> {
+        self.0.cm.pods_with_resources().await
+    }
+    fn node_stats(&self) -> Option<Arc<dyn NodeStatsProvider>> {
+        Some(self.0.clone() as Arc<dyn NodeStatsProvider>)
+    }
+    fn pod_cgroup_parent(&self, pod: &Pod) -> Option<String> {
+        self.0.cm.pod_cgroup_parent(pod)
+    }
+    fn container_cgroup(&self, pod: &Pod, container_id: &str) -> Option<String> {
+        self.0.cm.container_cgroup(pod, container_id)
+    }
+}
+
+/// The test's container manager with its measurements held back, and the gate's handle.
+fn gated(t: &EngineTest) -> (Arc<dyn ContainerManager>, watch::Sender<bool>) {
+    let cm = t.cm.clone() as Arc<dyn ContainerManager>;
+    let stats = cm
+        .node_stats()
+        .expect("the Linux container manager measures");
+    let (tx, open) = watch::channel(false);
+    let manager = GatedManager(Arc::new(GatedStats { cm, stats, open }));
+    (Arc::new(manager), tx)
 }
 
 /// Waits until the pod's status is phase Failed; returns (reason, message).
@@ -168,8 +238,9 @@ async fn memory_pressure_evicts_best_effort_first_and_spares_static_pods() {
     let st_uid = t.uid("static");
     let st = t.pod("static", &st_uid, vec![busybox("app", "exec sleep 3600")]);
 
-    // A soft threshold always met, with a grace period long enough for every pod to start
-    // (and be measured: Go ranks pods without stats first) before anything is evicted.
+    // A soft threshold always met, with a grace period (counted from the first
+    // measurement) long enough for every pod to be measured: Go ranks pods without stats
+    // first.
     let api = Arc::new(StaticSource::new("api", vec![be.clone(), bu.clone()]));
     let file = Arc::new(StaticSource::new("file", vec![st.clone()]));
     let sink = Arc::new(RecordingSink::default());
@@ -192,22 +263,26 @@ async fn memory_pressure_evicts_best_effort_first_and_spares_static_pods() {
         ..t.config()
     };
     let sink2 = sink.clone();
+    let (cm, gate) = gated(&t);
     let k = t.start_customized(
         config.clone(),
         vec![
             api.clone() as Arc<dyn PodSource>,
             file.clone() as Arc<dyn PodSource>,
         ],
-        move |b| b.status_sink(sink2),
+        move |b| b.status_sink(sink2).container_manager(cm),
     );
+    // Every pod is admitted and running before the node is first measured.
+    for uid in [&be_uid, &bu_uid, &st_uid] {
+        wait_running(&k.handle, uid, LONG).await;
+    }
+    assert!(k.handle.pressure_conditions().is_empty());
+    gate.send_replace(true);
     wait_until(LONG, "MemoryPressure", || {
         (k.handle.pressure_conditions() == [PressureCondition::MemoryPressure]).then_some(())
     })
     .await;
     assert!(k.handle.node_pressure().memory);
-    for uid in [&be_uid, &bu_uid, &st_uid] {
-        wait_running(&k.handle, uid, GRACE).await;
-    }
     let (reason, message) = wait_evicted(&k.handle, &be_uid).await;
     assert_eq!(reason, "Evicted");
     assert!(
