@@ -103,7 +103,9 @@ impl Engine {
         credential_providers: Vec<Arc<dyn CredentialProvider>>,
     ) -> Self {
         let images = ImageManager::with_providers(&config, credential_providers);
-        let volumes = VolumeManager::new(&config.root_dir, objects, &config.cluster_domain);
+        let node_status_changed: Arc<tokio::sync::Notify> = Arc::default();
+        let mut volumes = VolumeManager::new(&config.root_dir, objects, &config.cluster_domain);
+        volumes.set_in_use_notify(node_status_changed.clone());
         let crash_backoff = Backoff::new(config.backoff_initial, config.backoff_max);
         let sync_permits = config
             .max_concurrent_pod_syncs
@@ -160,7 +162,7 @@ impl Engine {
             runtime_state: RuntimeState::default(),
             pod_cache,
             sources_ready: AtomicBool::new(false),
-            node_status_changed: Arc::default(),
+            node_status_changed,
             sync_permits,
             health: Health::default(),
             volumes,

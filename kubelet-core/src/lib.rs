@@ -117,4 +117,6 @@ pub use runtime::{ContainerRuntime, RuntimeError, RuntimeResult};
 pub use sink::{Event, EventObject, EventType, NoopStatusSink, SinkError, StatusSink};
 pub use source::{PodOperation, PodSource, PodUpdate, SourceError};
 pub use stats::{MachineInfo, NodeStatsProvider, StatsError};
+pub use volume::attach::unique_volume_name;
+pub use volume::csi::attachment_name;
 pub use volume::mount;

@@ -16,111 +16,24 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod cluster_common;
+mod csi_common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cluster_common::{eventually, phase, start_built};
+use csi_common::{calls, claim, csi_pv, has_call, meta, with_claim, TestDriver};
 use k8s_openapi::api::core::v1::{
-    CSIPersistentVolumeSource, Event, PersistentVolume, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PersistentVolumeSpec, Pod,
-    Volume, VolumeMount, VolumeResourceRequirements,
+    Event, PersistentVolume, PersistentVolumeClaim, Volume, VolumeMount,
 };
-use k8s_openapi::api::storage::v1::{CSIDriver, CSIDriverSpec, CSINode};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIDriverSpec};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::Api;
 use kubelet_cm::csi::node_service::GrpcCsiNodeService;
-use kubelet_cm::csi::registration::CsiRegistrationHandler;
 use kubelet_cm::csi::CsiDrivers;
-use kubelet_cm::plugin_manager::{PluginHandler, PluginManager, CSI_PLUGIN};
-use kubelet_sources::apiserver::{ApiClients, ApiCsiNodeObjects, ClientConfig};
-use tokio_util::sync::CancellationToken;
 
 const LONG: Duration = Duration::from_secs(120);
-
-fn meta(name: &str, ns: Option<&str>) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.into()),
-        namespace: ns.map(str::to_string),
-        ..Default::default()
-    }
-}
-
-fn csi_pv(name: &str, driver: &str, class: &str) -> PersistentVolume {
-    PersistentVolume {
-        metadata: meta(name, None),
-        spec: Some(PersistentVolumeSpec {
-            capacity: Some(BTreeMap::from([("storage".into(), Quantity("1Gi".into()))])),
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            persistent_volume_reclaim_policy: Some("Retain".into()),
-            storage_class_name: Some(class.into()),
-            csi: Some(CSIPersistentVolumeSource {
-                driver: driver.into(),
-                volume_handle: format!("handle-{name}"),
-                volume_attributes: Some(BTreeMap::from([("color".into(), "blue".into())])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// A claim of the volume `pv` (named: the two volumes match either claim otherwise).
-fn claim(name: &str, ns: &str, class: &str, pv: &str) -> PersistentVolumeClaim {
-    PersistentVolumeClaim {
-        metadata: meta(name, Some(ns)),
-        spec: Some(PersistentVolumeClaimSpec {
-            volume_name: Some(pv.into()),
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            storage_class_name: Some(class.into()),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([("storage".into(), Quantity("1Gi".into()))])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn with_claim(mut pod: Pod, claim: &str) -> Pod {
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.volumes = Some(vec![Volume {
-            name: "data".into(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: claim.into(),
-                read_only: None,
-            }),
-            ..Default::default()
-        }]);
-        spec.containers[0].volume_mounts = Some(vec![VolumeMount {
-            name: "data".into(),
-            mount_path: "/data".into(),
-            ..Default::default()
-        }]);
-    }
-    pod
-}
-
-/// The driver's calls so far (`--calls`), one JSON object each.
-fn calls(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn has_call(calls: &[serde_json::Value], method: &str, volume: &str) -> bool {
-    calls
-        .iter()
-        .any(|c| c["method"] == method && c["volume"] == volume)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn csi_volumes_are_staged_published_retried_and_torn_down() {
@@ -131,65 +44,14 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
         return;
     };
     let ns = node.et.namespace.clone();
-    let driver = format!("{ns}.csi.test");
     let root = node.et.root_dir();
-    let work = node.et.dir.path().to_path_buf();
+    let test_driver = TestDriver::start(&node, drivers).await;
+    let driver = test_driver.name.clone();
     let (calls_file, fail_file, data_dir) = (
-        work.join("calls.jsonl"),
-        work.join("fail-publish"),
-        work.join("csi-data"),
+        test_driver.calls_file.clone(),
+        test_driver.fail_file.clone(),
+        test_driver.data_dir.clone(),
     );
-
-    // The plugin manager with the CSI handler, recording on the node's objects.
-    let kubeconfig = node.cp.node_kubeconfig(&node.node_name).await.unwrap();
-    let clients = ApiClients::from_kubeconfig(&ClientConfig::new(kubeconfig))
-        .await
-        .unwrap();
-    let handler = Arc::new(CsiRegistrationHandler::new(
-        drivers.clone(),
-        Arc::new(ApiCsiNodeObjects::new(clients.api, node.node_name.clone())),
-    ));
-    let registry = root.join("plugins_registry");
-    std::fs::create_dir_all(&registry).unwrap();
-    let stop = CancellationToken::new();
-    let manager = PluginManager::new(
-        registry.clone(),
-        BTreeMap::from([(CSI_PLUGIN.to_string(), handler as Arc<dyn PluginHandler>)]),
-    );
-    manager.start(stop.clone()).await.unwrap();
-    let mut driver_process =
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_kubelet-rs-csi-test-driver"))
-            .arg("--name")
-            .arg(&driver)
-            .arg("--endpoint")
-            .arg(root.join("plugins").join(&driver).join("csi.sock"))
-            .arg("--registration-dir")
-            .arg(&registry)
-            .arg("--node-id")
-            .arg(&node.node_name)
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .arg("--calls")
-            .arg(&calls_file)
-            .arg("--fail-publish-file")
-            .arg(&fail_file)
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-
-    let csinodes: Api<CSINode> = Api::all(node.admin.clone());
-    eventually(Duration::from_secs(60), "driver on CSINode", || {
-        let (csinodes, name, driver) = (csinodes.clone(), node.node_name.clone(), driver.clone());
-        async move {
-            let c = csinodes.get(&name).await.ok()?;
-            c.spec
-                .drivers
-                .iter()
-                .any(|d| d.name == driver)
-                .then_some(())
-        }
-    })
-    .await;
 
     let pp = PostParams::default();
     let csidrivers: Api<CSIDriver> = Api::all(node.admin.clone());
@@ -414,9 +276,6 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
         let _ = pvs.delete(pv, &dp).await;
     }
     let _ = csidrivers.delete(&driver, &dp).await;
-    let _ = driver_process.kill().await;
-    stop.cancel();
-    manager.stopped().await;
-    let _ = csinodes.delete(&node.node_name, &dp).await;
+    test_driver.finish(&node).await;
     node.finish().await;
 }

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
 };
 use k8s_openapi::api::node::v1::RuntimeClass;
-use k8s_openapi::api::storage::v1::CSIDriver;
+use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 
 /// Why an object could not be read.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -145,6 +145,15 @@ pub trait ObjectStore: Send + Sync {
             name: name.into(),
         })
     }
+    /// The VolumeAttachment `name` (cluster-scoped; `NotFound` carries an empty namespace), as
+    /// the API server has it now. Default: [`ObjectError::NotAvailable`].
+    async fn volume_attachment(&self, name: &str) -> Result<VolumeAttachment, ObjectError> {
+        Err(ObjectError::NotAvailable {
+            kind: "volumeattachment",
+            namespace: String::new(),
+            name: name.into(),
+        })
+    }
     /// The pod (now) references these objects: a cache may start following them.
     fn register_pod(&self, _pod: &Pod) {}
     /// The pod with this uid is gone: a cache may drop what only it used.
@@ -218,6 +227,7 @@ struct MemoryObjects {
     claims: HashMap<(String, String), PersistentVolumeClaim>,
     persistent_volumes: HashMap<String, PersistentVolume>,
     csi_drivers: HashMap<String, CSIDriver>,
+    volume_attachments: HashMap<String, VolumeAttachment>,
     token_requests: Vec<TokenRequest>,
     tokens: HashMap<TokenRequest, (ServiceAccountToken, SystemTime)>,
 }
@@ -267,6 +277,11 @@ impl MemoryObjectStore {
     pub fn put_csi_driver(&self, d: CSIDriver) {
         let name = d.metadata.name.clone().unwrap_or_default();
         self.lock().csi_drivers.insert(name, d);
+    }
+    /// Adds or replaces a VolumeAttachment (cluster-scoped, keyed by name).
+    pub fn put_volume_attachment(&self, va: VolumeAttachment) {
+        let name = va.metadata.name.clone().unwrap_or_default();
+        self.lock().volume_attachments.insert(name, va);
     }
     /// Removes a config map.
     pub fn remove_config_map(&self, namespace: &str, name: &str) {
@@ -367,6 +382,17 @@ impl ObjectStore for MemoryObjectStore {
             .cloned()
             .ok_or_else(|| ObjectError::NotFound {
                 kind: "csidriver",
+                namespace: String::new(),
+                name: name.into(),
+            })
+    }
+    async fn volume_attachment(&self, name: &str) -> Result<VolumeAttachment, ObjectError> {
+        self.lock()
+            .volume_attachments
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ObjectError::NotFound {
+                kind: "volumeattachment",
                 namespace: String::new(),
                 name: name.into(),
             })

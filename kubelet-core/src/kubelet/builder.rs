@@ -255,6 +255,9 @@ impl KubeletBuilder {
             objects,
             self.credential_providers,
         );
+        if let Some(lister) = self.node_lister.clone() {
+            engine.volumes.set_node_lister(lister);
+        }
         engine.node_lister = self.node_lister;
         if let Some(csi) = self.csi {
             let node = engine.config.node_name.clone();

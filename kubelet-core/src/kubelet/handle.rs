@@ -100,9 +100,22 @@ impl KubeletHandle {
             .then_some(crate::nodeshutdown::NOT_READY_MESSAGE)
     }
 
-    /// Wakes whoever reports the node's status (the shutdown state changed).
+    /// Wakes whoever reports the node's status (the shutdown state or the attachable volumes
+    /// in use changed).
     pub fn node_status_changed(&self) -> Arc<tokio::sync::Notify> {
         self.engine.node_status_changed.clone()
+    }
+
+    /// The attachable volumes in use, for the node's `status.volumesInUse`; `None` while
+    /// the volumes on disk are not counted yet (leave the field as it is).
+    pub fn volumes_in_use(&self) -> Option<Vec<String>> {
+        self.engine.volumes.volumes_in_use()
+    }
+
+    /// The node status now reports these volumes in use: call after each successful write
+    /// of `status.volumesInUse`, with what was written.
+    pub fn mark_volumes_reported_in_use(&self, names: &[String]) {
+        self.engine.volumes.mark_volumes_reported_in_use(names);
     }
 
     /// The pressure conditions in effect, sorted.

@@ -125,6 +125,14 @@ impl Kubelet {
             crate::runtime_state::run(&e.runtime_state, e.runtime.as_ref(), token).await
         });
         tasks.spawn(crate::gc::run(engine.clone(), child.clone()));
+        // The attachable volumes on disk are counted before any is reported free.
+        let (e, token) = (engine.clone(), child.clone());
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = token.cancelled() => {}
+                _ = e.volumes.reconstruct_in_use() => {}
+            }
+        });
         if engine.config.cpu_manager.policy != crate::cpumanager::CpuManagerPolicy::None {
             tasks.spawn(managers::run_cpu_reconcile(engine.clone(), child.clone()));
         }

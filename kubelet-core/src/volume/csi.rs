@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Set-up, per pod and volume: the CSIDriver object decides (`attachRequired`, default true
-//! without the object, is not supported yet and refused with a clear error;
+//! without the object: the set-up waits until the volume is attached, see [`super::attach`],
+//! and passes the attachment's metadata to the driver as `publish_context`;
 //! `podInfoOnMount` adds the pod's `csi.storage.k8s.io/*` attributes; `fsGroupPolicy`);
 //! when the driver stages volumes, `NodeStageVolume` into the volume's `globalmount` once
 //! (again after a kubelet restart: drivers answer an already staged volume with success);
@@ -33,6 +34,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, PersistentVolumeSpec, Pod};
 use serde::{Deserialize, Serialize};
 
+use super::attach::unique_volume_name;
 use super::ownership::{self, ChangePolicy};
 use super::{blocking, io, mount, SetUpVolume, VolumeError, VolumeManager};
 use crate::csi::{CsiAccessMode, CsiMountRequest};
@@ -274,7 +276,7 @@ impl VolumeManager {
 
     /// The driver's CSIDriver object; `None` when there is none (or no API server to ask):
     /// Go's defaults then apply.
-    async fn csi_driver_object(
+    pub(super) async fn csi_driver_object(
         &self,
         volume: &str,
         driver: &str,
@@ -299,7 +301,7 @@ impl VolumeManager {
         self.csi_staged.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn root_dir(&self) -> PathBuf {
+    pub(super) fn root_dir(&self) -> PathBuf {
         self.pods_dir
             .as_deref()
             .and_then(Path::parent)
@@ -367,16 +369,11 @@ impl VolumeManager {
             }
         })?;
         let policy = DriverPolicy::of(object.as_ref());
-        if policy.attach_required {
-            return Err(VolumeError::Csi {
-                volume: pv.to_string(),
-                step: "attach",
-                message: format!(
-                    "CSI driver {driver} requires attaching its volumes (attachRequired is true, or it has no CSIDriver object); waiting for a VolumeAttachment is not supported by kubelet-rs yet"
-                ),
-            });
-        }
         let uid = pod::uid(p).to_string();
+        let unique = unique_volume_name(&driver, &source.volume_handle);
+        if policy.attach_required {
+            self.want_attached(&uid, pv, &unique);
+        }
         let target = self.volume_dir(&uid, PLUGIN_DIR, pv).join("mount");
         let lock = self.csi_lock(pv);
         let _one_at_a_time = lock.lock().await;
@@ -386,6 +383,12 @@ impl VolumeManager {
                 read_only,
             });
         }
+        let attachment = attachment_name(&source.volume_handle, &driver, &self.node_name);
+        let publish_context = if policy.attach_required {
+            self.verify_attached(pv, &unique, &attachment).await?
+        } else {
+            BTreeMap::new()
+        };
         let access_mode = CsiAccessMode::of(spec.access_modes.as_deref());
         let fs_type = source.fs_type.clone().unwrap_or_default();
         let mount_flags = spec.mount_options.clone().unwrap_or_default();
@@ -416,7 +419,7 @@ impl VolumeManager {
                 .await?;
             let request = CsiMountRequest {
                 volume_id: source.volume_handle.clone(),
-                publish_context: BTreeMap::new(),
+                publish_context: publish_context.clone(),
                 staging_path: staging.display().to_string(),
                 target_path: String::new(),
                 access_mode,
@@ -431,6 +434,9 @@ impl VolumeManager {
                 .await
                 .map_err(|e| csi_error(pv, "MountVolume.MountDevice", e))?;
             self.staged().insert(pv.to_string());
+            if policy.attach_required {
+                self.mark_mounted(pv, &unique);
+            }
             staging.display().to_string()
         } else {
             String::new()
@@ -441,11 +447,7 @@ impl VolumeManager {
             volume_handle: source.volume_handle.clone(),
             driver_name: driver.clone(),
             node_name: self.node_name.clone(),
-            attachment_id: Some(attachment_name(
-                &source.volume_handle,
-                &driver,
-                &self.node_name,
-            )),
+            attachment_id: Some(attachment),
             lifecycle_mode: "Persistent".into(),
         };
         let d = dir.clone();
@@ -463,7 +465,7 @@ impl VolumeManager {
         }
         let request = CsiMountRequest {
             volume_id: source.volume_handle.clone(),
-            publish_context: BTreeMap::new(),
+            publish_context,
             staging_path: staging,
             target_path: target.display().to_string(),
             access_mode,
@@ -477,6 +479,9 @@ impl VolumeManager {
             .publish(&driver, &request)
             .await
             .map_err(|e| csi_error(pv, "MountVolume.SetUp", e))?;
+        if policy.attach_required {
+            self.mark_mounted(pv, &unique);
+        }
         if !read_only && policy.applies_fs_group(&fs_type, spec.access_modes.as_deref()) {
             self.apply_fs_group(p, &target).await?;
         }
@@ -700,7 +705,11 @@ impl VolumeManager {
             Ok((in_use, staged))
         })
         .await?;
-        if in_use || !staged {
+        if in_use {
+            return Ok(());
+        }
+        if !staged {
+            self.mark_unmounted(&pv);
             return Ok(());
         }
         let global = staging.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -721,7 +730,9 @@ impl VolumeManager {
                 .map_err(|e| csi_error(&pv, "UnmountDevice", e))?;
         }
         self.staged().remove(&pv);
-        blocking(move || remove_mount_dir(&staging)).await
+        blocking(move || remove_mount_dir(&staging)).await?;
+        self.mark_unmounted(&pv);
+        Ok(())
     }
 }
 

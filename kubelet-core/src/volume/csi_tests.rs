@@ -24,6 +24,7 @@ struct Driver {
     stages: bool,
     calls: Mutex<Vec<String>>,
     contexts: Mutex<Vec<BTreeMap<String, String>>>,
+    publish_contexts: Mutex<Vec<BTreeMap<String, String>>>,
 }
 
 #[async_trait]
@@ -39,6 +40,10 @@ impl CsiNodeService for Driver {
             .lock()
             .unwrap()
             .push(format!("stage {} {}", r.volume_id, r.staging_path));
+        self.publish_contexts
+            .lock()
+            .unwrap()
+            .push(r.publish_context.clone());
         Ok(())
     }
     async fn publish(&self, _: &str, r: &CsiMountRequest) -> Result<(), CsiCallError> {
@@ -47,6 +52,10 @@ impl CsiNodeService for Driver {
             r.volume_id, r.target_path, r.staging_path, r.read_only
         ));
         self.contexts.lock().unwrap().push(r.volume_context.clone());
+        self.publish_contexts
+            .lock()
+            .unwrap()
+            .push(r.publish_context.clone());
         std::fs::create_dir_all(&r.target_path).unwrap();
         mount::bind(&self.backing, Path::new(&r.target_path)).unwrap();
         Ok(())
@@ -75,6 +84,7 @@ fn driver(backing: &Path, stages: bool) -> Arc<Driver> {
         stages,
         calls: Mutex::default(),
         contexts: Mutex::default(),
+        publish_contexts: Mutex::default(),
     })
 }
 
@@ -221,22 +231,151 @@ async fn a_csi_volume_is_staged_published_and_torn_down_in_gos_layout() {
     assert!(!root.path().join("pods/u1").exists());
 }
 
-#[tokio::test]
-async fn attach_required_and_unknown_drivers_are_refused_with_a_reason() {
-    let root = tempfile::tempdir().unwrap();
-    let driver = driver(root.path(), false);
-    for attach in [None, Some(true)] {
-        let vm = manager(root.path(), store(attach), driver.clone());
-        let err = setup(&vm, &pod("u3")).await.unwrap_err().to_string();
-        assert!(
-            err.contains("attach failed for volume \"pv-c\" : CSI driver csi.test requires attaching its volumes"),
-            "{err}"
-        );
+/// The Node as the test sets it.
+#[derive(Default)]
+struct TestNode(Mutex<Option<Arc<k8s_openapi::api::core::v1::Node>>>);
+
+impl crate::admission::NodeLister for TestNode {
+    fn node(&self) -> Option<Arc<k8s_openapi::api::core::v1::Node>> {
+        self.0.lock().unwrap().clone()
     }
+}
+
+impl TestNode {
+    fn set_attached(&self, names: &[&str]) {
+        let node = k8s_openapi::api::core::v1::Node {
+            status: Some(k8s_openapi::api::core::v1::NodeStatus {
+                volumes_attached: Some(
+                    names
+                        .iter()
+                        .map(|n| k8s_openapi::api::core::v1::AttachedVolume {
+                            name: n.to_string(),
+                            device_path: String::new(),
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        *self.0.lock().unwrap() = Some(Arc::new(node));
+    }
+}
+
+fn attachment(
+    attached: bool,
+    error: Option<&str>,
+) -> k8s_openapi::api::storage::v1::VolumeAttachment {
+    use k8s_openapi::api::storage::v1::{VolumeAttachment, VolumeAttachmentStatus, VolumeError};
+    VolumeAttachment {
+        metadata: ObjectMeta {
+            name: Some(attachment_name("vol-1", "csi.test", "node-a")),
+            ..Default::default()
+        },
+        status: Some(VolumeAttachmentStatus {
+            attached,
+            attach_error: error.map(|m| VolumeError {
+                message: Some(m.into()),
+                ..Default::default()
+            }),
+            attachment_metadata: Some(BTreeMap::from([("lun".into(), "7".into())])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn an_attachable_volume_waits_for_in_use_then_attached_and_gets_the_metadata() {
+    let root = tempfile::tempdir().unwrap();
+    let backing = tempfile::tempdir().unwrap();
+    let driver = driver(backing.path(), true);
+    for attach_required in [None, Some(true)] {
+        let store = store(attach_required);
+        let node = Arc::new(TestNode::default());
+        let mut vm = manager(root.path(), store.clone(), driver.clone());
+        vm.set_node_lister(node.clone());
+        let unique = "kubernetes.io/csi/csi.test^vol-1";
+        assert_eq!(
+            vm.volumes_in_use(),
+            None,
+            "not before the volumes on disk are counted"
+        );
+        vm.reconstruct_in_use().await;
+        assert_eq!(vm.volumes_in_use(), Some(vec![]));
+        let p = pod("u3");
+        // Each of Go's checks in turn, each a clear error naming the volume.
+        type Fix<'a> = Box<dyn Fn() + 'a>;
+        let steps: Vec<(&str, Fix)> = vec![
+            (
+                "has not been added to the list of VolumesInUse in the node's volume status",
+                Box::new(|| vm.mark_volumes_reported_in_use(&[unique.to_string()])),
+            ),
+            (
+                "the Node object is not known yet",
+                Box::new(|| node.set_attached(&[])),
+            ),
+            (
+                "not attached according to node status",
+                Box::new(|| node.set_attached(&[unique])),
+            ),
+            (
+                "cannot be read: ",
+                Box::new(|| store.put_volume_attachment(attachment(false, Some("no such disk")))),
+            ),
+            (
+                "failed: no such disk",
+                Box::new(|| store.put_volume_attachment(attachment(false, None))),
+            ),
+            (
+                "is not attached yet",
+                Box::new(|| store.put_volume_attachment(attachment(true, None))),
+            ),
+        ];
+        for (expected, fix) in steps {
+            let err = setup(&vm, &p).await.unwrap_err().to_string();
+            assert!(err.contains("attach failed for volume \"pv-c\""), "{err}");
+            assert!(err.contains(expected), "{expected}: {err}");
+            // Wanted, so in use, from the set-up's start.
+            assert_eq!(vm.volumes_in_use(), Some(vec![unique.to_string()]));
+            fix();
+        }
+        assert!(driver.calls.lock().unwrap().is_empty());
+        setup(&vm, &p).await.unwrap();
+        let contexts = driver.publish_contexts.lock().unwrap().clone();
+        assert_eq!(contexts.len(), 2, "stage and publish");
+        assert!(contexts.iter().all(|c| c["lun"] == "7"), "{contexts:?}");
+
+        // A restarted kubelet counts the volume on disk as in use before any pod syncs.
+        let mut restarted = manager(root.path(), store.clone(), driver.clone());
+        restarted.set_node_lister(node.clone());
+        restarted.reconstruct_in_use().await;
+        assert_eq!(restarted.volumes_in_use(), Some(vec![unique.to_string()]));
+
+        vm.teardown_pod("u3").await.unwrap();
+        assert_eq!(
+            vm.volumes_in_use(),
+            Some(vec![]),
+            "unpublished and unstaged"
+        );
+        driver.calls.lock().unwrap().clear();
+        driver.publish_contexts.lock().unwrap().clear();
+    }
+}
+
+#[tokio::test]
+async fn volumes_not_needing_attach_are_never_in_use_and_unknown_drivers_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let backing = tempfile::tempdir().unwrap();
+    let driver = driver(backing.path(), true);
+    let vm = manager(root.path(), store(Some(false)), driver.clone());
+    vm.reconstruct_in_use().await;
+    setup(&vm, &pod("u5")).await.unwrap();
+    assert_eq!(vm.volumes_in_use(), Some(vec![]));
+    vm.teardown_pod("u5").await.unwrap();
     let vm = VolumeManager::new(root.path(), store(Some(false)), "");
     let err = setup(&vm, &pod("u4")).await.unwrap_err().to_string();
     assert!(err.contains("no CSI drivers in this kubelet"), "{err}");
-    assert!(driver.calls.lock().unwrap().is_empty());
 }
 
 fn inline_pod(uid: &str) -> Pod {

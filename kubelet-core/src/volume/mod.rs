@@ -36,6 +36,7 @@
 //! with [`VolumeError::NoRootDir`].
 
 pub mod atomic_writer;
+pub mod attach;
 pub mod claims;
 pub mod configmap;
 pub mod csi;
@@ -108,6 +109,12 @@ pub struct VolumeManager {
     csi_staged: Mutex<std::collections::HashSet<String>>,
     /// One lock per CSI volume in use (see `csi`).
     csi_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Attachable volumes in use and reported (see [`attach`]).
+    attach: Mutex<attach::AttachState>,
+    /// The Node (its `status.volumesAttached`); `None`: not checked.
+    node_lister: Option<Arc<dyn crate::admission::NodeLister>>,
+    /// Woken when the attachable volumes in use changed.
+    in_use_changed: Arc<tokio::sync::Notify>,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -136,7 +143,22 @@ impl VolumeManager {
             node_name: String::new(),
             csi_staged: Mutex::default(),
             csi_locks: Mutex::default(),
+            attach: Mutex::default(),
+            node_lister: None,
+            in_use_changed: Arc::default(),
         }
+    }
+
+    /// Checks attachable volumes against this Node's `status.volumesAttached` (see
+    /// [`attach`]); without it, only their VolumeAttachments are checked.
+    pub fn set_node_lister(&mut self, lister: Arc<dyn crate::admission::NodeLister>) {
+        self.node_lister = Some(lister);
+    }
+
+    /// Wakes `notify` whenever the attachable volumes in use change (the node status writer
+    /// reports them at once).
+    pub fn set_in_use_notify(&mut self, notify: Arc<tokio::sync::Notify>) {
+        self.in_use_changed = notify;
     }
 
     /// Mounts CSI volumes through `service` (the registered drivers) for the node

@@ -17,6 +17,7 @@ impl VolumeManager {
         self.teardown_csi(uid).await?;
         let dir = self.pod_dir(uid);
         blocking(move || teardown_dir(&dir, true)).await?;
+        self.forget_pod_volumes(uid);
         self.state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -35,6 +36,7 @@ impl VolumeManager {
         self.teardown_csi(uid).await?;
         let dir = self.pod_dir(uid);
         blocking(move || teardown_dir(&dir, false)).await?;
+        self.forget_pod_volumes(uid);
         self.state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -72,6 +74,7 @@ impl VolumeManager {
                 }
             }
         }
+        self.retain_pods_wanting(&keep);
         self.cleanup_csi_staged().await;
     }
 }

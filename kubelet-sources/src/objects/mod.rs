@@ -43,7 +43,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
 };
 use k8s_openapi::api::node::v1::RuntimeClass;
-use k8s_openapi::api::storage::v1::CSIDriver;
+use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use kubelet_core::objects::{
@@ -387,6 +387,14 @@ impl ObjectStore for ApiObjectStore {
         api.get(name)
             .await
             .map_err(|e| api_error("csidriver", "", name, e))
+    }
+
+    async fn volume_attachment(&self, name: &str) -> Result<VolumeAttachment, ObjectError> {
+        // Never from a cache: the volume manager waits for the attacher's answer.
+        let api: Api<VolumeAttachment> = Api::all(self.client.clone());
+        api.get(name)
+            .await
+            .map_err(|e| api_error("volumeattachment", "", name, e))
     }
 
     async fn runtime_class(&self, name: &str) -> Result<RuntimeClass, ObjectError> {

@@ -190,6 +190,8 @@ pub struct Observed {
     pub runtime_handlers: Vec<RuntimeHandler>,
     /// CRI `RuntimeFeatures.supplemental_groups_policy`, when the runtime reports features.
     pub supplemental_groups_policy: Option<bool>,
+    /// The attachable volumes in use; `None` while the kubelet has not counted them.
+    pub volumes_in_use: Option<Vec<String>>,
 }
 
 /// Reads the [`Observed`] snapshot from a running kubelet.
@@ -241,6 +243,7 @@ pub async fn observe(handle: &KubeletHandle) -> Observed {
         images,
         runtime_handlers,
         supplemental_groups_policy: supplemental_groups,
+        volumes_in_use: handle.volumes_in_use(),
     }
 }
 
@@ -292,6 +295,7 @@ pub(crate) mod fixtures {
             images: vec![],
             runtime_handlers: vec![],
             supplemental_groups_policy: None,
+            volumes_in_use: None,
         }
     }
 

@@ -29,7 +29,7 @@ pub struct SetterContext<'a> {
 pub type Setter = fn(&mut Node, &SetterContext<'_>);
 
 /// The setters, in Go's order.
-pub const SETTERS: [Setter; 11] = [
+pub const SETTERS: [Setter; 12] = [
     set_addresses,
     set_resources,
     set_node_info,
@@ -41,12 +41,21 @@ pub const SETTERS: [Setter; 11] = [
     set_disk_pressure,
     set_pid_pressure,
     set_ready,
+    set_volumes_in_use,
 ];
 
 /// Applies every setter.
 pub fn set_node_status(node: &mut Node, ctx: &SetterContext<'_>) {
     for s in SETTERS {
         s(node, ctx);
+    }
+}
+
+/// `volumesInUse` (Go's `VolumesInUse` setter): the attachable volumes the kubelet uses, once
+/// it has counted those on disk; until then the field stays as it is.
+pub fn set_volumes_in_use(node: &mut Node, ctx: &SetterContext<'_>) {
+    if let Some(in_use) = ctx.observed.volumes_in_use.as_ref() {
+        status(node).volumes_in_use = Some(in_use.clone());
     }
 }
 

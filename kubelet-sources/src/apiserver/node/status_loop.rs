@@ -31,12 +31,15 @@ const PRESSURE_EVENTS: [[&str; 2]; 3] = [
 ];
 
 /// The status patch: the whole status, with only the owned conditions (a strategic merge
-/// patch merges conditions by type, so the others stay as they are).
+/// patch merges conditions by type, so the others stay as they are) and without
+/// `volumesAttached` (the attach/detach controller's; a stale copy would merge back the
+/// volumes it detached).
 pub fn status_patch(node: &Node) -> Node {
     let mut status = node.status.clone().unwrap_or_default();
     if let Some(c) = status.conditions.as_mut() {
         c.retain(|c| OWNED_CONDITIONS.contains(&c.type_.as_str()));
     }
+    status.volumes_attached = None;
     Node {
         metadata: ObjectMeta::default(),
         spec: None,
@@ -261,6 +264,10 @@ impl NodeStatusLoop {
                             );
                         }
                     }
+                    if let Some(in_use) = n.status.as_ref().and_then(|s| s.volumes_in_use.as_ref())
+                    {
+                        self.handle.mark_volumes_reported_in_use(in_use);
+                    }
                     tracing::debug!(node = %name, "node status patched");
                     last = n;
                     last_report = Some(Instant::now());
@@ -318,7 +325,7 @@ mod tests {
     use super::*;
     use crate::apiserver::node::fixtures::{observed, t};
     use crate::apiserver::node::setters::status;
-    use k8s_openapi::api::core::v1::NodeCondition;
+    use k8s_openapi::api::core::v1::{AttachedVolume, NodeCondition};
     use kubelet_core::runtime::ImageInfo;
 
     #[test]
@@ -357,6 +364,47 @@ mod tests {
             now: &t1,
         };
         assert!(matches!(next_status(&node, &ctx, false), Tick::Patch(_)));
+    }
+
+    #[test]
+    fn volumes_in_use_are_reported_once_counted_and_volumes_attached_never_sent() {
+        let cfg = NodeConfig::new("n1");
+        let mut o = observed();
+        let mut node = Node::default();
+        status(&mut node).volumes_in_use = Some(vec!["kubernetes.io/csi/d^old".into()]);
+        status(&mut node).volumes_attached = Some(vec![AttachedVolume {
+            name: "kubernetes.io/csi/d^old".into(),
+            device_path: String::new(),
+        }]);
+        let now = t(0);
+        // Not counted yet: the server's list stays.
+        let mut n1 = node.clone();
+        set_node_status(
+            &mut n1,
+            &SetterContext {
+                config: &cfg,
+                observed: &o,
+                now: &now,
+            },
+        );
+        let st = n1.status.as_ref().unwrap();
+        assert_eq!(
+            st.volumes_in_use,
+            Some(vec!["kubernetes.io/csi/d^old".into()])
+        );
+        // Counted: the kubelet's list, empty included.
+        o.volumes_in_use = Some(vec![]);
+        set_node_status(
+            &mut n1,
+            &SetterContext {
+                config: &cfg,
+                observed: &o,
+                now: &now,
+            },
+        );
+        let body = serde_json::to_value(status_patch(&n1)).unwrap();
+        assert_eq!(body["status"]["volumesInUse"], serde_json::json!([]));
+        assert!(body["status"].get("volumesAttached").is_none(), "{body}");
     }
 
     #[test]
