@@ -31,6 +31,9 @@ pub struct Config {
     pub sync_frequency: Duration,
     /// Housekeeping period (2s): orphan cleanup.
     pub housekeeping_interval: Duration,
+    /// `volumeStatsAggPeriod` (1m): how often persistent volumes' usage is measured for the
+    /// summary and `kubelet_volume_stats_*`; zero: never.
+    pub volume_stats_agg_period: Duration,
     /// PLEG relist period (1s).
     pub pleg_relist_period: Duration,
     /// A relist taking longer than this marks the PLEG unhealthy (3m).
@@ -121,6 +124,7 @@ impl Default for Config {
             pod_logs_dir: PathBuf::from("/var/log/pods"),
             sync_frequency: Duration::from_secs(60),
             housekeeping_interval: Duration::from_secs(2),
+            volume_stats_agg_period: Duration::from_secs(60),
             pleg_relist_period: Duration::from_secs(1),
             pleg_relist_threshold: Duration::from_secs(180),
             evented_pleg: false,

@@ -123,14 +123,17 @@ impl Engine {
         ));
         let hooks = Hooks::new(runtime.clone(), sink.clone(), prober.http().cloned());
         let stats = cm.node_stats().map(|provider| {
-            Arc::new(SummaryCollector::new(
-                provider,
-                runtime.clone(),
-                SummaryConfig {
-                    pods_system_container: cm.allocatable().contains_key("memory"),
-                    ..SummaryConfig::from_config(&config)
-                },
-            ))
+            Arc::new(
+                SummaryCollector::new(
+                    provider,
+                    runtime.clone(),
+                    SummaryConfig {
+                        pods_system_container: cm.allocatable().contains_key("memory"),
+                        ..SummaryConfig::from_config(&config)
+                    },
+                )
+                .with_persistent_volume_stats(volumes.volume_stats_cache()),
+            )
         });
         let cpu_manager = Arc::new(CpuManager::none(&config.root_dir));
         let device_manager = Arc::new(DeviceManager::new(None, Vec::new()));

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cluster_common::{eventually, phase, start_built};
+use cluster_common::{eventually, phase, start_built_configured};
 use csi_common::{calls, claim, csi_pv, has_call, meta, with_claim, TestDriver};
 use k8s_openapi::api::core::v1::{
     Event, PersistentVolume, PersistentVolumeClaim, Volume, VolumeMount,
@@ -39,7 +39,13 @@ const LONG: Duration = Duration::from_secs(120);
 async fn csi_volumes_are_staged_published_retried_and_torn_down() {
     let drivers = Arc::new(CsiDrivers::default());
     let service = Arc::new(GrpcCsiNodeService::new(drivers.clone()));
-    let Some(node) = start_built("cluster-csi-vol", move |b| b.csi_node_service(service)).await
+    // Volumes measured every second (Go's default: a minute).
+    let Some(node) = start_built_configured(
+        "cluster-csi-vol",
+        |c| c.volume_stats_agg_period = Duration::from_secs(1),
+        move |b| b.csi_node_service(service),
+    )
+    .await
     else {
         return;
     };
@@ -189,6 +195,37 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
         },
     )
     .await;
+
+    // The driver's NodeGetVolumeStats in the summary (with the claim) and the metrics.
+    let stats = node.handle.stats().expect("the node is measured");
+    let volume = eventually(LONG, "the claim's volume in the summary", || {
+        let (stats, handle) = (stats.clone(), node.handle.clone());
+        async move {
+            let summary = stats.summary_of(&handle, false).await.ok()?;
+            let pod = summary.pods.into_iter().find(|p| p.pod_ref.name == "one")?;
+            let v = pod.volume.into_iter().find(|v| v.name == "data")?;
+            (v.fs.used_bytes == Some(6)).then_some(v)
+        }
+    })
+    .await;
+    let claim_ref = volume.pvc_ref.clone().expect("pvcRef");
+    assert_eq!(
+        (claim_ref.name.as_str(), claim_ref.namespace.as_str()),
+        ("claim-a", ns.as_str())
+    );
+    assert!(volume.fs.capacity_bytes.unwrap_or(0) > 0, "{volume:?}");
+    assert!(volume.fs.inodes.unwrap_or(0) > 0, "{volume:?}");
+    assert_eq!(
+        volume.fs.inodes_used,
+        Some(2),
+        "the root and hello: {volume:?}"
+    );
+    let metrics = node.handle.metrics().render();
+    let series = format!(
+        "kubelet_volume_stats_used_bytes{{namespace=\"{ns}\",persistentvolumeclaim=\"claim-a\"}} 6"
+    );
+    assert!(metrics.contains(&series), "{series} in:\n{metrics}");
+    assert!(metrics.contains("# TYPE kubelet_volume_stats_capacity_bytes gauge"));
 
     // A failing driver: the second pod waits with the reason, the first keeps running.
     std::fs::write(&fail_file, "").unwrap();

@@ -196,6 +196,7 @@ impl LoadedConfig {
             node_labels: self.node_labels.clone(),
             root_dir: self.root_dir.clone(),
             sync_frequency: c.sync_frequency.0,
+            volume_stats_agg_period: c.volume_stats_agg_period.0,
             max_pods: u32::try_from(c.max_pods).unwrap_or(0),
             serialize_image_pulls: c.serialize_image_pulls,
             max_parallel_image_pulls: max_parallel,

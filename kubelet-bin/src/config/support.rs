@@ -62,7 +62,7 @@ pub const FIELDS: &[(&str, Support)] = {
         ("imageGCHighThresholdPercent", H),
         ("imageGCLowThresholdPercent", H),
         ("imageMaximumGCAge", H),
-        ("volumeStatsAggPeriod", I),
+        ("volumeStatsAggPeriod", H),
         ("cgroupsPerQOS", H),
         ("configMapAndSecretChangeDetectionStrategy", H),
         ("cgroupDriver", H),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tonic::transport::Channel;
 
-use kubelet_core::csi::{CsiAccessMode, CsiMountRequest};
+use kubelet_core::csi::{CsiAccessMode, CsiMountRequest, CsiVolumeUsage};
 
 use super::api;
 use super::api::node_client::NodeClient;
@@ -96,6 +96,15 @@ impl CsiNodeClient {
     /// `NodeGetCapabilities`: whether the driver stages volumes (`STAGE_UNSTAGE_VOLUME`).
     pub async fn supports_stage(&mut self, timeout: Duration) -> Result<bool, CsiError> {
         use api::node_service_capability::rpc::Type;
+        self.has_capability(Type::StageUnstageVolume, timeout).await
+    }
+
+    /// `NodeGetCapabilities`: whether the driver has the RPC capability `wanted`.
+    async fn has_capability(
+        &mut self,
+        wanted: api::node_service_capability::rpc::Type,
+        timeout: Duration,
+    ) -> Result<bool, CsiError> {
         use api::node_service_capability::Type as Cap;
         let request = with_deadline(api::NodeGetCapabilitiesRequest {}, timeout);
         let caps = call(
@@ -104,9 +113,52 @@ impl CsiNodeClient {
             self.node.node_get_capabilities(request),
         )
         .await?;
-        Ok(caps.capabilities.iter().any(|c| {
-            matches!(&c.r#type, Some(Cap::Rpc(r)) if r.r#type == Type::StageUnstageVolume as i32)
-        }))
+        Ok(caps
+            .capabilities
+            .iter()
+            .any(|c| matches!(&c.r#type, Some(Cap::Rpc(r)) if r.r#type == wanted as i32)))
+    }
+
+    /// `NodeGetVolumeStats` of the volume published at `volume_path`, when the driver has
+    /// `GET_VOLUME_STATS` (Go's `metricsCsi`): the `BYTES` and `INODES` usages, 0 for what
+    /// the driver leaves out (negative numbers too).
+    pub async fn volume_stats(
+        &mut self,
+        volume_id: &str,
+        volume_path: &str,
+        timeout: Duration,
+    ) -> Result<Option<CsiVolumeUsage>, CsiError> {
+        use api::node_service_capability::rpc::Type;
+        use api::volume_usage::Unit;
+        if !self.has_capability(Type::GetVolumeStats, timeout).await? {
+            return Ok(None);
+        }
+        let message = api::NodeGetVolumeStatsRequest {
+            volume_id: volume_id.to_string(),
+            volume_path: volume_path.to_string(),
+            ..Default::default()
+        };
+        let request = with_deadline(message, timeout);
+        let response = call(
+            "NodeGetVolumeStats",
+            timeout,
+            self.node.node_get_volume_stats(request),
+        )
+        .await?;
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        let mut usage = CsiVolumeUsage::default();
+        for u in &response.usage {
+            if u.unit == Unit::Bytes as i32 {
+                usage.available_bytes = n(u.available);
+                usage.capacity_bytes = n(u.total);
+                usage.used_bytes = n(u.used);
+            } else if u.unit == Unit::Inodes as i32 {
+                usage.inodes_free = n(u.available);
+                usage.inodes = n(u.total);
+                usage.inodes_used = n(u.used);
+            }
+        }
+        Ok(Some(usage))
     }
 
     /// `NodeStageVolume`.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kubelet_core::csi::{CsiCallError, CsiMountRequest, CsiNodeService};
+use kubelet_core::csi::{CsiCallError, CsiMountRequest, CsiNodeService, CsiVolumeUsage};
 
 use super::client::{CsiError, CsiNodeClient};
 use super::CsiDrivers;
@@ -80,6 +80,18 @@ impl CsiNodeService for GrpcCsiNodeService {
     ) -> Result<(), CsiCallError> {
         let mut c = self.client(driver).await?;
         c.unstage(volume_id, staging_path, CSI_TIMEOUT)
+            .await
+            .map_err(driver_error)
+    }
+
+    async fn volume_stats(
+        &self,
+        driver: &str,
+        volume_id: &str,
+        volume_path: &str,
+    ) -> Result<Option<CsiVolumeUsage>, CsiCallError> {
+        let mut c = self.client(driver).await?;
+        c.volume_stats(volume_id, volume_path, CSI_TIMEOUT)
             .await
             .map_err(driver_error)
     }

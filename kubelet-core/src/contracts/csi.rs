@@ -134,4 +134,32 @@ pub trait CsiNodeService: Send + Sync {
         volume_id: &str,
         staging_path: &str,
     ) -> Result<(), CsiCallError>;
+    /// `NodeGetVolumeStats` of a published volume at `volume_path`; `None` when the driver
+    /// does not report them (no `GET_VOLUME_STATS` capability). Default: `None`.
+    async fn volume_stats(
+        &self,
+        _driver: &str,
+        _volume_id: &str,
+        _volume_path: &str,
+    ) -> Result<Option<CsiVolumeUsage>, CsiCallError> {
+        Ok(None)
+    }
+}
+
+/// A volume's usage as its driver reports it (`NodeGetVolumeStats`: the `BYTES` and `INODES`
+/// entries; what the driver leaves out is 0, as Go reads it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CsiVolumeUsage {
+    /// Bytes available.
+    pub available_bytes: u64,
+    /// Total bytes.
+    pub capacity_bytes: u64,
+    /// Bytes used.
+    pub used_bytes: u64,
+    /// Inodes free.
+    pub inodes_free: u64,
+    /// Total inodes.
+    pub inodes: u64,
+    /// Inodes used.
+    pub inodes_used: u64,
 }

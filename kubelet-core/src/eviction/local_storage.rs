@@ -208,6 +208,7 @@ mod tests {
             volume: vec![VolumeStats {
                 fs: used(volume).unwrap_or_default(),
                 name: "scratch".into(),
+                pvc_ref: None,
             }],
             ephemeral_storage: used(total),
             containers: vec![ContainerStats {

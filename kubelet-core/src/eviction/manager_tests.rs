@@ -402,6 +402,7 @@ async fn local_storage_limits_evict_at_once_even_without_pressure() {
             ..Default::default()
         },
         name: "scratch".into(),
+        pvc_ref: None,
     }];
     {
         let mut s = host.summary.lock().unwrap();

@@ -273,6 +273,7 @@ mod tests {
             volume: vec![VolumeStats {
                 fs: fs(disk.2).unwrap_or_default(),
                 name: "scratch".into(),
+                pvc_ref: None,
             }],
             process_stats: Some(ProcessStats {
                 process_count: Some(procs),

@@ -281,11 +281,14 @@ impl SummaryCollector {
     /// [`KubeletHandle::stats`]: a second collector keeps CPU samples of its own.
     pub fn for_kubelet(handle: &KubeletHandle) -> Option<Self> {
         let provider = handle.container_manager().node_stats()?;
-        Some(Self::new(
-            provider,
-            handle.runtime(),
-            SummaryConfig::from_config(handle.config()),
-        ))
+        Some(
+            Self::new(
+                provider,
+                handle.runtime(),
+                SummaryConfig::from_config(handle.config()),
+            )
+            .with_persistent_volume_stats(handle.engine.volumes.volume_stats_cache()),
+        )
     }
 
     /// The summary of the node and the pods `handle` runs ([`PodEntry::of_kubelet`]).

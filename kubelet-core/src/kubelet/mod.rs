@@ -133,6 +133,11 @@ impl Kubelet {
                 _ = e.volumes.reconstruct_in_use() => {}
             }
         });
+        let (e, token) = (engine.clone(), child.clone());
+        tasks.spawn(async move {
+            let period = e.config.volume_stats_agg_period;
+            e.volumes.run_volume_stats(period, token).await
+        });
         if engine.config.cpu_manager.policy != crate::cpumanager::CpuManagerPolicy::None {
             tasks.spawn(managers::run_cpu_reconcile(engine.clone(), child.clone()));
         }

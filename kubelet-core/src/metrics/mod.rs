@@ -25,6 +25,7 @@
 //! | `kubelet_pod_resources_endpoint_requests_total` | `server_api_version` |
 //! | `rest_client_requests_total` | `code`, `host`, `method` |
 //! | `rest_client_request_duration_seconds`, `rest_client_rate_limiter_duration_seconds` | `host`, `verb` |
+//! | `kubelet_volume_stats_*` (capacity, available and used bytes; inodes, free, used) | `namespace`, `persistentvolumeclaim` |
 //! | `process_*` | — |
 
 mod certificates;
@@ -32,6 +33,7 @@ pub mod families;
 pub mod process;
 mod runtime;
 mod startup;
+mod volumes;
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -45,6 +47,7 @@ pub use certificates::CertificateMetrics;
 pub use families::{CounterVec, GaugeVec, Histogram, HistogramVec, DEF_BUCKETS};
 pub use runtime::InstrumentedRuntime;
 pub use startup::NodeStartup;
+pub use volumes::VolumeStatsMetrics;
 
 use families::head;
 
@@ -80,6 +83,8 @@ const REST_CLIENT_BUCKETS: &[f64] = &[
 /// The kubelet's metrics. See the module docs.
 #[derive(Debug)]
 pub struct Metrics {
+    /// `kubelet_volume_stats_*`.
+    pub volume_stats: VolumeStatsMetrics,
     /// `kubelet_certificate_manager_client_ttl_seconds` and
     /// `kubelet_certificate_manager_client_expiration_renew_errors`.
     pub client_certificate: CertificateMetrics,
@@ -181,6 +186,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
+            volume_stats: VolumeStatsMetrics::default(),
             client_certificate: CertificateMetrics::default(),
             server_certificate: CertificateMetrics::default(),
             node_name: GaugeVec::new(&["node"]),
@@ -521,6 +527,7 @@ impl Metrics {
         );
         hv(o, "kubelet_eviction_stats_age_seconds", "Time between when stats are collected, and when pod is evicted based on those stats by eviction signal", &self.eviction_stats_age);
         c(o, "kubelet_image_garbage_collected_total", "Total number of images garbage collected by the kubelet, whether through disk usage or image age.", &self.image_garbage_collected);
+        self.volume_stats.render(o);
         certificates::render(o, &self.client_certificate, &self.server_certificate);
         process::ProcessStats::read().render(o);
         out

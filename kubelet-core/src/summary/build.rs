@@ -32,6 +32,8 @@ pub(super) struct Collected<'a> {
     /// The targets are every pod the kubelet runs (not a selection): kept CPU samples of
     /// cgroups not seen are dropped.
     pub every_pod: bool,
+    /// Measured persistent volumes by pod uid (listed after the emptyDir volumes).
+    pub persistent_volumes: &'a HashMap<String, Vec<VolumeStats>>,
 }
 
 /// The summary of one collection. See the module docs.
@@ -155,8 +157,16 @@ pub(super) fn summary(
                     Some(VolumeStats {
                         fs: log_stats(d, &time),
                         name: v.name.clone(),
+                        pvc_ref: None,
                     })
                 })
+                .chain(
+                    c.persistent_volumes
+                        .get(&t.uid)
+                        .into_iter()
+                        .flatten()
+                        .cloned(),
+                )
                 .collect();
             let ephemeral_storage = c.full.then(|| {
                 let mut used = 0u64;

@@ -94,6 +94,8 @@ pub struct SummaryCollector {
     image_fs_unsupported: AtomicBool,
     container_stats_unsupported: AtomicBool,
     dedicated_image_fs: AtomicU8,
+    /// The volume manager's last measurement of persistent volumes, by pod uid.
+    persistent_volumes: Option<crate::summary::VolumeStatsCache>,
 }
 
 impl std::fmt::Debug for SummaryCollector {
@@ -144,7 +146,15 @@ impl SummaryCollector {
             image_fs_unsupported: AtomicBool::new(false),
             container_stats_unsupported: AtomicBool::new(false),
             dedicated_image_fs: AtomicU8::new(DEDICATED_UNKNOWN),
+            persistent_volumes: None,
         }
+    }
+
+    /// Lists each pod's measured persistent volumes from `cache` (the volume manager's,
+    /// refreshed every `volumeStatsAggPeriod`) after its emptyDir volumes.
+    pub fn with_persistent_volume_stats(mut self, cache: crate::summary::VolumeStatsCache) -> Self {
+        self.persistent_volumes = Some(cache);
+        self
     }
 
     /// Where it measures.
@@ -271,6 +281,17 @@ impl SummaryCollector {
             self.note_dedicated(&sample, image_mount.as_ref());
         }
         let machine = self.provider.machine_info();
+        let persistent: HashMap<String, Vec<crate::summary::VolumeStats>> =
+            match (&self.persistent_volumes, full) {
+                (Some(cache), true) => {
+                    let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+                    targets
+                        .iter()
+                        .filter_map(|t| Some((t.uid.clone(), cache.get(&t.uid)?.clone())))
+                        .collect()
+                }
+                _ => HashMap::new(),
+            };
         let collected = Collected {
             machine: &machine,
             sample: &sample,
@@ -280,6 +301,7 @@ impl SummaryCollector {
             full,
             network,
             every_pod: !selected,
+            persistent_volumes: &persistent,
         };
         let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
         Ok(build::summary(

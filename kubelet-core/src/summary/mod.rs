@@ -33,6 +33,16 @@ pub use crate::stats::InterfaceStats;
 pub(crate) use collector::Detail;
 pub use collector::{PodEntry, SummaryCollector, SummaryConfig, MIN_RATE_WINDOW};
 
+/// The volume manager's last measurement of each pod's measured persistent volumes, by pod
+/// uid: what the summary lists after a pod's emptyDir volumes.
+pub type VolumeStatsCache =
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<VolumeStats>>>>;
+
+/// Now, as the summary's sample times are written (RFC 3339).
+pub(crate) fn rfc3339_now() -> String {
+    build::rfc3339(crate::clock::now_unix_nanos())
+}
+
 /// The name of the system container that stands for all pods (Go's
 /// `SystemContainerPods`): its memory's `availableBytes` is allocatable memory minus the
 /// pods' working set, what `allocatableMemory.available` reads.
@@ -110,6 +120,18 @@ pub struct VolumeStats {
     pub fs: FsStats,
     /// The volume's name in the pod spec.
     pub name: String,
+    /// The claim, for a `persistentVolumeClaim` volume.
+    #[serde(rename = "pvcRef", default, skip_serializing_if = "Option::is_none")]
+    pub pvc_ref: Option<PvcReference>,
+}
+
+/// A PersistentVolumeClaim a volume stands for (Go's `PVCReference`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PvcReference {
+    /// The claim's name.
+    pub name: String,
+    /// The claim's namespace.
+    pub namespace: String,
 }
 
 /// Runtime stats.

@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attach::unique_volume_name;
 use super::ownership::{self, ChangePolicy};
+use super::stats::VolumeMeasure;
 use super::{blocking, io, mount, SetUpVolume, VolumeError, VolumeManager};
 use crate::csi::{CsiAccessMode, CsiMountRequest};
 use crate::pod;
@@ -381,6 +382,11 @@ impl VolumeManager {
             return Ok(SetUpVolume {
                 host_path: target,
                 read_only,
+                measure: VolumeMeasure::Csi {
+                    driver: driver.clone(),
+                    volume_id: source.volume_handle.clone(),
+                },
+                ..SetUpVolume::default()
             });
         }
         let attachment = attachment_name(&source.volume_handle, &driver, &self.node_name);
@@ -488,6 +494,11 @@ impl VolumeManager {
         Ok(SetUpVolume {
             host_path: target,
             read_only,
+            measure: VolumeMeasure::Csi {
+                driver,
+                volume_id: source.volume_handle.clone(),
+            },
+            ..SetUpVolume::default()
         })
     }
 
@@ -523,6 +534,11 @@ impl VolumeManager {
             return Ok(SetUpVolume {
                 host_path: target,
                 read_only,
+                measure: VolumeMeasure::Csi {
+                    driver,
+                    volume_id: inline_volume_handle(&uid, volume),
+                },
+                ..SetUpVolume::default()
             });
         }
         let handle = inline_volume_handle(&uid, volume);
@@ -571,6 +587,11 @@ impl VolumeManager {
         Ok(SetUpVolume {
             host_path: target,
             read_only,
+            measure: VolumeMeasure::Csi {
+                driver,
+                volume_id: request.volume_id,
+            },
+            ..SetUpVolume::default()
         })
     }
 

@@ -68,6 +68,25 @@ impl CsiNodeService for Driver {
         mount::unmount(Path::new(target)).unwrap();
         Ok(())
     }
+    async fn volume_stats(
+        &self,
+        _: &str,
+        id: &str,
+        path: &str,
+    ) -> Result<Option<crate::csi::CsiVolumeUsage>, CsiCallError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("stats {id} {path}"));
+        Ok(Some(crate::csi::CsiVolumeUsage {
+            available_bytes: 70,
+            capacity_bytes: 100,
+            used_bytes: 30,
+            inodes_free: 9,
+            inodes: 10,
+            inodes_used: 1,
+        }))
+    }
     async fn unstage(&self, _: &str, id: &str, staging: &str) -> Result<(), CsiCallError> {
         self.calls
             .lock()
@@ -203,6 +222,22 @@ async fn a_csi_volume_is_staged_published_and_torn_down_in_gos_layout() {
     assert_eq!(context["csi.storage.k8s.io/pod.name"], "p-u1");
     assert_eq!(context["csi.storage.k8s.io/serviceAccount.name"], "sa");
     assert_eq!(context["csi.storage.k8s.io/ephemeral"], "false");
+
+    // Measured through the driver on each pod's target path, with the claim.
+    vm.refresh_volume_stats().await;
+    let stats = vm.volume_stats_cache().lock().unwrap()["u1"].clone();
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    assert_eq!(stats[0].fs.used_bytes, Some(30));
+    assert_eq!(stats[0].fs.inodes_free, Some(9));
+    assert_eq!(stats[0].pvc_ref.as_ref().unwrap().name, "data");
+    let calls: Vec<String> = driver.calls.lock().unwrap().drain(..).collect();
+    let t1 = target1.display().to_string();
+    assert!(calls.contains(&format!("stats vol-1 {t1}")), "{calls:?}");
+    let stage_and_publishes: Vec<String> = calls
+        .into_iter()
+        .filter(|c| !c.starts_with("stats "))
+        .collect();
+    driver.calls.lock().unwrap().extend(stage_and_publishes);
 
     // A second sync of a published volume calls nothing.
     let before = driver.calls.lock().unwrap().len();

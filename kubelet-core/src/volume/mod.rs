@@ -50,6 +50,7 @@ pub mod ownership;
 
 pub mod projected;
 pub mod secret;
+pub mod stats;
 pub mod subpath;
 
 mod error;
@@ -85,13 +86,17 @@ pub fn volume_waiting_reason(pod: &k8s_openapi::api::core::v1::Pod) -> &'static 
 const ETC_HOSTS: &str = "/etc/hosts";
 
 /// A volume that is set up for a pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SetUpVolume {
     /// Where it is on the host.
     pub host_path: PathBuf,
     /// Mounted read-only whatever the volumeMount says (configMap, secret, downwardAPI,
     /// projected).
     pub read_only: bool,
+    /// How its usage is measured (see [`stats`]).
+    pub measure: stats::VolumeMeasure,
+    /// The claim it stands for (a `persistentVolumeClaim` volume).
+    pub claim: Option<crate::summary::PvcReference>,
 }
 
 /// See the module docs.
@@ -115,6 +120,8 @@ pub struct VolumeManager {
     node_lister: Option<Arc<dyn crate::admission::NodeLister>>,
     /// Woken when the attachable volumes in use changed.
     in_use_changed: Arc<tokio::sync::Notify>,
+    /// The last measurement of the measured volumes (see [`stats`]).
+    volume_stats: stats::VolumeStatsCache,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -146,6 +153,7 @@ impl VolumeManager {
             attach: Mutex::default(),
             node_lister: None,
             in_use_changed: Arc::default(),
+            volume_stats: Arc::default(),
         }
     }
 

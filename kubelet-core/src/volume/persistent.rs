@@ -125,6 +125,8 @@ impl VolumeManager {
                 Ok(SetUpVolume {
                     host_path: dir,
                     read_only,
+                    measure: super::stats::VolumeMeasure::StatFs,
+                    ..SetUpVolume::default()
                 })
             }
             Ok(VolumeSource::HostPath { path, type_ }) => {
@@ -141,6 +143,7 @@ impl VolumeManager {
                 Ok(SetUpVolume {
                     host_path: PathBuf::from(path),
                     read_only,
+                    ..SetUpVolume::default()
                 })
             }
             Ok(VolumeSource::Csi(source)) => {

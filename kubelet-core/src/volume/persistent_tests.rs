@@ -142,6 +142,29 @@ async fn a_local_volume_is_bind_mounted_kept_and_unmounted_without_losing_data()
     let set_up = vm.volumes("u1").unwrap();
     assert_eq!(set_up["vol"].host_path, dir);
     assert!(!set_up["vol"].read_only);
+    // Measured by statfs of the mount (Go's MetricsStatFS), with the claim.
+    vm.refresh_volume_stats().await;
+    let cache = vm.volume_stats_cache();
+    let stats = cache.lock().unwrap()["u1"].clone();
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    assert_eq!(stats[0].name, "vol");
+    let claim = stats[0].pvc_ref.clone().unwrap();
+    assert_eq!(
+        (claim.namespace.as_str(), claim.name.as_str()),
+        ("ns", "data")
+    );
+    let fs = &stats[0].fs;
+    let (capacity, available, used) = (
+        fs.capacity_bytes.unwrap(),
+        fs.available_bytes.unwrap(),
+        fs.used_bytes.unwrap(),
+    );
+    assert!(
+        capacity > 0 && available <= capacity && used <= capacity,
+        "{fs:?}"
+    );
+    assert!(fs.inodes.unwrap() >= fs.inodes_used.unwrap(), "{fs:?}");
+    assert!(!fs.time.is_empty());
 
     // Idempotent: a second sync (or a restarted kubelet) keeps the one mount.
     let vm2 = VolumeManager::new(root.path(), store_with(local(disk.path())), "");

@@ -109,7 +109,13 @@ impl VolumeManager {
                 .setup_volume(p, v, fields, allocatable, node_labels)
                 .await
             {
-                Ok(s) => {
+                Ok(mut s) => {
+                    s.claim = super::stats::claim_ref(
+                        pod::namespace(p),
+                        v.persistent_volume_claim
+                            .as_ref()
+                            .map(|c| c.claim_name.as_str()),
+                    );
                     set_up.insert(v.name.clone(), s);
                 }
                 Err(e) => {
@@ -176,6 +182,7 @@ impl VolumeManager {
             return Ok(SetUpVolume {
                 host_path: dir,
                 read_only: false,
+                ..SetUpVolume::default()
             });
         }
         if let Some(hp) = v.host_path.as_ref() {
@@ -193,6 +200,7 @@ impl VolumeManager {
             return Ok(SetUpVolume {
                 host_path: PathBuf::from(path),
                 read_only: false,
+                ..SetUpVolume::default()
             });
         }
         let Some((plugin, medium)) = api_plugin(v) else {
@@ -231,6 +239,7 @@ impl VolumeManager {
         Ok(SetUpVolume {
             host_path: dir,
             read_only: true,
+            ..SetUpVolume::default()
         })
     }
 

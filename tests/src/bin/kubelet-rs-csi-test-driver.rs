@@ -16,6 +16,9 @@
 //! made at publish. Each call is appended to `--calls` as one JSON line (method, volume,
 //! paths, read-only, context, access mode, fs type, mount flags), for comparing kubelets.
 //! While `--fail-publish-file` exists NodePublishVolume fails (`INTERNAL`).
+//! NodeGetVolumeStats (`GET_VOLUME_STATS`) answers the filesystem's capacity and free space
+//! and inodes, and as used what the volume holds (its files' bytes, its entries); it is not
+//! logged (kubelets call it on their own schedule).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::collections::BTreeMap;
@@ -258,15 +261,32 @@ impl Node for Driver {
         &self,
         r: Request<csi::NodeGetVolumeStatsRequest>,
     ) -> Result<Response<csi::NodeGetVolumeStatsResponse>, Status> {
+        // Not logged: kubelets call it on their own schedule, which is no part of a
+        // comparison of their mount calls.
         let r = r.into_inner();
-        let st = statfs_bytes(&r.volume_path)?;
+        let fs = statfs(&r.volume_path)?;
+        let (bytes, entries) = held(Path::new(&r.volume_path));
+        let usage = |unit: csi::volume_usage::Unit, available, total, used| csi::VolumeUsage {
+            available,
+            total,
+            used,
+            unit: unit as i32,
+        };
         Ok(Response::new(csi::NodeGetVolumeStatsResponse {
-            usage: vec![csi::VolumeUsage {
-                available: st.0,
-                total: st.1,
-                used: st.1 - st.0,
-                unit: csi::volume_usage::Unit::Bytes as i32,
-            }],
+            usage: vec![
+                usage(
+                    csi::volume_usage::Unit::Bytes,
+                    fs.available,
+                    fs.total,
+                    bytes,
+                ),
+                usage(
+                    csi::volume_usage::Unit::Inodes,
+                    fs.inodes_free,
+                    fs.inodes,
+                    entries,
+                ),
+            ],
         }))
     }
     async fn node_expand_volume(
@@ -317,9 +337,17 @@ impl Node for Driver {
 }
 
 /// (available, total) bytes of the filesystem at `path`.
-fn statfs_bytes(path: &str) -> Result<(i64, i64), Status> {
+/// The filesystem under a path (`stat -f`).
+struct Fs {
+    available: i64,
+    total: i64,
+    inodes_free: i64,
+    inodes: i64,
+}
+
+fn statfs(path: &str) -> Result<Fs, Status> {
     let out = std::process::Command::new("stat")
-        .args(["-f", "-c", "%a %b %S", path])
+        .args(["-f", "-c", "%a %b %S %d %c", path])
         .output()
         .map_err(|e| internal("stat", e))?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -328,9 +356,32 @@ fn statfs_bytes(path: &str) -> Result<(i64, i64), Status> {
         .filter_map(|s| s.parse().ok())
         .collect();
     match v.as_slice() {
-        [avail, blocks, size] => Ok((avail * size, blocks * size)),
+        [avail, blocks, size, ffree, files] => Ok(Fs {
+            available: avail * size,
+            total: blocks * size,
+            inodes_free: *ffree,
+            inodes: *files,
+        }),
         _ => Err(Status::not_found(format!("no filesystem at {path}"))),
     }
+}
+
+/// What a volume holds: the bytes of its files and its entries (the root included).
+fn held(dir: &Path) -> (i64, i64) {
+    let mut bytes = 0i64;
+    let mut entries = 1i64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            entries += 1;
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => bytes += i64::try_from(m.len()).unwrap_or(i64::MAX),
+                Err(_) => {}
+            }
+        }
+    }
+    (bytes, entries)
 }
 
 struct Registrar {

@@ -71,8 +71,17 @@ pub async fn start_built(
     test: &str,
     edit_builder: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
 ) -> Option<ClusterNode> {
+    start_built_configured(test, |_| {}, edit_builder).await
+}
+
+/// [`start_built`], editing the engine's configuration too.
+pub async fn start_built_configured(
+    test: &str,
+    edit_engine: impl FnOnce(&mut Config),
+    edit_builder: impl FnOnce(KubeletBuilder) -> KubeletBuilder,
+) -> Option<ClusterNode> {
     let et = EngineTest::new(test).await?;
-    start_on_shared(et, test, |_| vec![], |_| {}, |_| {}, edit_builder).await
+    start_on_shared(et, test, |_| vec![], |_| {}, edit_engine, edit_builder).await
 }
 
 /// [`start_engine_configured`], with `prepare` run on the test's environment before the
