@@ -487,6 +487,7 @@ async fn orphans_are_removed_only_after_all_sources_are_seen() {
                 cpuset_cpus: None,
                 cpuset_mems: None,
                 devices: Default::default(),
+                extra_supplemental_groups: Vec::new(),
             },
             &sandbox,
         )

@@ -193,6 +193,7 @@ pub fn container_config(pod: &Arc<Pod>, index: usize, image_ref: &str) -> Contai
         cpuset_mems: None,
         devices: Default::default(),
         container,
+        extra_supplemental_groups: Vec::new(),
     }
 }
 

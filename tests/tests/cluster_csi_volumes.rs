@@ -81,7 +81,13 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(node.admin.clone(), &ns);
     let (pv1, pv2) = (format!("{ns}-a"), format!("{ns}-b"));
     for (pv, c) in [(&pv1, "claim-a"), (&pv2, "claim-b")] {
-        pvs.create(&pp, &csi_pv(pv, &driver, &class)).await.unwrap();
+        // Go's `pv.beta.kubernetes.io/gid`: the pod's containers get the group.
+        let mut volume = csi_pv(pv, &driver, &class);
+        volume.metadata.annotations = Some(BTreeMap::from([(
+            "pv.beta.kubernetes.io/gid".to_string(),
+            "4242".to_string(),
+        )]));
+        pvs.create(&pp, &volume).await.unwrap();
         claims
             .create(&pp, &claim(c, &ns, &class, pv))
             .await
@@ -91,7 +97,7 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
     let mut p1 = with_claim(
         node.pod(
             "one",
-            "echo hello > /data/hello; echo inline > /scratch/note; sleep 3600",
+            "echo hello > /data/hello; id -G > /scratch/groups; echo inline > /scratch/note; sleep 3600",
             "Always",
         ),
         "claim-a",
@@ -195,6 +201,11 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
         },
     )
     .await;
+    let groups = std::fs::read_to_string(data_dir.join(&inline_handle).join("groups")).unwrap();
+    assert!(
+        groups.split_whitespace().any(|g| g == "4242"),
+        "the volume's gid among the container's groups: {groups}"
+    );
 
     // The driver's NodeGetVolumeStats in the summary (with the claim) and the metrics.
     let stats = node.handle.stats().expect("the node is measured");

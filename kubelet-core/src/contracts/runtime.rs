@@ -689,6 +689,7 @@ mod tests {
             cpuset_cpus: None,
             cpuset_mems: None,
             devices: Default::default(),
+            extra_supplemental_groups: Vec::new(),
         };
         let mut c = ContainerStatus::new("c1", "sb-1", &config, &sandbox);
         assert_eq!(c.summary.state, ContainerState::Created);

@@ -398,6 +398,7 @@ mod tests {
             cpuset_cpus: None,
             cpuset_mems: None,
             devices: Default::default(),
+            extra_supplemental_groups: Vec::new(),
         };
         sim.create_container(&sb, &config, &sandbox).await.unwrap()
     }

@@ -57,6 +57,7 @@ async fn run(sim: &SimRuntime, p: &Arc<Pod>) -> HashMap<String, String> {
             cpuset_cpus: None,
             cpuset_mems: None,
             devices: Default::default(),
+            extra_supplemental_groups: Vec::new(),
         };
         let id = sim.create_container(&sb, &config, &sandbox).await.unwrap();
         sim.start_container(&id).await.unwrap();

@@ -410,6 +410,7 @@ async fn start_container(
             annotations: device_opts.annotations,
             cdi_devices: device_opts.cdi_devices,
         },
+        extra_supplemental_groups: e.volumes.extra_supplemental_groups(p),
     };
     let id = match e
         .runtime

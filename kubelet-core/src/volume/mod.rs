@@ -97,6 +97,8 @@ pub struct SetUpVolume {
     pub measure: stats::VolumeMeasure,
     /// The claim it stands for (a `persistentVolumeClaim` volume).
     pub claim: Option<crate::summary::PvcReference>,
+    /// Its PersistentVolume's `pv.beta.kubernetes.io/gid` annotation, as written.
+    pub gid: Option<String>,
 }
 
 /// See the module docs.

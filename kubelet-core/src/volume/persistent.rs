@@ -90,7 +90,15 @@ impl VolumeManager {
         })?;
         let spec = bound.spec();
         let read_only = bound.read_only;
-        match claims::source_of(&spec) {
+        // Go's `pv.beta.kubernetes.io/gid`: a group the pod's containers get.
+        let gid = bound
+            .pv
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(GID_ANNOTATION))
+            .cloned();
+        let set_up = match claims::source_of(&spec) {
             Ok(VolumeSource::Local(path)) => {
                 let dir = self.volume_dir(&uid, local::PLUGIN_DIR, &pv);
                 let options = spec.mount_options.clone().unwrap_or_default();
@@ -153,9 +161,40 @@ impl VolumeManager {
                 volume: v.name.clone(),
                 kind: format!("persistentVolume {pv}: {kind}"),
             }),
-        }
+        }?;
+        Ok(SetUpVolume { gid, ..set_up })
+    }
+
+    /// The groups the pod's containers get beyond its own supplemental groups (Go's
+    /// `GetExtraSupplementalGroupsForPod`): the `pv.beta.kubernetes.io/gid` of its set-up
+    /// volumes that are numbers and not among the pod's `supplementalGroups`, in Go's order
+    /// (sorted as text).
+    pub fn extra_supplemental_groups(&self, p: &Pod) -> Vec<i64> {
+        let mut values: Vec<String> = self
+            .volumes(pod::uid(p))
+            .into_iter()
+            .flat_map(|m| m.into_values())
+            .filter_map(|v| v.gid)
+            .collect();
+        values.sort();
+        values.dedup();
+        let own = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.security_context.as_ref())
+            .and_then(|s| s.supplemental_groups.clone())
+            .unwrap_or_default();
+        values
+            .iter()
+            .filter_map(|v| v.parse::<i64>().ok())
+            .filter(|g| !own.contains(g))
+            .collect()
     }
 }
+
+/// The PersistentVolume annotation naming a group its users get (Go's
+/// `VolumeGidAnnotationKey`).
+pub const GID_ANNOTATION: &str = "pv.beta.kubernetes.io/gid";
 
 #[cfg(test)]
 #[path = "persistent_tests.rs"]

@@ -142,6 +142,9 @@ async fn a_local_volume_is_bind_mounted_kept_and_unmounted_without_losing_data()
     let set_up = vm.volumes("u1").unwrap();
     assert_eq!(set_up["vol"].host_path, dir);
     assert!(!set_up["vol"].read_only);
+    // No gid annotation: no extra group.
+    assert!(vm.extra_supplemental_groups(&p).is_empty());
+
     // Measured by statfs of the mount (Go's MetricsStatFS), with the claim.
     vm.refresh_volume_stats().await;
     let cache = vm.volume_stats_cache();
@@ -208,10 +211,30 @@ async fn host_path_volumes_are_used_in_place_and_others_are_named() {
         }),
         ..Default::default()
     };
-    let vm = VolumeManager::new(root.path(), store_with(spec), "");
+    let store = store_with(spec);
+    // Go's `pv.beta.kubernetes.io/gid`: an extra group of the pod's containers, unless the
+    // pod has it already.
+    let mut pv = crate::objects::ObjectStore::persistent_volume(store.as_ref(), "pv-a")
+        .await
+        .unwrap();
+    pv.metadata.annotations = Some(
+        [(super::GID_ANNOTATION.to_string(), "1234".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    store.put_persistent_volume(pv);
+    let vm = VolumeManager::new(root.path(), store, "");
     let p = pod("u3", false, None);
     setup(&vm, &p, "node-a").await.unwrap();
     assert_eq!(vm.volumes("u3").unwrap()["vol"].host_path, disk.path());
+    assert_eq!(vm.extra_supplemental_groups(&p), vec![1234]);
+    let mut own = p.clone();
+    if let Some(spec) = own.spec.as_mut() {
+        spec.security_context
+            .get_or_insert_with(Default::default)
+            .supplemental_groups = Some(vec![1234]);
+    }
+    assert!(vm.extra_supplemental_groups(&own).is_empty());
 
     let vm = VolumeManager::new(root.path(), store_with(PersistentVolumeSpec::default()), "");
     let err = setup(&vm, &pod("u4", false, None), "node-a")

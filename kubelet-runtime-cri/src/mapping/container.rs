@@ -32,8 +32,13 @@ pub fn container_config(
     if let Some(mems) = &config.cpuset_mems {
         resources.cpuset_mems.clone_from(mems);
     }
-    let security_context =
+    let mut security_context =
         container_security_context(&config.pod, c, &config.kind, image_user, opts)?;
+    // The volumes' groups after the pod's (Go appends them in
+    // `determineEffectiveSecurityContext`).
+    security_context
+        .supplemental_groups
+        .extend(config.extra_supplemental_groups.iter().copied());
     Ok(cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: c.name.clone(),
@@ -151,6 +156,24 @@ mod tests {
         assert_eq!(out.annotations["vendor.com/a"], "1");
         // The kubelet's own annotation wins over a plugin's of the same key.
         assert_eq!(out.annotations[CONTAINER_RESTART_COUNT_ANNOTATION], "3");
+    }
+
+    #[test]
+    fn volume_groups_follow_the_pods_groups() {
+        let c = container("app", &[], &[]);
+        let spec = PodSpec {
+            security_context: Some(k8s_openapi::api::core::v1::PodSecurityContext {
+                supplemental_groups: Some(vec![5]),
+                fs_group: Some(7),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut cfg = container_cfg(pod_with(vec![c.clone()], spec), c);
+        cfg.extra_supplemental_groups = vec![1234];
+        let out = container_config(&cfg, &ImageUser::default(), &Options::default()).unwrap();
+        let sc = out.linux.unwrap().security_context.unwrap();
+        assert_eq!(sc.supplemental_groups, vec![5, 7, 1234]);
     }
 
     #[test]

@@ -90,5 +90,6 @@ pub(crate) fn container_cfg(pod: Pod, c: Container) -> ContainerConfig {
         cpuset_cpus: None,
         cpuset_mems: None,
         devices: Default::default(),
+        extra_supplemental_groups: Vec::new(),
     }
 }

@@ -128,6 +128,7 @@ pub(super) fn workload(prefix: &str, n: usize) -> Vec<BenchPod> {
                 cpuset_mems: None,
                 devices: Default::default(),
                 container,
+                extra_supplemental_groups: Vec::new(),
             };
             BenchPod { sandbox, container }
         })

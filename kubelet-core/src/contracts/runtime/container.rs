@@ -204,6 +204,9 @@ pub struct ContainerConfig {
     pub cpuset_mems: Option<String>,
     /// What device plugins add beyond env and mounts (which are in `env` and `mounts`).
     pub devices: DeviceSettings,
+    /// Groups the container gets besides the pod's `supplementalGroups` and `fsGroup`: its
+    /// volumes' (Go's `GetExtraSupplementalGroupsForPod`).
+    pub extra_supplemental_groups: Vec<i64>,
 }
 
 /// What device plugins' `Allocate` answers add to a container besides its env and mounts

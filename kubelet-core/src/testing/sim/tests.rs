@@ -47,6 +47,7 @@ fn config(sandbox: &SandboxConfig, env: &[(&str, &str)]) -> ContainerConfig {
         cpuset_cpus: None,
         cpuset_mems: None,
         devices: Default::default(),
+        extra_supplemental_groups: Vec::new(),
     }
 }
 
