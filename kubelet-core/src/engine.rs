@@ -44,6 +44,8 @@ pub(crate) struct Health {
     pub pleg_relist_started: AtomicI64,
     /// When the PLEG last finished a relist (Unix ns; 0 = never).
     pub pleg_relist_finished: AtomicI64,
+    /// Why storage keeps the node from being Ready (Go's `storageError`), if it does.
+    pub storage_error: std::sync::Mutex<Option<String>>,
 }
 
 /// Shared engine state. See the module docs.

@@ -5,7 +5,8 @@
 //! CSI handler register it with the node's own identity: the `CSINode` object has the driver
 //! with its node ID, topology key and volume limit, the Node has the
 //! `csi.volume.kubernetes.io/nodeid` annotation and the topology label. The registration
-//! socket removed: the driver leaves `CSINode` and the annotation.
+//! socket removed: the driver leaves `CSINode` and the annotation. Before any driver, the
+//! kubelet made the node's `CSINode` at start-up (owned by the Node, no drivers), as Go's does.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod cluster_common;
@@ -37,6 +38,28 @@ async fn a_csi_driver_registers_on_csinode_and_the_node() {
     let Some(node) = start("cluster-csi-reg", vec![]).await else {
         return;
     };
+    let early: Api<CSINode> = Api::all(node.admin.clone());
+    let made = eventually(
+        Duration::from_secs(30),
+        "the CSINode made at start-up",
+        || {
+            let (early, name) = (early.clone(), node.node_name.clone());
+            async move { early.get(&name).await.ok() }
+        },
+    )
+    .await;
+    assert!(made.spec.drivers.is_empty());
+    let owner = &made.metadata.owner_references.clone().unwrap_or_default()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", node.node_name.as_str())
+    );
+    // The node may be Ready once the CSINode exists.
+    eventually(Duration::from_secs(10), "no storage error", || {
+        let handle = node.handle.clone();
+        async move { handle.storage_error().is_none().then_some(()) }
+    })
+    .await;
     let kubeconfig = node.cp.node_kubeconfig(&node.node_name).await.unwrap();
     let clients = ApiClients::from_kubeconfig(&ClientConfig::new(kubeconfig))
         .await

@@ -106,6 +106,29 @@ impl KubeletHandle {
         self.engine.node_status_changed.clone()
     }
 
+    /// Storage keeps the node from being Ready for this reason (`Some`), or no longer
+    /// (`None`): Go's `SetKubeletError`, e.g. "CSINode is not yet initialized". Wakes the node
+    /// status writer.
+    pub fn set_storage_error(&self, error: Option<String>) {
+        *self
+            .engine
+            .health
+            .storage_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = error;
+        self.engine.node_status_changed.notify_one();
+    }
+
+    /// See [`KubeletHandle::set_storage_error`].
+    pub fn storage_error(&self) -> Option<String> {
+        self.engine
+            .health
+            .storage_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The attachable volumes in use, for the node's `status.volumesInUse`; `None` while
     /// the volumes on disk are not counted yet (leave the field as it is).
     pub fn volumes_in_use(&self) -> Option<Vec<String>> {

@@ -9,6 +9,10 @@
 //!   `drivers[]` entry per driver with its node ID, sorted topology keys and volume limit
 //!   (`allocatable.count`, when the driver reported one).
 //!
+//! At start-up [`ApiCsiNodeObjects::initialize`] makes the `CSINode` before any driver
+//! registers (the node is not Ready until it exists, as with Go's "CSINode is not yet
+//! initialized").
+//!
 //! Uninstalling removes the driver's `CSINode` entry and its annotation entry (the labels
 //! stay, as in Go). Every call is bounded by [`API_TIMEOUT`]; the `CSINode` update is tried
 //! again on a conflict, at most [`UPDATE_RETRIES`] times.
@@ -292,6 +296,49 @@ impl ApiCsiNodeObjects {
         self.patch_node(&node, driver, None, BTreeMap::new())
             .await
             .map_err(|e| format!("error removing CSI driver node info from Node object: {e}"))
+    }
+}
+
+/// The CSINode annotation listing the in-tree plugins migrated to CSI on the node (Go's
+/// `MigratedPluginsAnnotationKey`). kubelet-rs migrates none (as v1.20's defaults).
+pub const MIGRATED_PLUGINS_ANNOTATION: &str = "storage.alpha.kubernetes.io/migrated-plugins";
+
+impl ApiCsiNodeObjects {
+    /// Makes the node's `CSINode` (owned by the Node, no drivers) when it is missing, and
+    /// drops a migrated-plugins annotation a kubelet with migration gates left on it (Go's
+    /// `InitializeCSINodeWithAnnotation`, with no in-tree plugin migrated). The Node must
+    /// exist.
+    pub async fn initialize(&self) -> Result<(), String> {
+        bounded("initializing CSINode", async {
+            let _one_at_a_time = self.lock.lock().await;
+            let node = self
+                .nodes()
+                .get(&self.node_name)
+                .await
+                .map_err(|e| message(&format!("getting node {}", self.node_name), e))?;
+            let current = self.csi_node(&node).await?;
+            let annotated = current
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(MIGRATED_PLUGINS_ANNOTATION));
+            if !annotated {
+                return Ok(());
+            }
+            let patch = serde_json::json!({
+                "metadata": {"annotations": {MIGRATED_PLUGINS_ANNOTATION: null}}
+            });
+            self.csi_nodes()
+                .patch(
+                    &self.node_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| message(&format!("updating CSINode {}", self.node_name), e))
+        })
+        .await
     }
 }
 

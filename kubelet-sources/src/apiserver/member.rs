@@ -141,6 +141,7 @@ impl ClusterMember {
             timeout: self.clients.heartbeat_timeout,
         };
         let mut registered_rx = self.registered.subscribe();
+        let mut csi_registered_rx = self.registered.subscribe();
         tasks.spawn(status_loop.run(self.registered, shutdown.clone()));
         let lease = LeaseController::new(
             KubeLeaseClient::new(self.clients.heartbeat.clone()),
@@ -155,6 +156,20 @@ impl ClusterMember {
             }
             lease.run(lease_shutdown).await;
         });
+        // Go's CSI plugin: the CSINode made before the node is Ready.
+        let csi_nodes = super::ApiCsiNodeObjects::new(
+            self.clients.api.clone(),
+            self.config.node.node_name.clone(),
+        );
+        let (csi_handle, csi_shutdown) = (handle.clone(), shutdown.clone());
+        csi_handle.set_storage_error(Some(CSINODE_NOT_INITIALIZED.into()));
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = csi_shutdown.cancelled() => return,
+                r = csi_registered_rx.wait_for(Option::is_some) => if r.is_err() { return; },
+            }
+            initialize_csi_node(&csi_nodes, &csi_handle, &csi_shutdown).await;
+        });
         let mirrors = MirrorPods {
             client: self.clients.api.clone(),
             node_name: self.config.node.node_name.clone(),
@@ -165,5 +180,36 @@ impl ClusterMember {
         tasks.spawn(mirrors.run(shutdown));
         tasks.close();
         tasks
+    }
+}
+
+/// The node's Ready message while its CSINode is not made yet (Go's).
+pub const CSINODE_NOT_INITIALIZED: &str = "CSINode is not yet initialized";
+
+/// Makes the node's CSINode, trying again (from 15 ms, six times longer each time, at most
+/// 30 s apart) until it is made or `shutdown`; the node is not Ready meanwhile, with the
+/// last failure as the reason.
+async fn initialize_csi_node(
+    objects: &super::ApiCsiNodeObjects,
+    handle: &KubeletHandle,
+    shutdown: &CancellationToken,
+) {
+    let mut wait = std::time::Duration::from_millis(15);
+    loop {
+        match objects.initialize().await {
+            Ok(()) => {
+                handle.set_storage_error(None);
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "initializing CSINode failed; trying again");
+                handle.set_storage_error(Some(format!("Failed to initialize CSINode: {e}")));
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 6).min(std::time::Duration::from_secs(30));
     }
 }

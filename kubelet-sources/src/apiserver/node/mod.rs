@@ -192,6 +192,8 @@ pub struct Observed {
     pub supplemental_groups_policy: Option<bool>,
     /// The attachable volumes in use; `None` while the kubelet has not counted them.
     pub volumes_in_use: Option<Vec<String>>,
+    /// Why storage keeps the node from being Ready, if it does.
+    pub storage_error: Option<String>,
 }
 
 /// Reads the [`Observed`] snapshot from a running kubelet.
@@ -244,6 +246,7 @@ pub async fn observe(handle: &KubeletHandle) -> Observed {
         runtime_handlers,
         supplemental_groups_policy: supplemental_groups,
         volumes_in_use: handle.volumes_in_use(),
+        storage_error: handle.storage_error(),
     }
 }
 
@@ -296,6 +299,7 @@ pub(crate) mod fixtures {
             runtime_handlers: vec![],
             supplemental_groups_policy: None,
             volumes_in_use: None,
+            storage_error: None,
         }
     }
 

@@ -343,6 +343,9 @@ pub fn not_ready_reasons(o: &Observed) -> Vec<String> {
     if let Err(e) = &o.health {
         errs.push(e.clone());
     }
+    if let Some(why) = &o.storage_error {
+        errs.push(why.clone());
+    }
     if let Some(why) = &o.shutting_down {
         errs.push(why.clone());
     }
@@ -468,6 +471,12 @@ mod tests {
                 Box::new(|o| o.health = Err("PLEG is not healthy".into())),
                 "False",
                 "PLEG is not healthy",
+            ),
+            (
+                "CSINode not made yet",
+                Box::new(|o| o.storage_error = Some("CSINode is not yet initialized".into())),
+                "False",
+                "CSINode is not yet initialized",
             ),
             (
                 "shutting down",
