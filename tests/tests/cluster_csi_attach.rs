@@ -21,10 +21,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cluster_common::{eventually, phase, start_built};
-use csi_common::{claim, csi_pv, has_call, meta, with_claim, TestDriver};
-use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::{CSIDriver, CSIDriverSpec, VolumeAttachment};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use csi_common::{
+    claim, create_csi_driver, csi_pv, failed_mount, has_call, with_claim, TestDriver,
+};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::{CSIDriverSpec, VolumeAttachment};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use kubelet_cm::csi::node_service::GrpcCsiNodeService;
 use kubelet_cm::csi::CsiDrivers;
@@ -60,20 +62,15 @@ async fn an_attachable_csi_volume_waits_for_its_attachment_and_is_detached_after
     let test_driver = TestDriver::start(&node, drivers).await;
     let driver = test_driver.name.clone();
     let pp = PostParams::default();
-    let csidrivers: Api<CSIDriver> = Api::all(node.admin.clone());
-    csidrivers
-        .create(
-            &pp,
-            &CSIDriver {
-                metadata: meta(&driver, None),
-                spec: CSIDriverSpec {
-                    attach_required: Some(true),
-                    ..Default::default()
-                },
-            },
-        )
-        .await
-        .unwrap();
+    let csidrivers = create_csi_driver(
+        &node,
+        &driver,
+        CSIDriverSpec {
+            attach_required: Some(true),
+            ..Default::default()
+        },
+    )
+    .await;
     let class = format!("csi-{ns}");
     let pv = format!("{ns}-att");
     let pvs: Api<PersistentVolume> = Api::all(node.admin.clone());
@@ -121,21 +118,7 @@ async fn an_attachable_csi_volume_waits_for_its_attachment_and_is_detached_after
         va.spec.source.persistent_volume_name.as_deref(),
         Some(pv.as_str())
     );
-    let events: Api<Event> = Api::namespaced(node.admin.clone(), &ns);
-    let waiting = eventually(LONG, "FailedMount: not attached", || {
-        let events = events.clone();
-        async move {
-            let list = events.list(&ListParams::default()).await.ok()?;
-            list.items.into_iter().find(|e| {
-                e.reason.as_deref() == Some("FailedMount")
-                    && e.involved_object.name.as_deref() == Some("app")
-                    && e.message
-                        .as_deref()
-                        .is_some_and(|m| m.contains("not attached according to node status"))
-            })
-        }
-    })
-    .await;
+    let waiting = failed_mount(&node, "app", "not attached according to node status", LONG).await;
     assert!(
         waiting
             .message

@@ -23,12 +23,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cluster_common::{eventually, phase, start_built_configured};
-use csi_common::{calls, claim, csi_pv, has_call, meta, with_claim, TestDriver};
-use k8s_openapi::api::core::v1::{
-    Event, PersistentVolume, PersistentVolumeClaim, Volume, VolumeMount,
+use csi_common::{
+    calls, claim, create_csi_driver, csi_pv, failed_mount, has_call, with_claim, TestDriver,
 };
-use k8s_openapi::api::storage::v1::{CSIDriver, CSIDriverSpec};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Volume, VolumeMount};
+use k8s_openapi::api::storage::v1::CSIDriverSpec;
+use kube::api::{DeleteParams, PostParams};
 use kube::Api;
 use kubelet_cm::csi::node_service::GrpcCsiNodeService;
 use kubelet_cm::csi::CsiDrivers;
@@ -60,22 +60,17 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
     );
 
     let pp = PostParams::default();
-    let csidrivers: Api<CSIDriver> = Api::all(node.admin.clone());
-    csidrivers
-        .create(
-            &pp,
-            &CSIDriver {
-                metadata: meta(&driver, None),
-                spec: CSIDriverSpec {
-                    attach_required: Some(false),
-                    pod_info_on_mount: Some(true),
-                    volume_lifecycle_modes: Some(vec!["Persistent".into(), "Ephemeral".into()]),
-                    ..Default::default()
-                },
-            },
-        )
-        .await
-        .unwrap();
+    let csidrivers = create_csi_driver(
+        &node,
+        &driver,
+        CSIDriverSpec {
+            attach_required: Some(false),
+            pod_info_on_mount: Some(true),
+            volume_lifecycle_modes: Some(vec!["Persistent".into(), "Ephemeral".into()]),
+            ..Default::default()
+        },
+    )
+    .await;
     let class = format!("csi-{ns}");
     let pvs: Api<PersistentVolume> = Api::all(node.admin.clone());
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(node.admin.clone(), &ns);
@@ -242,27 +237,9 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
     std::fs::write(&fail_file, "").unwrap();
     let p2 = with_claim(node.pod("two", "sleep 3600", "Always"), "claim-b");
     pods.create(&pp, &p2).await.unwrap();
-    let events: Api<Event> = Api::namespaced(node.admin.clone(), &ns);
     // (An earlier FailedMount may say the claim is not bound yet: the PV controller binds it
     // while the pod is already on the node, and the kubelet retries.)
-    let failed = eventually(
-        LONG,
-        "FailedMount event for two naming the driver's failure",
-        || {
-            let events = events.clone();
-            async move {
-                let list = events.list(&ListParams::default()).await.ok()?;
-                list.items.into_iter().find(|e| {
-                    e.reason.as_deref() == Some("FailedMount")
-                        && e.involved_object.name.as_deref() == Some("two")
-                        && e.message
-                            .as_deref()
-                            .is_some_and(|m| m.contains("injected NodePublishVolume failure"))
-                })
-            }
-        },
-    )
-    .await;
+    let failed = failed_mount(&node, "two", "injected NodePublishVolume failure", LONG).await;
     let message = failed.message.unwrap_or_default();
     assert!(
         message.contains("MountVolume.SetUp failed for volume")

@@ -172,15 +172,7 @@ impl ApiCsiNodeObjects {
                 "labels": labels,
             }
         });
-        self.nodes()
-            .patch(
-                &self.node_name,
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map(|_| ())
-            .map_err(|e| message(&format!("patching node {}", self.node_name), e))
+        merge_patch(&self.nodes(), &self.node_name, &patch, "patching node").await
     }
 
     /// The node's `CSINode`, made (owned by the Node) when missing.
@@ -328,18 +320,32 @@ impl ApiCsiNodeObjects {
             let patch = serde_json::json!({
                 "metadata": {"annotations": {MIGRATED_PLUGINS_ANNOTATION: null}}
             });
-            self.csi_nodes()
-                .patch(
-                    &self.node_name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| message(&format!("updating CSINode {}", self.node_name), e))
+            merge_patch(
+                &self.csi_nodes(),
+                &self.node_name,
+                &patch,
+                "updating CSINode",
+            )
+            .await
         })
         .await
     }
+}
+
+/// A JSON merge patch of the object `name`; the error names `what` and the object.
+async fn merge_patch<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: &serde_json::Value,
+    what: &str,
+) -> Result<(), String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| message(&format!("{what} {name}"), e))
 }
 
 async fn bounded(

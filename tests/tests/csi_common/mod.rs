@@ -73,6 +73,23 @@ pub fn claim(name: &str, ns: &str, class: &str, pv: &str) -> PersistentVolumeCla
     }
 }
 
+/// Creates the CSIDriver object `name` with `spec`; its API for cleaning up.
+pub async fn create_csi_driver(
+    node: &ClusterNode,
+    name: &str,
+    spec: k8s_openapi::api::storage::v1::CSIDriverSpec,
+) -> Api<k8s_openapi::api::storage::v1::CSIDriver> {
+    let api: Api<k8s_openapi::api::storage::v1::CSIDriver> = Api::all(node.admin.clone());
+    let object = k8s_openapi::api::storage::v1::CSIDriver {
+        metadata: meta(name, None),
+        spec,
+    };
+    api.create(&kube::api::PostParams::default(), &object)
+        .await
+        .unwrap();
+    api
+}
+
 /// The pod with the claim mounted at `/data`.
 pub fn with_claim(mut pod: Pod, claim: &str) -> Pod {
     if let Some(spec) = pod.spec.as_mut() {
@@ -100,6 +117,29 @@ pub fn calls(path: &Path) -> Vec<serde_json::Value> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+/// Waits (up to `limit`) for a `FailedMount` event of the pod whose message has `needle`.
+pub async fn failed_mount(
+    node: &ClusterNode,
+    pod: &str,
+    needle: &str,
+    limit: Duration,
+) -> k8s_openapi::api::core::v1::Event {
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(node.admin.clone(), &node.et.namespace);
+    eventually(limit, &format!("FailedMount of {pod}: {needle}"), || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&kube::api::ListParams::default()).await.ok()?;
+            list.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some("FailedMount")
+                    && e.involved_object.name.as_deref() == Some(pod)
+                    && e.message.as_deref().is_some_and(|m| m.contains(needle))
+            })
+        }
+    })
+    .await
 }
 
 pub fn has_call(calls: &[serde_json::Value], method: &str, volume: &str) -> bool {

@@ -377,16 +377,19 @@ mod tests {
             device_path: String::new(),
         }]);
         let now = t(0);
+        let apply = |n: &mut Node, o: &crate::apiserver::node::Observed| {
+            set_node_status(
+                n,
+                &SetterContext {
+                    config: &cfg,
+                    observed: o,
+                    now: &now,
+                },
+            )
+        };
         // Not counted yet: the server's list stays.
         let mut n1 = node.clone();
-        set_node_status(
-            &mut n1,
-            &SetterContext {
-                config: &cfg,
-                observed: &o,
-                now: &now,
-            },
-        );
+        apply(&mut n1, &o);
         let st = n1.status.as_ref().unwrap();
         assert_eq!(
             st.volumes_in_use,
@@ -394,14 +397,7 @@ mod tests {
         );
         // Counted: the kubelet's list, empty included.
         o.volumes_in_use = Some(vec![]);
-        set_node_status(
-            &mut n1,
-            &SetterContext {
-                config: &cfg,
-                observed: &o,
-                now: &now,
-            },
-        );
+        apply(&mut n1, &o);
         let body = serde_json::to_value(status_patch(&n1)).unwrap();
         assert_eq!(body["status"]["volumesInUse"], serde_json::json!([]));
         assert!(body["status"].get("volumesAttached").is_none(), "{body}");
