@@ -477,7 +477,7 @@ cmd_run() {
 }
 
 # rerun KIND FOCUS: the specs FOCUS selects (of the last `run`'s focus and skip list) again, on
-# one ginkgo node in fresh namespaces; the results go to $RESULTS/KIND/rerun-<time>/junit and
+# one ginkgo node in fresh namespaces, each with up to three attempts; the results go to $RESULTS/KIND/rerun-<time>/junit and
 # replace the run's results of those specs.
 cmd_rerun() {
   need_root
@@ -486,7 +486,10 @@ cmd_rerun() {
   [ -f "$RESULTS/$kind/focus" ] || die "no run of $kind in $RESULTS to re-run specs of"
   export KUBELET_RS_NODE_E2E_SKIP_ALWAYS
   KUBELET_RS_NODE_E2E_SKIP_ALWAYS=$(cat "$RESULTS/$kind/skip-always")
-  export KUBELET_RS_NODE_E2E_NODES=1 FLAKE_ATTEMPTS=1
+  # Up to three attempts: the first runs while the suite's own services are still starting
+  # (the apiserver, etcd, the namespace controller keep both cores busy for seconds), the
+  # next ones once they have settled.
+  export KUBELET_RS_NODE_E2E_NODES=1 FLAKE_ATTEMPTS=${KUBELET_RS_NODE_E2E_RERUN_ATTEMPTS:-3}
   one_run_at_a_time "$STATE" "node e2e"
   cmd_build
   kdir=$(kubelet_dir "$kind")
@@ -617,8 +620,8 @@ main() {
     ci)
       RESULTS="$STATE/results-ci"
       KUBELET_RS_NODE_E2E_PROFILE=${KUBELET_RS_NODE_E2E_PROFILE:-debug}
-      # Two attempts per spec, and what failed both gets one more run alone, as the cluster
-      # suite's CI subset (the summary lists what flaked). "Retrieving logs over websockets"
+      # Two attempts per spec, and what failed both gets one more run alone (up to three
+      # attempts there), as the cluster suite's CI subset (the summary lists what flaked). "Retrieving logs over websockets"
       # reads the log the moment the pod is Running, before the container's first line may
       # have reached it: upstream's race (kubernetes#129955, fixed in the test in 1.33), not
       # the kubelet's; under 4 parallel ginkgo nodes it can lose twice.
