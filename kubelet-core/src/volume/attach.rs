@@ -36,7 +36,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
-use super::csi::{DriverPolicy, VolumeData, PLUGIN_DIR, VOL_DATA_FILE};
+use super::csi::{staged_volume_data, volume_data_under, DriverPolicy, VolumeData, PLUGIN_DIR};
 use super::{blocking, VolumeError, VolumeManager};
 
 /// Go's unique name of a CSI volume (`GetUniqueVolumeNameFromSpec`): the plugin's name, then
@@ -115,7 +115,7 @@ impl VolumeManager {
     pub async fn reconstruct_in_use(&self) {
         let found = match (self.pods_dir.clone(), self.csi.is_some()) {
             (Some(pods_dir), true) => {
-                let pv_root = self.root_dir().join("plugins/kubernetes.io/csi/pv");
+                let pv_root = self.csi_pv_root();
                 blocking(move || Ok(volumes_on_disk(&pods_dir, &pv_root)))
                     .await
                     .unwrap_or_default()
@@ -251,41 +251,18 @@ impl VolumeManager {
 /// The persistent CSI volumes on disk: staged (`<pv_root>/<pv>/vol_data.json`) or published
 /// in a pod's directory.
 fn volumes_on_disk(pods_dir: &Path, pv_root: &Path) -> Vec<VolumeData> {
-    let read = |path: &Path| -> Option<VolumeData> {
-        let text = std::fs::read(path).ok()?;
-        serde_json::from_slice(&text).ok()
-    };
-    let dirs = |dir: &Path| {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-            .collect::<Vec<_>>()
-    };
-    let mut out = Vec::new();
-    for (pv, dir) in dirs(pv_root) {
-        if let Some(mut data) = read(&dir.join(VOL_DATA_FILE)) {
-            data.spec_vol_id = pv;
-            out.push(data);
-        }
-    }
-    for (_, pod) in dirs(pods_dir) {
+    let mut out = staged_volume_data(pv_root);
+    for pod in std::fs::read_dir(pods_dir).into_iter().flatten().flatten() {
         let plugin = pod
+            .path()
             .join("volumes")
             .join(format!("kubernetes.io~{PLUGIN_DIR}"));
-        for (name, dir) in dirs(&plugin) {
-            let Some(mut data) = read(&dir.join(VOL_DATA_FILE)) else {
-                continue;
-            };
-            if data.lifecycle_mode == "Ephemeral" {
-                continue;
-            }
-            if data.spec_vol_id.is_empty() {
-                data.spec_vol_id = name;
-            }
-            out.push(data);
-        }
+        out.extend(
+            volume_data_under(&plugin)
+                .into_iter()
+                .map(|(_, data)| data)
+                .filter(|data| data.lifecycle_mode != "Ephemeral"),
+        );
     }
     out
 }

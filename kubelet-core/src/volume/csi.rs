@@ -261,10 +261,12 @@ fn csi_error(volume: &str, step: &'static str, error: crate::csi::CsiCallError) 
 impl VolumeManager {
     /// `<root>/plugins/kubernetes.io/csi/pv/<pv>/globalmount`.
     pub fn csi_staging_path(&self, pv: &str) -> PathBuf {
-        self.root_dir()
-            .join("plugins/kubernetes.io/csi/pv")
-            .join(pv)
-            .join("globalmount")
+        self.csi_pv_root().join(pv).join("globalmount")
+    }
+
+    /// `<root>/plugins/kubernetes.io/csi/pv`: one directory per staged volume.
+    pub(super) fn csi_pv_root(&self) -> PathBuf {
+        self.root_dir().join("plugins/kubernetes.io/csi/pv")
     }
 
     /// The lock of one CSI volume: its stage, publishes, unpublishes and unstage run one at a
@@ -670,21 +672,10 @@ impl VolumeManager {
         let Some(service) = self.csi.clone() else {
             return;
         };
-        let pv_root = self.root_dir().join("plugins/kubernetes.io/csi/pv");
-        let found = blocking(move || {
-            Ok(std::fs::read_dir(&pv_root)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter_map(|e| {
-                    let mut data = read_json(&e.path().join(VOL_DATA_FILE))?;
-                    data.spec_vol_id = e.file_name().to_string_lossy().into_owned();
-                    Some(data)
-                })
-                .collect::<Vec<_>>())
-        })
-        .await
-        .unwrap_or_default();
+        let pv_root = self.csi_pv_root();
+        let found = blocking(move || Ok(staged_volume_data(&pv_root)))
+            .await
+            .unwrap_or_default();
         for data in found {
             let lock = self.csi_lock(&data.spec_vol_id);
             let _one_at_a_time = lock.lock().await;
@@ -757,8 +748,22 @@ impl VolumeManager {
     }
 }
 
+/// The staged volumes' `<pv_root>/<pv>/vol_data.json`, each named by its directory.
+pub(super) fn staged_volume_data(pv_root: &Path) -> Vec<VolumeData> {
+    std::fs::read_dir(pv_root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let mut data = read_json(&e.path().join(VOL_DATA_FILE))?;
+            data.spec_vol_id = e.file_name().to_string_lossy().into_owned();
+            Some(data)
+        })
+        .collect()
+}
+
 /// Every `<dir>/<volume>/vol_data.json` below a pod's CSI plugin directory.
-fn volume_data_under(plugin_dir: &Path) -> Vec<(PathBuf, VolumeData)> {
+pub(super) fn volume_data_under(plugin_dir: &Path) -> Vec<(PathBuf, VolumeData)> {
     std::fs::read_dir(plugin_dir)
         .into_iter()
         .flatten()
