@@ -68,8 +68,11 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$SCRIPT_DIR/debian.sh"
 # shellcheck source=cgroup-tree.sh
 . "$SCRIPT_DIR/cgroup-tree.sh"
+# e2fsprogs, util-linux, mount: the kubelet's blkid, mkfs.ext4 and fsck for `local` volumes on a
+# block device, and losetup for the tests' loop devices.
 PACKAGES=(containerd runc containernetworking-plugins busybox-static umoci protobuf-compiler
-  iproute2 iptables gcc libc6-dev dbus-daemon)
+  iproute2 iptables gcc libc6-dev dbus-daemon
+  e2fsprogs util-linux mount)
 # What containerd 1.7 from trixie needs besides (patchelf: its runc runs on trixie's glibc).
 PACKAGES_17=(patchelf)
 BUSYBOX_APPLETS=(sh ash ls cat echo sleep httpd wget date env touch rm mkdir ps kill true false

@@ -118,19 +118,7 @@ async fn csi_volumes_are_staged_published_retried_and_torn_down() {
             });
     }
     pods.create(&pp, &p1).await.unwrap();
-    let running = |name: &'static str| {
-        let pods = pods.clone();
-        async move {
-            eventually(LONG, name, || {
-                let pods = pods.clone();
-                async move {
-                    let p = pods.get(name).await.ok()?;
-                    (phase(&p) == "Running").then_some(p)
-                }
-            })
-            .await
-        }
-    };
+    let running = |name: &'static str| cluster_common::running(&pods, name, LONG);
     let one = running("one").await;
     let uid1 = one.metadata.uid.clone().unwrap();
     let handle1 = format!("handle-{pv1}");

@@ -370,6 +370,13 @@ async fn start_container(
             .await
             .map_err(|err| config_error(&err))?,
     );
+    // The raw block volumes' devices after the device plugins' (Go appends them).
+    let mut device_nodes = device_opts.devices;
+    device_nodes.extend(
+        e.volumes
+            .block_devices(p, c)
+            .map_err(|err| config_error(&err))?,
+    );
     match termination_message::prepare(&e.config.root_dir, p, c, restart_count).await {
         Ok(Some(m)) => mounts.push(m),
         Ok(None) => {}
@@ -406,7 +413,7 @@ async fn start_container(
         cpuset_cpus,
         cpuset_mems,
         devices: DeviceSettings {
-            nodes: device_opts.devices,
+            nodes: device_nodes,
             annotations: device_opts.annotations,
             cdi_devices: device_opts.cdi_devices,
         },

@@ -29,7 +29,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, PersistentVolumeSpec, Pod};
 use serde::{Deserialize, Serialize};
@@ -269,14 +268,6 @@ impl VolumeManager {
         self.root_dir().join("plugins/kubernetes.io/csi/pv")
     }
 
-    /// The lock of one CSI volume: its stage, publishes, unpublishes and unstage run one at a
-    /// time (Go's one operation per volume), so a pod's set-up never meets another's unstage.
-    fn csi_lock(&self, pv: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.csi_locks.lock().unwrap_or_else(|e| e.into_inner());
-        locks.retain(|_, l| Arc::strong_count(l) > 1);
-        locks.entry(pv.to_string()).or_default().clone()
-    }
-
     /// The driver's CSIDriver object; `None` when there is none (or no API server to ask):
     /// Go's defaults then apply.
     pub(super) async fn csi_driver_object(
@@ -378,7 +369,7 @@ impl VolumeManager {
             self.want_attached(&uid, pv, &unique);
         }
         let target = self.volume_dir(&uid, PLUGIN_DIR, pv).join("mount");
-        let lock = self.csi_lock(pv);
+        let lock = self.pv_lock(pv);
         let _one_at_a_time = lock.lock().await;
         if is_mounted(&target).await? {
             return Ok(SetUpVolume {
@@ -633,7 +624,7 @@ impl VolumeManager {
         let mut unpublished = Vec::new();
         for (dir, data) in found {
             let target = dir.join("mount");
-            let lock = self.csi_lock(&data.spec_vol_id);
+            let lock = self.pv_lock(&data.spec_vol_id);
             let _one_at_a_time = lock.lock().await;
             let result = service
                 .unpublish(
@@ -656,7 +647,7 @@ impl VolumeManager {
             }
         }
         for data in unpublished {
-            let lock = self.csi_lock(&data.spec_vol_id);
+            let lock = self.pv_lock(&data.spec_vol_id);
             let _one_at_a_time = lock.lock().await;
             if let Err(e) = self.unstage_unused(service.as_ref(), &data, uid).await {
                 first_error.get_or_insert(e);
@@ -677,7 +668,7 @@ impl VolumeManager {
             .await
             .unwrap_or_default();
         for data in found {
-            let lock = self.csi_lock(&data.spec_vol_id);
+            let lock = self.pv_lock(&data.spec_vol_id);
             let _one_at_a_time = lock.lock().await;
             if let Err(e) = self.unstage_unused(service.as_ref(), &data, "").await {
                 tracing::debug!(volume = %data.spec_vol_id, error = %e, "unstaging an unused CSI volume failed; trying again later");

@@ -71,6 +71,27 @@ pub enum VolumeError {
         /// The error.
         error: LocalError,
     },
+    /// A `local` PersistentVolume's block device could not be formatted or mounted (Go's
+    /// "MountVolume.MountDevice failed for volume …").
+    #[error("MountVolume.MountDevice failed for volume {volume:?} : {error}")]
+    LocalDevice {
+        /// The PersistentVolume's name.
+        volume: String,
+        /// The error.
+        error: super::local_device::DeviceError,
+    },
+    /// A raw block volume could not be mapped for the pod (Go's "MapVolume.MapPodDevice
+    /// failed for volume …").
+    #[error("MapVolume.MapPodDevice failed for volume {volume:?} : {error}")]
+    Block {
+        /// The PersistentVolume's name.
+        volume: String,
+        /// The error.
+        error: super::block::BlockError,
+    },
+    /// A container's `volumeDevices` entry cannot be satisfied (Go's words).
+    #[error("{0}")]
+    VolumeDevice(String),
     /// A CSI driver's step failed (Go's "MountVolume.SetUp failed for volume …").
     #[error("{step} failed for volume {volume:?} : {message}")]
     Csi {

@@ -37,6 +37,7 @@
 
 pub mod atomic_writer;
 pub mod attach;
+pub mod block;
 pub mod claims;
 pub mod configmap;
 pub mod csi;
@@ -45,6 +46,7 @@ pub mod emptydir;
 pub mod etc_hosts;
 pub mod hostpath;
 pub mod local;
+pub mod local_device;
 pub mod mount;
 pub mod ownership;
 
@@ -99,6 +101,9 @@ pub struct SetUpVolume {
     pub claim: Option<crate::summary::PvcReference>,
     /// Its PersistentVolume's `pv.beta.kubernetes.io/gid` annotation, as written.
     pub gid: Option<String>,
+    /// A raw block volume: `host_path` is the pod's link to the device (see [`block`]), for
+    /// the containers' `volumeDevices`, never mounted.
+    pub block_device: bool,
 }
 
 /// See the module docs.
@@ -114,8 +119,8 @@ pub struct VolumeManager {
     node_name: String,
     /// CSI volumes (PV names) staged since this kubelet started.
     csi_staged: Mutex<std::collections::HashSet<String>>,
-    /// One lock per CSI volume in use (see `csi`).
-    csi_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// One lock per persistent volume in use (see [`VolumeManager::pv_lock`]).
+    pv_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Attachable volumes in use and reported (see [`attach`]).
     attach: Mutex<attach::AttachState>,
     /// The Node (its `status.volumesAttached`); `None`: not checked.
@@ -151,7 +156,7 @@ impl VolumeManager {
             csi: None,
             node_name: String::new(),
             csi_staged: Mutex::default(),
-            csi_locks: Mutex::default(),
+            pv_locks: Mutex::default(),
             attach: Mutex::default(),
             node_lister: None,
             in_use_changed: Arc::default(),
@@ -206,6 +211,15 @@ impl VolumeManager {
             .unwrap_or_else(|e| e.into_inner())
             .get(uid)
             .cloned()
+    }
+
+    /// The lock of one PersistentVolume (by name): a CSI volume's stage, publishes, unpublishes
+    /// and unstage, and a local block device's mount, binds and unmount, run one at a time
+    /// (Go's one operation per volume), so a pod's set-up never meets another's unstage.
+    pub(super) fn pv_lock(&self, pv: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.pv_locks.lock().unwrap_or_else(|e| e.into_inner());
+        locks.retain(|_, l| Arc::strong_count(l) > 1);
+        locks.entry(pv.to_string()).or_default().clone()
     }
 }
 

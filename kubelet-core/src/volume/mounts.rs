@@ -1,5 +1,6 @@
 //! The mounts of one container ([`VolumeManager::container_mounts`]): its volume mounts,
-//! safely resolved subPaths and the kubelet-managed `/etc/hosts`.
+//! safely resolved subPaths and the kubelet-managed `/etc/hosts`; and the host devices of its
+//! raw block volumes ([`VolumeManager::block_devices`]).
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -43,6 +44,38 @@ pub fn expand_subpath_expr(expr: &str, env: &[EnvVar]) -> Result<String, UnsetVa
 }
 
 impl VolumeManager {
+    /// The host devices of a container's `volumeDevices` (Go `makeBlockVolumes`): each raw
+    /// block volume's link (the runtime resolves it) at its `devicePath`, `mrw`, or `r` when
+    /// the claim is read-only.
+    pub fn block_devices(
+        &self,
+        p: &Pod,
+        c: &Container,
+    ) -> Result<Vec<crate::devices::DeviceNode>, VolumeError> {
+        let volumes = self.volumes(pod::uid(p)).unwrap_or_default();
+        let mut out = Vec::new();
+        for d in c.volume_devices.iter().flatten() {
+            if !Path::new(&d.device_path).is_absolute() {
+                return Err(VolumeError::VolumeDevice(format!(
+                    "error DevicePath `{}` must be an absolute path",
+                    d.device_path
+                )));
+            }
+            let Some(vol) = volumes.get(&d.name).filter(|v| v.block_device) else {
+                return Err(VolumeError::VolumeDevice(format!(
+                    "cannot find volume {:?} to pass into container {:?}",
+                    d.name, c.name
+                )));
+            };
+            out.push(crate::devices::DeviceNode {
+                container_path: d.device_path.clone(),
+                host_path: vol.host_path.display().to_string(),
+                permissions: if vol.read_only { "r" } else { "mrw" }.to_string(),
+            });
+        }
+        Ok(out)
+    }
+
     /// The mounts of a container (Go `makeMounts`): each volumeMount (subPath / subPathExpr
     /// resolved safely and bind-mounted, `readOnly`, `mountPropagation`), then the managed
     /// `/etc/hosts` when the pod has IPs (`pod_ips`) and the container does not mount its own.

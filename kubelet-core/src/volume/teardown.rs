@@ -15,8 +15,10 @@ impl VolumeManager {
         }
         // CSI volumes through their drivers first: never unmounted behind a driver's back.
         self.teardown_csi(uid).await?;
+        self.unmap_block_devices(uid).await?;
         let dir = self.pod_dir(uid);
         blocking(move || teardown_dir(&dir, true)).await?;
+        self.unmount_unused_local_devices().await;
         self.forget_pod_volumes(uid);
         self.state
             .lock()
@@ -34,13 +36,36 @@ impl VolumeManager {
             return Ok(());
         }
         self.teardown_csi(uid).await?;
+        self.unmap_block_devices(uid).await?;
         let dir = self.pod_dir(uid);
         blocking(move || teardown_dir(&dir, false)).await?;
+        self.unmount_unused_local_devices().await;
         self.forget_pod_volumes(uid);
         self.state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
+        Ok(())
+    }
+
+    /// Unmaps the pod's raw block volumes (their bind files under the global map paths, see
+    /// [`super::block`]), each under its volume's lock.
+    async fn unmap_block_devices(&self, uid: &str) -> Result<(), VolumeError> {
+        let root = self.root_dir();
+        let volumes = {
+            let (root, uid) = (root.clone(), uid.to_string());
+            blocking(move || Ok(super::block::volumes_of_pod(&root, &uid))).await?
+        };
+        for volume in volumes {
+            let lock = self.pv_lock(&volume);
+            let _one_at_a_time = lock.lock().await;
+            let (root, uid) = (root.clone(), uid.to_string());
+            blocking(move || {
+                super::block::unmap_device(&root, &volume, &uid)
+                    .map_err(|error| VolumeError::Block { volume, error })
+            })
+            .await?;
+        }
         Ok(())
     }
 
@@ -76,6 +101,7 @@ impl VolumeManager {
         }
         self.retain_pods_wanting(&keep);
         self.cleanup_csi_staged().await;
+        self.unmount_unused_local_devices().await;
     }
 }
 
@@ -101,7 +127,7 @@ fn teardown_dir(dir: &Path, whole: bool) -> Result<(), VolumeError> {
     if whole {
         return std::fs::remove_dir_all(dir).map_err(io("removing", dir));
     }
-    for sub in ["volumes", "volume-subpaths"] {
+    for sub in ["volumes", "volume-subpaths", "volumeDevices"] {
         let d = dir.join(sub);
         match std::fs::remove_dir_all(&d) {
             Ok(()) => {}

@@ -352,6 +352,18 @@ impl Drop for ClusterNode {
 /// The tests' one wait, re-exported for the cluster tests.
 pub use kubelet_core::testing::eventually;
 
+/// Waits up to `timeout` for the pod `name` to be Running; the pod then.
+pub async fn running(pods: &Api<Pod>, name: &str, timeout: Duration) -> Pod {
+    eventually(timeout, &format!("{name} Running"), || {
+        let (pods, name) = (pods.clone(), name.to_string());
+        async move {
+            let p = pods.get(&name).await.ok()?;
+            (phase(&p) == "Running").then_some(p)
+        }
+    })
+    .await
+}
+
 /// Phase of an API pod.
 pub fn phase(p: &Pod) -> String {
     p.status
