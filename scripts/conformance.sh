@@ -189,6 +189,29 @@ fill_agnhost() {
   copy_with_libs "$rootfs" /bin/nc.openbsd /usr/bin/nc
   copy_with_libs "$rootfs" /bin/ip /sbin/ip
   copy_with_libs "$rootfs" /bin/ss /sbin/ss
+  # The storage specs' host-exec pods (privileged, the host's / at /rootfs) run `nsenter
+  # --mount=/rootfs/proc/1/ns/mnt -- sh -c ...` to make local volumes on the host (loop devices,
+  # tmpfs, bind mounts). util-linux's nsenter: Debian's static busybox prefers its own applets
+  # (see sh above), so its nsenter would run the host commands as busybox applets. And on this
+  # kind of machine PID 1 is the sandbox's agent, whose namespace files even root cannot open
+  # ("Permission denied"): the wrapper enters the host's mount namespace through PID 2
+  # (kthreadd, in the initial mount namespace like every host process) when PID 1's cannot be
+  # opened, and changes nothing else.
+  rm -f "$rootfs/bin/nsenter"
+  copy_with_libs "$rootfs" /usr/bin/nsenter /usr/bin/nsenter.util-linux
+  cat >"$rootfs/usr/bin/nsenter" <<'NSENTER'
+#!/bin/bash
+args=()
+for a in "$@"; do
+  case $a in
+    --mount=/rootfs/proc/1/ns/mnt)
+      { : <"${a#--mount=}"; } 2>/dev/null || a=--mount=/rootfs/proc/2/ns/mnt ;;
+  esac
+  args+=("$a")
+done
+exec /usr/bin/nsenter.util-linux "${args[@]}"
+NSENTER
+  chmod 0755 "$rootfs/usr/bin/nsenter"
   install -m 0755 "$BIN_DIR/agnhost" "$rootfs/agnhost"
   ln -sf agnhost "$rootfs/agnhost-2"
   mkdir -p "$rootfs/uploads"
@@ -324,6 +347,18 @@ KUBELET_HEALTHZ_PORT=${KUBELET_RS_CONFORMANCE_HEALTHZ_PORT:-11248}
 GINKGO_NODES=${KUBELET_RS_CONFORMANCE_NODES:-4}
 FOCUS_ALL='\[NodeConformance\]|\[Conformance\]'
 FOCUS_CI='\[NodeConformance\]'
+# The storage focus (issue #36): the upstream [sig-storage] specs that run on one node without a
+# cloud or a provisioner, for the volume types kubelet-rs supports: pre-provisioned `local` PVs
+# on directories, symlinks, bind mounts, tmpfs, a filesystem on a loop device, a bare loop
+# device the kubelet formats and mounts, and a loop device as a raw block volume (the specs make
+# them on the host through privileged host-exec pods), inline hostPath and emptyDir,
+# HostPathType checks, PV and PVC protection.
+FOCUS_STORAGE_LOCAL_TYPES='dir|dir-link|dir-bindmounted|dir-link-bindmounted|tmpfs|blockfs|blockfswithformat|blockfswithoutformat|block'
+FOCUS_STORAGE_INTREE_TYPES='dir|dir-link|dir-bindmounted|dir-link-bindmounted|tmpfs|blockfs|block'
+FOCUS_STORAGE="\\[sig-storage\\] (PersistentVolumes-local  (\\[Volume type: ($FOCUS_STORAGE_LOCAL_TYPES)\\]|Local volume that cannot be mounted|Pod with node different from PV's NodeAffinity|StatefulSet with pod affinity|Stress with local volumes)\
+|In-tree Volumes \\[Driver: local\\]\\[LocalVolumeType: ($FOCUS_STORAGE_INTREE_TYPES)\\] \\[Testpattern: Pre-provisioned PV \\((default fs|filesystem volmode|block volmode)\\)\\]\
+|In-tree Volumes \\[Driver: (hostPath|hostPathSymlink|emptydir)\\] \\[Testpattern: Inline-volume \\(default fs\\)\\]\
+|HostPathType|PV Protection|PVC Protection|Volumes ConfigMap)"
 
 # The control plane instance of the runs (never the shared default one).
 cp_env() {
@@ -532,6 +567,7 @@ SKIPS=(
   'Container Runtime blackbox test when running a container with a new image should be able to pull (image|from private registry with secret) :: pulls an image from an internet registry'
   'PrivilegedPod \[NodeConformance\] should enable privileged commands :: the kernel has no dummy netdevice (ip link add dummy1 type dummy: Operation not supported)'
   'Daemon set \[Serial\] should rollback without unnecessary restarts :: needs a cluster of at least 2 nodes (the cluster has one)'
+  '\[Disruptive\] :: the specs restart or stop the kubelet over SSH to the node (no SSH here: --provider=skeleton); the kubelet-restart cases of volumes are the cluster tests'"'"' (cluster_storage, cluster_csi_volumes)'
   'SchedulerPreemption \[Serial\] validates (basic preemption works|lower priority pod preemption by critical pod) :: needs a cluster of at least 2 nodes (one victim pod per node; with one node the spec fails "We need at least two pods to be created")'
 )
 
@@ -654,6 +690,29 @@ print_compare() {
   fi
 }
 
+# ci_run RESULTS FOCUS: a CI run of FOCUS on kubelet-rs into RESULTS; fails when a spec failed.
+ci_run() {
+  RESULTS=$1
+  # Without the [Slow] ones (MaxContainerBackOff alone waits ~20 minutes for the 5-minute
+  # back-off cap): the subset must fit CI's budget; the full runs keep them.
+  EXTRA_SKIP='\[Slow\]'
+  # A spec that fails and then passes does not fail CI (ginkgo's flake attempts, as
+  # upstream's CI jobs run them): "retrieving logs over websockets" reads the log the
+  # moment the pod is Running, and the container's first line can land 20-90 ms after
+  # that (README: known flakes). The full runs make one attempt, so flakes show there.
+  FLAKE_ATTEMPTS=2
+  cmd_run kubelet-rs "$2"
+  # A spec that failed both attempts under the parallel run's load gets one more run, alone
+  # on a fresh cluster (it shows as FLAKED when it passes there; the summary says so).
+  if grep -q . "$RESULTS/kubelet-rs/failed.txt"; then
+    local again
+    again=$(python3 "$SCRIPT_DIR/junit-summary.py" --focus-of "$RESULTS/kubelet-rs/failed.txt")
+    log "re-running what failed, alone: $(wc -l <"$RESULTS/kubelet-rs/failed.txt") spec(s)"
+    cmd_rerun kubelet-rs "$again"
+  fi
+  ! grep -q . "$RESULTS/kubelet-rs/failed.txt"
+}
+
 # The whole file is read before anything runs (main and exit are one compound command on the
 # last line, parsed whole before it runs), so editing the script during a run cannot change it.
 # Sourced (scripts/idle-rate.sh), it only defines its functions and settings.
@@ -682,32 +741,28 @@ main() {
     ci)
       # The CI subset: fails when a spec failed. Its results go beside the full runs' (which
       # the README's table comes from), not over them.
-      RESULTS="$STATE/results-ci"
-      # Without the [Slow] ones (MaxContainerBackOff alone waits ~20 minutes for the 5-minute
-      # back-off cap): the subset must fit CI's budget; the full runs keep them.
-      EXTRA_SKIP='\[Slow\]'
-      # A spec that fails and then passes does not fail CI (ginkgo's flake attempts, as
-      # upstream's CI jobs run them): "retrieving logs over websockets" reads the log the
-      # moment the pod is Running, and the container's first line can land 20-90 ms after
-      # that (README: known flakes). The full runs make one attempt, so flakes show there.
-      FLAKE_ATTEMPTS=2
-      cmd_run kubelet-rs "$FOCUS_CI"
-      # A spec that failed both attempts under the parallel run's load gets one more run, alone
-      # on a fresh cluster (it shows as FLAKED when it passes there; the summary says so).
-      if grep -q . "$RESULTS/kubelet-rs/failed.txt"; then
-        local again
-        again=$(python3 "$SCRIPT_DIR/junit-summary.py" --focus-of "$RESULTS/kubelet-rs/failed.txt")
-        log "re-running what failed, alone: $(wc -l <"$RESULTS/kubelet-rs/failed.txt") spec(s)"
-        cmd_rerun kubelet-rs "$again"
-      fi
-      ! grep -q . "$RESULTS/kubelet-rs/failed.txt"
+      ci_run "$STATE/results-ci" "$FOCUS_CI"
+      ;;
+    storage-ci)
+      # The storage focus without [Slow], as CI runs it (after `ci`, on a cluster of its own).
+      # Its specs mostly wait (pods, PV binding, host-exec commands): more ginkgo nodes than the
+      # conformance run's.
+      GINKGO_NODES=${KUBELET_RS_STORAGE_NODES:-8}
+      ci_run "$STATE/results-storage-ci" "$FOCUS_STORAGE"
+      ;;
+    storage)
+      # storage [kubelet-rs|go-kubelet]: the storage focus (all of it, [Slow] too), results in
+      # $STATE/results-storage; fails when a spec failed.
+      RESULTS="$STATE/results-storage"
+      cmd_run "${2:-kubelet-rs}" "$FOCUS_STORAGE"
+      ! grep -q . "$RESULTS/${2:-kubelet-rs}/failed.txt"
       ;;
     skips)
       for e in "${SKIPS[@]}"; do printf -- '- `%s`: %s\n' "${e%% :: *}" "${e#* :: }"; done
       ;;
     down) cluster_down ;;
     *)
-      echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|rerun KIND FOCUS|compare [FOCUS]|summary KIND|table|ci|skips|down" >&2
+      echo "usage: $0 build|run [kubelet-rs|go-kubelet] [FOCUS]|rerun KIND FOCUS|compare [FOCUS]|summary KIND|table|ci|storage-ci|storage [KIND]|skips|down" >&2
       exit 2
       ;;
   esac
