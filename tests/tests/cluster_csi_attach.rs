@@ -17,19 +17,14 @@
 mod cluster_common;
 mod csi_common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use cluster_common::{eventually, phase, start_built};
-use csi_common::{
-    claim, create_csi_driver, csi_pv, failed_mount, has_call, with_claim, TestDriver,
-};
+use cluster_common::{eventually, phase};
+use csi_common::{claim, csi_pv, failed_mount, has_call, start_with_driver, with_claim};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSIDriverSpec, VolumeAttachment};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
-use kubelet_cm::csi::node_service::GrpcCsiNodeService;
-use kubelet_cm::csi::CsiDrivers;
 use kubelet_core::{attachment_name, unique_volume_name};
 
 const LONG: Duration = Duration::from_secs(120);
@@ -52,25 +47,20 @@ fn node_lists(node: &Node, field: &str, unique: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attachable_csi_volume_waits_for_its_attachment_and_is_detached_after_use() {
-    let drivers = Arc::new(CsiDrivers::default());
-    let service = Arc::new(GrpcCsiNodeService::new(drivers.clone()));
-    let Some(node) = start_built("cluster-csi-attach", move |b| b.csi_node_service(service)).await
-    else {
-        return;
-    };
-    let ns = node.et.namespace.clone();
-    let test_driver = TestDriver::start(&node, drivers).await;
-    let driver = test_driver.name.clone();
-    let pp = PostParams::default();
-    let csidrivers = create_csi_driver(
-        &node,
-        &driver,
+    let Some((node, test_driver, csidrivers)) = start_with_driver(
+        "cluster-csi-attach",
         CSIDriverSpec {
             attach_required: Some(true),
             ..Default::default()
         },
     )
-    .await;
+    .await
+    else {
+        return;
+    };
+    let ns = node.et.namespace.clone();
+    let driver = test_driver.name.clone();
+    let pp = PostParams::default();
     let class = format!("csi-{ns}");
     let pv = format!("{ns}-att");
     let pvs: Api<PersistentVolume> = Api::all(node.admin.clone());

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tonic::transport::Channel;
 
-use kubelet_core::csi::{CsiAccessMode, CsiMountRequest, CsiVolumeUsage};
+use kubelet_core::csi::{CsiAccessMode, CsiExpandRequest, CsiMountRequest, CsiVolumeUsage};
 
 use super::api;
 use super::api::node_client::NodeClient;
@@ -207,6 +207,46 @@ impl CsiNodeClient {
         .map(|_| ())
     }
 
+    /// `NodeExpandVolume` when the driver has `EXPAND_VOLUME` (Go's `NodeSupportsNodeExpand`
+    /// then `NodeExpandVolume`): `Ok(false)` when it has not, nothing called then.
+    pub async fn expand(
+        &mut self,
+        r: &CsiExpandRequest,
+        timeout: Duration,
+    ) -> Result<bool, CsiError> {
+        use api::node_service_capability::rpc::Type;
+        if !self.has_capability(Type::ExpandVolume, timeout).await? {
+            return Ok(false);
+        }
+        let mode = mode_of(r.access_mode);
+        let message = api::NodeExpandVolumeRequest {
+            volume_id: r.volume_id.clone(),
+            volume_path: r.volume_path.clone(),
+            capacity_range: Some(api::CapacityRange {
+                required_bytes: r.required_bytes,
+                limit_bytes: 0,
+            }),
+            staging_target_path: r.staging_path.clone(),
+            volume_capability: Some(api::VolumeCapability {
+                access_mode: Some(api::volume_capability::AccessMode { mode: mode as i32 }),
+                access_type: Some(api::volume_capability::AccessType::Mount(
+                    api::volume_capability::MountVolume {
+                        fs_type: r.fs_type.clone(),
+                        mount_flags: r.mount_flags.clone(),
+                    },
+                )),
+            }),
+        };
+        let request = with_deadline(message, timeout);
+        call(
+            "NodeExpandVolume",
+            timeout,
+            self.node.node_expand_volume(request),
+        )
+        .await
+        .map(|_| true)
+    }
+
     /// `NodeUnpublishVolume`.
     pub async fn unpublish(
         &mut self,
@@ -252,13 +292,7 @@ impl CsiNodeClient {
 
 /// A filesystem volume's capability (Go's `NodeStageVolume`/`NodePublishVolume` requests).
 fn capability(r: &CsiMountRequest) -> api::VolumeCapability {
-    use api::volume_capability::access_mode::Mode;
-    let mode = match r.access_mode {
-        CsiAccessMode::SingleNodeWriter => Mode::SingleNodeWriter,
-        CsiAccessMode::MultiNodeReaderOnly => Mode::MultiNodeReaderOnly,
-        CsiAccessMode::MultiNodeMultiWriter => Mode::MultiNodeMultiWriter,
-        CsiAccessMode::Unknown => Mode::Unknown,
-    };
+    let mode = mode_of(r.access_mode);
     api::VolumeCapability {
         access_mode: Some(api::volume_capability::AccessMode { mode: mode as i32 }),
         access_type: Some(api::volume_capability::AccessType::Mount(
@@ -267,6 +301,17 @@ fn capability(r: &CsiMountRequest) -> api::VolumeCapability {
                 mount_flags: r.mount_flags.clone(),
             },
         )),
+    }
+}
+
+/// The CSI access mode (Go's `asCSIAccessModeV1`).
+fn mode_of(m: CsiAccessMode) -> api::volume_capability::access_mode::Mode {
+    use api::volume_capability::access_mode::Mode;
+    match m {
+        CsiAccessMode::SingleNodeWriter => Mode::SingleNodeWriter,
+        CsiAccessMode::MultiNodeReaderOnly => Mode::MultiNodeReaderOnly,
+        CsiAccessMode::MultiNodeMultiWriter => Mode::MultiNodeMultiWriter,
+        CsiAccessMode::Unknown => Mode::Unknown,
     }
 }
 

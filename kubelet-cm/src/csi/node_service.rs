@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kubelet_core::csi::{CsiCallError, CsiMountRequest, CsiNodeService, CsiVolumeUsage};
+use kubelet_core::csi::{
+    CsiCallError, CsiExpandRequest, CsiMountRequest, CsiNodeService, CsiVolumeUsage,
+};
 
 use super::client::{CsiError, CsiNodeClient};
 use super::CsiDrivers;
@@ -82,6 +84,11 @@ impl CsiNodeService for GrpcCsiNodeService {
         c.unstage(volume_id, staging_path, CSI_TIMEOUT)
             .await
             .map_err(driver_error)
+    }
+
+    async fn expand(&self, driver: &str, request: &CsiExpandRequest) -> Result<bool, CsiCallError> {
+        let mut c = self.client(driver).await?;
+        c.expand(request, CSI_TIMEOUT).await.map_err(driver_error)
     }
 
     async fn volume_stats(

@@ -109,6 +109,26 @@ pub struct CsiMountRequest {
     pub volume_context: BTreeMap<String, String>,
 }
 
+/// What `NodeExpandVolume` carries (Go's `csiResizeOptions` of a filesystem volume).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsiExpandRequest {
+    /// The volume's ID in the driver (`volumeHandle`).
+    pub volume_id: String,
+    /// Where the volume is mounted: the staging path right after staging, the pod's target
+    /// path after publishing.
+    pub volume_path: String,
+    /// The volume's staging path (`globalmount`; Go passes it whether or not the driver stages).
+    pub staging_path: String,
+    /// The new size in bytes (`capacity_range.required_bytes`).
+    pub required_bytes: i64,
+    /// The access mode (of the PV's first access mode).
+    pub access_mode: CsiAccessMode,
+    /// `fsType`.
+    pub fs_type: String,
+    /// The volume's `mountOptions`.
+    pub mount_flags: Vec<String>,
+}
+
 /// The calls the volume manager makes on registered CSI drivers, by driver name (Go's
 /// `csiDriverClient`). Every call is bounded by the implementation's timeout.
 #[async_trait]
@@ -134,6 +154,15 @@ pub trait CsiNodeService: Send + Sync {
         volume_id: &str,
         staging_path: &str,
     ) -> Result<(), CsiCallError>;
+    /// `NodeExpandVolume` when the driver has `EXPAND_VOLUME`; `Ok(false)` when it has not
+    /// (nothing is called). Default: `Ok(false)`.
+    async fn expand(
+        &self,
+        _driver: &str,
+        _request: &CsiExpandRequest,
+    ) -> Result<bool, CsiCallError> {
+        Ok(false)
+    }
     /// `NodeGetVolumeStats` of a published volume at `volume_path`; `None` when the driver
     /// does not report them (no `GET_VOLUME_STATS` capability). Default: `None`.
     async fn volume_stats(

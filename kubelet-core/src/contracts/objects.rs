@@ -154,6 +154,27 @@ pub trait ObjectStore: Send + Sync {
             name: name.into(),
         })
     }
+    /// Writes the claim `namespace/name`'s `status.capacity` and `status.conditions` (the
+    /// kubelet's part of a volume expansion, Go's `MarkFSResizeFinished`), only while the
+    /// claim is at `resource_version` (a conflict error otherwise, as Go's patch with the
+    /// resource version). Default: [`ObjectError::NotAvailable`].
+    async fn update_claim_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        _resource_version: &str,
+        _capacity: &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+        _conditions: &[k8s_openapi::api::core::v1::PersistentVolumeClaimCondition],
+    ) -> Result<(), ObjectError> {
+        Err(ObjectError::NotAvailable {
+            kind: "persistentvolumeclaim",
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
     /// The pod (now) references these objects: a cache may start following them.
     fn register_pod(&self, _pod: &Pod) {}
     /// The pod with this uid is gone: a cache may drop what only it used.
@@ -348,6 +369,39 @@ impl ObjectStore for MemoryObjectStore {
             .filter(|((ns, _), _)| ns == namespace)
             .map(|(_, s)| s.clone())
             .collect())
+    }
+    async fn update_claim_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+        capacity: &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+        conditions: &[k8s_openapi::api::core::v1::PersistentVolumeClaimCondition],
+    ) -> Result<(), ObjectError> {
+        let mut objects = self.lock();
+        let key = (namespace.to_string(), name.to_string());
+        let Some(claim) = objects.claims.get_mut(&key) else {
+            return Err(ObjectError::NotFound {
+                kind: "persistentvolumeclaim",
+                namespace: namespace.into(),
+                name: name.into(),
+            });
+        };
+        if claim.metadata.resource_version.as_deref().unwrap_or("") != resource_version {
+            return Err(ObjectError::Api {
+                kind: "persistentvolumeclaim",
+                namespace: namespace.into(),
+                name: name.into(),
+                message: "the object has been modified; please apply your changes to the latest version and try again".into(),
+            });
+        }
+        let status = claim.status.get_or_insert_with(Default::default);
+        status.capacity = Some(capacity.clone());
+        status.conditions = Some(conditions.to_vec()).filter(|c| !c.is_empty());
+        Ok(())
     }
     async fn persistent_volume_claim(
         &self,

@@ -184,11 +184,21 @@ async fn prepare_volumes(
         .and_then(|l| l.node())
         .and_then(|n| n.metadata.labels.clone())
         .unwrap_or_else(|| e.config.node_labels.clone());
-    match e
+    let outcome = e
         .volumes
         .setup_pod(p, &fields, &e.cm.allocatable(), &node_labels)
-        .await
-    {
+        .await;
+    // What the set-up noted (volume expansions) whether or not it finished.
+    for note in e.volumes.take_events(pod::uid(p)) {
+        let kind = if note.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        e.sink
+            .record_event(Event::for_pod(p, None, kind, note.reason, note.message));
+    }
+    match outcome {
         Ok(()) => {
             let volume_reason = volume_waiting_reason(p);
             memory.reasons.retain(|_, r| r.reason != volume_reason);

@@ -34,6 +34,7 @@ use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, PersistentVolumeSpec
 use serde::{Deserialize, Serialize};
 
 use super::attach::unique_volume_name;
+use super::expand::Phase;
 use super::ownership::{self, ChangePolicy};
 use super::stats::VolumeMeasure;
 use super::{blocking, io, mount, SetUpVolume, VolumeError, VolumeManager};
@@ -342,11 +343,12 @@ impl VolumeManager {
     pub(super) async fn setup_csi(
         &self,
         p: &Pod,
-        pv: &str,
+        volume: &k8s_openapi::api::core::v1::PersistentVolume,
         spec: &PersistentVolumeSpec,
         source: &CSIPersistentVolumeSource,
         read_only: bool,
     ) -> Result<SetUpVolume, VolumeError> {
+        let pv = volume.metadata.name.as_deref().unwrap_or_default();
         let Some(service) = self.csi.clone() else {
             return Err(VolumeError::Unsupported {
                 volume: pv.to_string(),
@@ -393,6 +395,7 @@ impl VolumeManager {
         let mount_flags = spec.mount_options.clone().unwrap_or_default();
         let attributes = source.volume_attributes.clone().unwrap_or_default();
         let staged_before = self.staged().contains(pv);
+        let mut resized = false;
         let staging = if staged_before {
             self.csi_staging_path(pv).display().to_string()
         } else if service
@@ -436,7 +439,11 @@ impl VolumeManager {
             if policy.attach_required {
                 self.mark_mounted(pv, &unique);
             }
-            staging.display().to_string()
+            let at = staging.display().to_string();
+            resized = self
+                .expand_if_pending(p, volume, source, read_only, &at, Phase::Staged)
+                .await?;
+            at
         } else {
             String::new()
         };
@@ -480,6 +487,11 @@ impl VolumeManager {
             .map_err(|e| csi_error(pv, "MountVolume.SetUp", e))?;
         if policy.attach_required {
             self.mark_mounted(pv, &unique);
+        }
+        if !resized {
+            let at = target.display().to_string();
+            self.expand_if_pending(p, volume, source, read_only, &at, Phase::Published)
+                .await?;
         }
         if !read_only && policy.applies_fs_group(&fs_type, spec.access_modes.as_deref()) {
             self.apply_fs_group(p, &target).await?;

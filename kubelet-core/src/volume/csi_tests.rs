@@ -16,7 +16,7 @@ use super::*;
 use crate::cm::ResourceList;
 use crate::csi::{CsiCallError, CsiNodeService};
 use crate::env::FieldValues;
-use crate::objects::MemoryObjectStore;
+use crate::objects::{MemoryObjectStore, ObjectStore};
 
 /// Records the calls; publish bind-mounts the driver's backing directory on the target.
 struct Driver {
@@ -67,6 +67,17 @@ impl CsiNodeService for Driver {
             .push(format!("unpublish {id} {target}"));
         mount::unmount(Path::new(target)).unwrap();
         Ok(())
+    }
+    async fn expand(
+        &self,
+        _: &str,
+        r: &crate::csi::CsiExpandRequest,
+    ) -> Result<bool, CsiCallError> {
+        self.calls.lock().unwrap().push(format!(
+            "expand {} {} staging={} bytes={}",
+            r.volume_id, r.volume_path, r.staging_path, r.required_bytes
+        ));
+        Ok(true)
     }
     async fn volume_stats(
         &self,
@@ -514,4 +525,94 @@ async fn housekeeping_unstages_a_staged_volume_no_pod_uses() {
         .path()
         .join("plugins/kubernetes.io/csi/pv/pv-c")
         .exists());
+}
+
+/// Sets the claim's status capacity (resource version "7") and the PV's capacity and claim
+/// reference: a resize from `has` to `wants` pending.
+async fn pending_resize(store: &MemoryObjectStore, has: &str, wants: &str) {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let mut c = crate::volume::claims::tests::claim("Bound", Some("pv-c"));
+    c.metadata.resource_version = Some("7".into());
+    if let Some(status) = c.status.as_mut() {
+        status.capacity = Some(BTreeMap::from([("storage".into(), Quantity(has.into()))]));
+        status.conditions = Some(vec![
+            k8s_openapi::api::core::v1::PersistentVolumeClaimCondition {
+                type_: "FileSystemResizePending".into(),
+                status: "True".into(),
+                ..Default::default()
+            },
+        ]);
+    }
+    store.put_persistent_volume_claim(c);
+    let mut pv = store.persistent_volume("pv-c").await.unwrap();
+    if let Some(spec) = pv.spec.as_mut() {
+        spec.capacity = Some(BTreeMap::from([("storage".into(), Quantity(wants.into()))]));
+        if let Some(r) = spec.claim_ref.as_mut() {
+            r.namespace = Some("ns".into());
+            r.name = Some("data".into());
+        }
+    }
+    store.put_persistent_volume(pv);
+}
+
+#[tokio::test]
+async fn a_pending_resize_is_expanded_after_staging_then_in_use_and_the_claim_written() {
+    let root = tempfile::tempdir().unwrap();
+    let backing = tempfile::tempdir().unwrap();
+    let driver = driver(backing.path(), true);
+    let objects = store(Some(false));
+    pending_resize(&objects, "1Gi", "2Gi").await;
+    let vm = manager(root.path(), objects.clone(), driver.clone());
+    let p = pod("u1");
+    setup(&vm, &p).await.unwrap();
+    let staging = root
+        .path()
+        .join("plugins/kubernetes.io/csi/pv/pv-c/globalmount");
+    let target = root
+        .path()
+        .join("pods/u1/volumes/kubernetes.io~csi/pv-c/mount");
+    let (s, t) = (staging.display().to_string(), target.display().to_string());
+    let calls: Vec<String> = driver.calls.lock().unwrap().drain(..).collect();
+    // Right after staging, at the staging path (Go's order), before publishing.
+    assert_eq!(calls[0], format!("stage vol-1 {s}"));
+    assert_eq!(
+        calls[1],
+        format!("expand vol-1 {s} staging={s} bytes={}", 2u64 << 30)
+    );
+    assert!(calls[2].starts_with("publish vol-1"), "{calls:?}");
+    let claim = objects.persistent_volume_claim("ns", "data").await.unwrap();
+    let status = claim.status.unwrap();
+    assert_eq!(status.capacity.unwrap()["storage"].0, "2Gi");
+    assert_eq!(status.conditions, None, "the resize condition is gone");
+    let events = vm.take_events("u1");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (
+            events[0].warning,
+            events[0].reason,
+            events[0].message.as_str()
+        ),
+        (
+            false,
+            "FileSystemResizeSuccessful",
+            "MountVolume.NodeExpandVolume succeeded for volume \"pv-c\" "
+        )
+    );
+    assert!(vm.take_events("u1").is_empty());
+
+    // In use: grown again while the pod runs; its next set-up expands at the target path.
+    pending_resize(&objects, "2Gi", "3Gi").await;
+    setup(&vm, &p).await.unwrap();
+    let calls: Vec<String> = driver.calls.lock().unwrap().drain(..).collect();
+    assert_eq!(
+        calls,
+        vec![format!("expand vol-1 {t} staging={s} bytes={}", 3u64 << 30)]
+    );
+    let claim = objects.persistent_volume_claim("ns", "data").await.unwrap();
+    assert_eq!(claim.status.unwrap().capacity.unwrap()["storage"].0, "3Gi");
+    // Nothing pending: nothing called.
+    setup(&vm, &p).await.unwrap();
+    assert!(driver.calls.lock().unwrap().is_empty());
+
+    vm.teardown_pod("u1").await.unwrap();
 }

@@ -44,6 +44,7 @@ pub mod csi;
 pub mod downward_api;
 pub mod emptydir;
 pub mod etc_hosts;
+pub mod expand;
 pub mod hostpath;
 pub mod local;
 pub mod local_device;
@@ -119,6 +120,8 @@ pub struct VolumeManager {
     node_name: String,
     /// CSI volumes (PV names) staged since this kubelet started.
     csi_staged: Mutex<std::collections::HashSet<String>>,
+    /// Events of pods' volume set-ups not yet taken (see [`VolumeManager::take_events`]).
+    events: Mutex<HashMap<String, Vec<expand::VolumeEvent>>>,
     /// One lock per persistent volume in use (see [`VolumeManager::pv_lock`]).
     pv_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Attachable volumes in use and reported (see [`attach`]).
@@ -156,6 +159,7 @@ impl VolumeManager {
             csi: None,
             node_name: String::new(),
             csi_staged: Mutex::default(),
+            events: Mutex::default(),
             pv_locks: Mutex::default(),
             attach: Mutex::default(),
             node_lister: None,

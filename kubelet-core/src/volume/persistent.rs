@@ -58,6 +58,7 @@ impl VolumeManager {
         if let Some(done) = self.volumes(&uid).and_then(|m| m.get(&v.name).cloned()) {
             let path = done.host_path.clone();
             if blocking(move || Ok(path.exists())).await? {
+                self.expand_in_use(p, &done).await;
                 return Ok(done);
             }
         }
@@ -125,7 +126,8 @@ impl VolumeManager {
                 })
             }
             Ok(VolumeSource::Csi(source)) => {
-                self.setup_csi(p, &pv, &spec, &source, read_only).await
+                self.setup_csi(p, &bound.pv, &spec, &source, read_only)
+                    .await
             }
             Err(kind) => Err(VolumeError::Unsupported {
                 volume: v.name.clone(),

@@ -375,6 +375,38 @@ impl ObjectStore for ApiObjectStore {
             .map_err(|e| api_error("persistentvolumeclaim", namespace, name, e))
     }
 
+    async fn update_claim_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+        capacity: &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+        conditions: &[k8s_openapi::api::core::v1::PersistentVolumeClaimCondition],
+    ) -> Result<(), ObjectError> {
+        // A merge patch of the two fields with the resource version: the server refuses it
+        // when the claim changed since it was read (Go's PatchPVCStatus). The conditions are
+        // the whole list (a merge patch replaces lists); none: the field removed.
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": resource_version},
+            "status": {
+                "capacity": capacity,
+                "conditions": (!conditions.is_empty()).then_some(conditions),
+            },
+        });
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        api.patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| api_error("persistentvolumeclaim", namespace, name, e))
+    }
+
     async fn persistent_volume(&self, name: &str) -> Result<PersistentVolume, ObjectError> {
         let api: Api<PersistentVolume> = Api::all(self.client.clone());
         api.get(name)

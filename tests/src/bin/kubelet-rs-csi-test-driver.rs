@@ -16,7 +16,8 @@
 //! made at publish. Each call is appended to `--calls` as one JSON line (method, volume,
 //! paths, read-only, context, access mode, fs type, mount flags), for comparing kubelets.
 //! While `--fail-publish-file` exists NodePublishVolume fails (`INTERNAL`).
-//! NodeGetVolumeStats (`GET_VOLUME_STATS`) answers the filesystem's capacity and free space
+//! NodeExpandVolume (`EXPAND_VOLUME`) is logged and succeeds when the volume path is mounted
+//! (a directory has nothing to grow). NodeGetVolumeStats (`GET_VOLUME_STATS`) answers the filesystem's capacity and free space
 //! and inodes, and as used what the volume holds (its files' bytes, its entries); it is not
 //! logged (kubelets call it on their own schedule).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -291,18 +292,34 @@ impl Node for Driver {
     }
     async fn node_expand_volume(
         &self,
-        _: Request<csi::NodeExpandVolumeRequest>,
+        r: Request<csi::NodeExpandVolumeRequest>,
     ) -> Result<Response<csi::NodeExpandVolumeResponse>, Status> {
-        Err(Status::unimplemented(
-            "expansion is not supported by the test driver",
-        ))
+        let r = r.into_inner();
+        let (mode, fs, flags) = describe(&r.volume_capability);
+        let required = r.capacity_range.as_ref().map_or(0, |c| c.required_bytes);
+        self.record(
+            serde_json::json!({"method": "NodeExpandVolume", "volume": r.volume_id,
+            "volumePath": r.volume_path, "staging": r.staging_target_path,
+            "requiredBytes": required, "accessMode": mode, "fsType": fs, "mountFlags": flags}),
+        );
+        // A directory volume has nothing to grow; what is checked is that the kubelet names a
+        // path where the volume is mounted.
+        if !mounted(Path::new(&r.volume_path)) {
+            return Err(Status::failed_precondition(format!(
+                "{} is not mounted",
+                r.volume_path
+            )));
+        }
+        Ok(Response::new(csi::NodeExpandVolumeResponse {
+            capacity_bytes: required,
+        }))
     }
     async fn node_get_capabilities(
         &self,
         _: Request<csi::NodeGetCapabilitiesRequest>,
     ) -> Result<Response<csi::NodeGetCapabilitiesResponse>, Status> {
         use csi::node_service_capability::rpc::Type;
-        let mut types = vec![Type::GetVolumeStats];
+        let mut types = vec![Type::GetVolumeStats, Type::ExpandVolume];
         if self.args.stage {
             types.push(Type::StageUnstageVolume);
         }

@@ -90,6 +90,27 @@ pub async fn create_csi_driver(
     api
 }
 
+/// A cluster member with the CSI node service, the test driver registered with it, and the
+/// driver's CSIDriver object made with `spec`; `None` when the cluster tests are off.
+pub async fn start_with_driver(
+    test: &str,
+    spec: k8s_openapi::api::storage::v1::CSIDriverSpec,
+) -> Option<(
+    ClusterNode,
+    TestDriver,
+    Api<k8s_openapi::api::storage::v1::CSIDriver>,
+)> {
+    let drivers = Arc::new(CsiDrivers::default());
+    let service = Arc::new(kubelet_cm::csi::node_service::GrpcCsiNodeService::new(
+        drivers.clone(),
+    ));
+    let node =
+        crate::cluster_common::start_built(test, move |b| b.csi_node_service(service)).await?;
+    let test_driver = TestDriver::start(&node, drivers).await;
+    let api = create_csi_driver(&node, &test_driver.name.clone(), spec).await;
+    Some((node, test_driver, api))
+}
+
 /// The pod with the claim mounted at `/data`.
 pub fn with_claim(mut pod: Pod, claim: &str) -> Pod {
     if let Some(spec) = pod.spec.as_mut() {
