@@ -140,15 +140,18 @@ async fn csi_volumes_are_expanded_on_the_node_in_use_and_before_mounting() {
             .display()
             .to_string()
     };
-    // The bound claim's status starts at the PV's 1Gi.
-    eventually(LONG, "the claim bound at 1Gi", || {
-        let claims = claims.clone();
-        async move {
-            let c = claims.get("grow").await.ok()?;
-            (c.status?.capacity?.get("storage")?.0 == "1Gi").then_some(())
-        }
-    })
-    .await;
+    // Both claims bound, their status at the PV's 1Gi, before anything is resized (a claim
+    // bound later would take the grown capacity from the PV at once).
+    for name in ["grow", "grown"] {
+        eventually(LONG, "the claim bound at 1Gi", || {
+            let claims = claims.clone();
+            async move {
+                let c = claims.get(name).await.ok()?;
+                (c.status?.capacity?.get("storage")?.0 == "1Gi").then_some(())
+            }
+        })
+        .await;
+    }
 
     // In use: the user grows the request, the resizer the volume; a pod update syncs it.
     claims

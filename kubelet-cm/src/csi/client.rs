@@ -290,17 +290,21 @@ impl CsiNodeClient {
     }
 }
 
-/// A filesystem volume's capability (Go's `NodeStageVolume`/`NodePublishVolume` requests).
+/// A volume's capability (Go's `NodeStageVolume`/`NodePublishVolume` requests): a mount with
+/// its fs type and flags, or a raw block device.
 fn capability(r: &CsiMountRequest) -> api::VolumeCapability {
     let mode = mode_of(r.access_mode);
+    let access_type = if r.block {
+        api::volume_capability::AccessType::Block(api::volume_capability::BlockVolume {})
+    } else {
+        api::volume_capability::AccessType::Mount(api::volume_capability::MountVolume {
+            fs_type: r.fs_type.clone(),
+            mount_flags: r.mount_flags.clone(),
+        })
+    };
     api::VolumeCapability {
         access_mode: Some(api::volume_capability::AccessMode { mode: mode as i32 }),
-        access_type: Some(api::volume_capability::AccessType::Mount(
-            api::volume_capability::MountVolume {
-                fs_type: r.fs_type.clone(),
-                mount_flags: r.mount_flags.clone(),
-            },
-        )),
+        access_type: Some(access_type),
     }
 }
 

@@ -107,6 +107,9 @@ pub struct CsiMountRequest {
     /// `volume_context`: the volume's attributes (publish: with the pod's when the driver
     /// asks for them).
     pub volume_context: BTreeMap<String, String>,
+    /// A raw block volume: the capability's access type is `Block` (`fs_type` and
+    /// `mount_flags` unused), the target path a file for the device.
+    pub block: bool,
 }
 
 /// What `NodeExpandVolume` carries (Go's `csiResizeOptions` of a filesystem volume).

@@ -49,17 +49,18 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BlockErro
     move |error| BlockError::Io { op, path, error }
 }
 
-/// The pod's link for the volume: `<pods_dir>/<uid>/volumeDevices/kubernetes.io~local-volume/<pv>`.
-pub fn pod_device_link(pods_dir: &Path, uid: &str, pv: &str) -> PathBuf {
+/// The pod's link for the volume of the plugin `plugin` (`local-volume`, `csi`):
+/// `<pods_dir>/<uid>/volumeDevices/kubernetes.io~<plugin>/<pv>`.
+pub fn pod_device_link(pods_dir: &Path, uid: &str, plugin: &str, pv: &str) -> PathBuf {
     pods_dir
         .join(uid)
         .join("volumeDevices")
-        .join(format!("kubernetes.io~{}", local::PLUGIN_DIR))
+        .join(format!("kubernetes.io~{plugin}"))
         .join(pv)
 }
 
-/// Maps the block device `device` of the volume `pv` for the pod `uid` (see the module
-/// docs); returns the pod's link, the device's host path for the runtime.
+/// Maps the block device `device` of the `local` volume `pv` for the pod `uid` (see the
+/// module docs); returns the pod's link, the device's host path for the runtime.
 pub fn map_device(
     root_dir: &Path,
     pods_dir: &Path,
@@ -67,19 +68,36 @@ pub fn map_device(
     pv: &str,
     device: &str,
 ) -> Result<PathBuf, BlockError> {
+    let link = pod_device_link(pods_dir, uid, local::PLUGIN_DIR, pv);
+    map_device_at(
+        &root_dir.join(GLOBAL_MAP_DIR).join(pv),
+        &link,
+        uid,
+        Path::new(device),
+    )?;
+    Ok(link)
+}
+
+/// Maps the block device at `device` (a device node, or a file a device node is bind-mounted
+/// on) for the pod `uid`: bind-mounted on `<global>/<uid>`, and `link` made (or replaced) to
+/// point at it. Go's `MapBlockVolume`, for every plugin.
+pub fn map_device_at(
+    global: &Path,
+    link: &Path,
+    uid: &str,
+    device: &Path,
+) -> Result<(), BlockError> {
     use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
-    let dev = Path::new(device);
-    let meta = std::fs::metadata(dev).map_err(io("stat", dev))?;
+    let meta = std::fs::metadata(device).map_err(io("stat", device))?;
     if !meta.file_type().is_block_device() {
         return Err(BlockError::NotBlockDevice {
-            path: device.to_string(),
+            path: device.display().to_string(),
         });
     }
     let mut dirs = std::fs::DirBuilder::new();
     dirs.recursive(true).mode(0o750);
-    let global = root_dir.join(GLOBAL_MAP_DIR).join(pv);
-    dirs.create(&global)
-        .map_err(io("creating directory", &global))?;
+    dirs.create(global)
+        .map_err(io("creating directory", global))?;
     let bind_file = global.join(uid);
     if !mount::is_mount_point(&bind_file).map_err(io("reading mountinfo for", &bind_file))? {
         std::fs::OpenOptions::new()
@@ -88,23 +106,22 @@ pub fn map_device(
             .truncate(false)
             .open(&bind_file)
             .map_err(io("creating", &bind_file))?;
-        mount::bind(dev, &bind_file).map_err(io("bind-mounting the device on", &bind_file))?;
+        mount::bind(device, &bind_file).map_err(io("bind-mounting the device on", &bind_file))?;
     }
-    let link = pod_device_link(pods_dir, uid, pv);
     if let Some(parent) = link.parent() {
         dirs.create(parent)
             .map_err(io("creating directory", parent))?;
     }
-    if std::fs::read_link(&link).ok().as_deref() != Some(dev) {
-        match std::fs::remove_file(&link) {
+    if std::fs::read_link(link).ok().as_deref() != Some(device) {
+        match std::fs::remove_file(link) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io("removing", &link)(e))
+                return Err(io("removing", link)(e))
             }
             _ => {}
         }
-        std::os::unix::fs::symlink(dev, &link).map_err(io("linking", &link))?;
+        std::os::unix::fs::symlink(device, link).map_err(io("linking", link))?;
     }
-    Ok(link)
+    Ok(())
 }
 
 /// The block volumes (PV names) mapped for the pod `uid`: those with a bind file of it
@@ -119,11 +136,15 @@ pub fn volumes_of_pod(root_dir: &Path, uid: &str) -> Vec<String> {
         .collect()
 }
 
-/// Unmaps the block volume `pv` of the pod `uid` from its global map path: the pod's bind
-/// file unmounted and removed, the volume's directory removed once empty (the last pod's).
+/// Unmaps the `local` block volume `pv` of the pod `uid` (see [`unmap_device_at`]).
 pub fn unmap_device(root_dir: &Path, pv: &str, uid: &str) -> Result<(), BlockError> {
-    let dir = root_dir.join(GLOBAL_MAP_DIR).join(pv);
-    let bind_file = dir.join(uid);
+    unmap_device_at(&root_dir.join(GLOBAL_MAP_DIR).join(pv), uid).map(drop)
+}
+
+/// Unmaps the pod `uid` from the global map path `global`: its bind file unmounted and
+/// removed, `global` removed once empty (the last pod's). Whether `global` is gone.
+pub fn unmap_device_at(global: &Path, uid: &str) -> Result<bool, BlockError> {
+    let bind_file = global.join(uid);
     if std::fs::symlink_metadata(&bind_file).is_ok() {
         if mount::is_mount_point(&bind_file).map_err(io("reading mountinfo for", &bind_file))? {
             mount::unmount(&bind_file).map_err(io("unmounting", &bind_file))?;
@@ -131,8 +152,8 @@ pub fn unmap_device(root_dir: &Path, pv: &str, uid: &str) -> Result<(), BlockErr
         std::fs::remove_file(&bind_file).map_err(io("removing", &bind_file))?;
     }
     // Another pod's file keeps the directory (remove_dir fails on it).
-    drop(std::fs::remove_dir(&dir));
-    Ok(())
+    drop(std::fs::remove_dir(global));
+    Ok(std::fs::symlink_metadata(global).is_err())
 }
 
 #[cfg(test)]
@@ -190,7 +211,7 @@ mod tests {
         assert!(volumes_of_pod(root.path(), "u3").is_empty());
         unmap_device(root.path(), "pv-c", "u3").unwrap();
         assert_eq!(
-            pod_device_link(Path::new("/r/pods"), "u1", "pv"),
+            pod_device_link(Path::new("/r/pods"), "u1", "local-volume", "pv"),
             Path::new("/r/pods/u1/volumeDevices/kubernetes.io~local-volume/pv")
         );
     }

@@ -29,6 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, PersistentVolumeSpec, Pod};
 use serde::{Deserialize, Serialize};
@@ -81,74 +82,7 @@ pub struct VolumeData {
     pub lifecycle_mode: String,
 }
 
-/// What the driver's CSIDriver object says (Go's defaults without one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DriverPolicy {
-    /// `attachRequired` (true without the object).
-    pub attach_required: bool,
-    /// `podInfoOnMount`.
-    pub pod_info_on_mount: bool,
-    /// `fsGroupPolicy` (`ReadWriteOnceWithFSType` by default).
-    pub fs_group_policy: String,
-}
-
-impl DriverPolicy {
-    /// From the CSIDriver object, or Go's defaults without one.
-    pub fn of(driver: Option<&k8s_openapi::api::storage::v1::CSIDriver>) -> Self {
-        let spec = driver.map(|d| &d.spec);
-        DriverPolicy {
-            attach_required: spec.is_none_or(|s| s.attach_required.unwrap_or(true)),
-            pod_info_on_mount: spec.and_then(|s| s.pod_info_on_mount).unwrap_or(false),
-            fs_group_policy: spec
-                .and_then(|s| s.fs_group_policy.clone())
-                .unwrap_or_else(|| "ReadWriteOnceWithFSType".into()),
-        }
-    }
-
-    /// Go's `supportsFSGroup`.
-    pub fn applies_fs_group(&self, fs_type: &str, access_modes: Option<&[String]>) -> bool {
-        match self.fs_group_policy.as_str() {
-            "None" => false,
-            "File" => true,
-            _ => {
-                !fs_type.is_empty()
-                    && access_modes.is_some_and(|m| m.iter().any(|a| a == "ReadWriteOnce"))
-            }
-        }
-    }
-}
-
-/// Go's check that the driver takes volumes of this lifecycle mode (`Persistent` or
-/// `Ephemeral`): without a CSIDriver object only persistent ones; with one, the modes it
-/// lists (`Persistent` when it lists none, the API server's default).
-pub fn check_lifecycle_mode(
-    driver: &str,
-    object: Option<&k8s_openapi::api::storage::v1::CSIDriver>,
-    mode: &str,
-) -> Result<(), String> {
-    let Some(object) = object else {
-        if mode == "Persistent" {
-            return Ok(());
-        }
-        return Err(format!(
-            "volume mode {mode:?} not supported by driver {driver} (no CSIDriver object)"
-        ));
-    };
-    let modes = object
-        .spec
-        .volume_lifecycle_modes
-        .clone()
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| vec!["Persistent".to_string()]);
-    if modes.iter().any(|m| m == mode) {
-        return Ok(());
-    }
-    let quoted: Vec<String> = modes.iter().map(|m| format!("{m:?}")).collect();
-    Err(format!(
-        "volume mode {mode:?} not supported by driver {driver} (only supports [{}])",
-        quoted.join(" ")
-    ))
-}
+pub use super::csi_driver::{check_lifecycle_mode, DriverPolicy};
 
 /// The VolumeAttachment name of a volume on a node (Go's `getAttachmentName`): `csi-` and the
 /// SHA-256 of the handle, the driver and the node's name. Recorded in `vol_data.json`.
@@ -190,7 +124,7 @@ pub fn pod_attributes(p: &Pod, ephemeral: bool) -> BTreeMap<String, String> {
     ])
 }
 
-fn write_json(path: &Path, data: &VolumeData) -> Result<(), VolumeError> {
+pub(super) fn write_json(path: &Path, data: &VolumeData) -> Result<(), VolumeError> {
     let text = serde_json::to_vec(data).map_err(|e| VolumeError::Io {
         op: "encoding",
         path: path.to_path_buf(),
@@ -200,7 +134,7 @@ fn write_json(path: &Path, data: &VolumeData) -> Result<(), VolumeError> {
 }
 
 /// Creates `dir` (and its parents) with Go's mode 0750.
-fn make_dir(dir: &Path) -> Result<(), VolumeError> {
+pub(super) fn make_dir(dir: &Path) -> Result<(), VolumeError> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -209,7 +143,7 @@ fn make_dir(dir: &Path) -> Result<(), VolumeError> {
         .map_err(io("creating directory", dir))
 }
 
-fn read_json(path: &Path) -> Option<VolumeData> {
+pub(super) fn read_json(path: &Path) -> Option<VolumeData> {
     let text = std::fs::read(path).ok()?;
     serde_json::from_slice(&text).ok()
 }
@@ -250,7 +184,11 @@ fn remove_mount_dir(dir: &Path) -> Result<(), VolumeError> {
     Ok(())
 }
 
-fn csi_error(volume: &str, step: &'static str, error: crate::csi::CsiCallError) -> VolumeError {
+pub(super) fn csi_error(
+    volume: &str,
+    step: &'static str,
+    error: crate::csi::CsiCallError,
+) -> VolumeError {
     VolumeError::Csi {
         volume: volume.to_string(),
         step,
@@ -292,7 +230,7 @@ impl VolumeManager {
     }
 
     /// The PVs staged since start (Go's device-mount state): staged once, not per pod.
-    fn staged(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+    pub(super) fn staged(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
         self.csi_staged.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -326,7 +264,7 @@ impl VolumeManager {
     }
 
     /// The data of a PersistentVolume's stage or publish secret; empty without one.
-    async fn secret_ref_data(
+    pub(super) async fn secret_ref_data(
         &self,
         volume: &str,
         reference: Option<&k8s_openapi::api::core::v1::SecretReference>,
@@ -339,6 +277,32 @@ impl VolumeManager {
             .await
     }
 
+    /// The CSI calls and the driver's policy for setting up the persistent volume `pv`:
+    /// refused without CSI drivers, or when the driver's CSIDriver leaves out the
+    /// `Persistent` lifecycle mode (an error of `step`).
+    pub(super) async fn persistent_driver(
+        &self,
+        pv: &str,
+        driver: &str,
+        step: &'static str,
+    ) -> Result<(Arc<dyn crate::csi::CsiNodeService>, DriverPolicy), VolumeError> {
+        let Some(service) = self.csi.clone() else {
+            return Err(VolumeError::Unsupported {
+                volume: pv.to_string(),
+                kind: format!("persistentVolume {pv}: csi (no CSI drivers in this kubelet)"),
+            });
+        };
+        let object = self.csi_driver_object(pv, driver).await?;
+        check_lifecycle_mode(driver, object.as_ref(), "Persistent").map_err(|message| {
+            VolumeError::Csi {
+                volume: pv.to_string(),
+                step,
+                message,
+            }
+        })?;
+        Ok((service, DriverPolicy::of(object.as_ref())))
+    }
+
     /// Sets up the CSI persistent volume `pv` for the pod (see the module docs).
     pub(super) async fn setup_csi(
         &self,
@@ -349,22 +313,10 @@ impl VolumeManager {
         read_only: bool,
     ) -> Result<SetUpVolume, VolumeError> {
         let pv = volume.metadata.name.as_deref().unwrap_or_default();
-        let Some(service) = self.csi.clone() else {
-            return Err(VolumeError::Unsupported {
-                volume: pv.to_string(),
-                kind: format!("persistentVolume {pv}: csi (no CSI drivers in this kubelet)"),
-            });
-        };
         let driver = source.driver.clone();
-        let object = self.csi_driver_object(pv, &driver).await?;
-        check_lifecycle_mode(&driver, object.as_ref(), "Persistent").map_err(|message| {
-            VolumeError::Csi {
-                volume: pv.to_string(),
-                step: "MountVolume.SetUp",
-                message,
-            }
-        })?;
-        let policy = DriverPolicy::of(object.as_ref());
+        let (service, policy) = self
+            .persistent_driver(pv, &driver, "MountVolume.SetUp")
+            .await?;
         let uid = pod::uid(p).to_string();
         let unique = unique_volume_name(&driver, &source.volume_handle);
         if policy.attach_required {
@@ -430,6 +382,7 @@ impl VolumeManager {
                 read_only: false,
                 secrets,
                 volume_context: attributes.clone(),
+                block: false,
             };
             service
                 .stage(&driver, &request)
@@ -480,6 +433,7 @@ impl VolumeManager {
             read_only,
             secrets,
             volume_context,
+            block: false,
         };
         service
             .publish(&driver, &request)
@@ -580,6 +534,7 @@ impl VolumeManager {
             read_only,
             secrets,
             volume_context,
+            block: false,
         };
         service
             .publish(&driver, &request)

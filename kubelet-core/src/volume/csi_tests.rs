@@ -616,3 +616,54 @@ async fn a_pending_resize_is_expanded_after_staging_then_in_use_and_the_claim_wr
 
     vm.teardown_pod("u1").await.unwrap();
 }
+
+/// The claim pod with the volume in `volumeDevices` at `/dev/xvda` instead of mounted.
+fn block_pod(uid: &str) -> Pod {
+    let mut p = pod(uid);
+    if let Some(c) = p.spec.as_mut().map(|s| &mut s.containers[0]) {
+        c.volume_mounts = None;
+        c.volume_devices = Some(vec![k8s_openapi::api::core::v1::VolumeDevice {
+            name: "vol".into(),
+            device_path: "/dev/xvda".into(),
+        }]);
+    }
+    p
+}
+
+/// Marks the test PV and claim `volumeMode: Block`.
+async fn block_mode(store: &MemoryObjectStore) {
+    let mut pv = store.persistent_volume("pv-c").await.unwrap();
+    if let Some(spec) = pv.spec.as_mut() {
+        spec.volume_mode = Some("Block".into());
+    }
+    store.put_persistent_volume(pv);
+}
+
+#[tokio::test]
+async fn block_volumes_of_drivers_that_attach_are_refused_and_devices_need_a_block_volume() {
+    let root = tempfile::tempdir().unwrap();
+    let backing = tempfile::tempdir().unwrap();
+    let driver = driver(backing.path(), true);
+    let objects = store(Some(true));
+    block_mode(&objects).await;
+    let vm = manager(root.path(), objects, driver.clone());
+    let err = setup(&vm, &block_pod("u9")).await.unwrap_err().to_string();
+    assert!(
+        err.contains("volumeMode Block of a CSI driver that needs attaching"),
+        "{err}"
+    );
+    assert!(driver.calls.lock().unwrap().is_empty(), "nothing staged");
+
+    // A container's volumeDevices entry needs a set-up block volume and an absolute path.
+    let p = block_pod("u9");
+    let c = p.spec.as_ref().unwrap().containers[0].clone();
+    let err = vm.block_devices(&p, &c).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "cannot find volume \"vol\" to pass into container \"c\""
+    );
+    let mut relative = c.clone();
+    relative.volume_devices.as_mut().unwrap()[0].device_path = "dev/xvda".into();
+    let err = vm.block_devices(&p, &relative).unwrap_err().to_string();
+    assert_eq!(err, "error DevicePath `dev/xvda` must be an absolute path");
+}

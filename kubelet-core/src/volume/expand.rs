@@ -35,6 +35,9 @@ use crate::{pod, resources};
 /// The claim conditions a finished resize removes (Go's `knownResizeConditions`).
 pub const RESIZE_CONDITIONS: [&str; 2] = ["Resizing", "FileSystemResizePending"];
 
+/// How many times the claim's status write is tried (see `finish_resize`).
+pub const STATUS_WRITE_ATTEMPTS: u32 = 5;
+
 /// Go's event reasons.
 pub const RESIZE_SUCCEEDED: &str = "FileSystemResizeSuccessful";
 /// See [`RESIZE_SUCCEEDED`].
@@ -190,10 +193,7 @@ impl VolumeManager {
             RESIZE_SUCCEEDED,
             volume_msg("MountVolume.NodeExpandVolume succeeded", &pv_name, ""),
         );
-        let (capacity, conditions) = finished_status(&claim, &size);
-        let version = claim.metadata.resource_version.clone().unwrap_or_default();
-        self.store
-            .update_claim_status(&namespace, &name, &version, &capacity, &conditions)
+        self.finish_resize(&namespace, &name, claim, &size)
             .await
             .map_err(|e| {
                 failed(format!(
@@ -202,6 +202,47 @@ impl VolumeManager {
             })?;
         tracing::info!(pod = %pod::full_name(p), uid, volume = %pv_name, size = %size.0, "volume expanded on the node");
         Ok(true)
+    }
+
+    /// Writes the claim's finished resize ([`finished_status`]) at its resource version. The
+    /// claim changes under the node (the resizer, the controllers): after a failed write it is
+    /// read again and, while its status is still below `size`, written again, up to
+    /// [`STATUS_WRITE_ATTEMPTS`] times.
+    async fn finish_resize(
+        &self,
+        namespace: &str,
+        name: &str,
+        mut claim: PersistentVolumeClaim,
+        size: &Quantity,
+    ) -> Result<(), crate::objects::ObjectError> {
+        let mut attempt = 1;
+        loop {
+            let (capacity, conditions) = finished_status(&claim, size);
+            let version = claim.metadata.resource_version.clone().unwrap_or_default();
+            let written = self
+                .store
+                .update_claim_status(namespace, name, &version, &capacity, &conditions)
+                .await;
+            let Err(error) = written else {
+                return Ok(());
+            };
+            if attempt >= STATUS_WRITE_ATTEMPTS {
+                return Err(error);
+            }
+            attempt += 1;
+            tracing::debug!(claim = %format!("{namespace}/{name}"), %error, "writing the claim's resize status again");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            claim = self.store.persistent_volume_claim(namespace, name).await?;
+            let has = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.capacity.as_ref())
+                .and_then(|c| c.get("storage"))
+                .and_then(|q| resources::value(q).ok());
+            if has.is_some_and(|h| resources::value(size).is_ok_and(|want| h >= want)) {
+                return Ok(());
+            }
+        }
     }
 
     /// The in-use check of a CSI claim's volume already set up for the pod (see the module

@@ -41,6 +41,8 @@ pub mod block;
 pub mod claims;
 pub mod configmap;
 pub mod csi;
+pub mod csi_block;
+pub mod csi_driver;
 pub mod downward_api;
 pub mod emptydir;
 pub mod etc_hosts;

@@ -98,7 +98,13 @@ impl VolumeManager {
             .and_then(|a| a.get(GID_ANNOTATION))
             .cloned();
         if block {
-            let set_up = self.setup_block(p, v, &pv, &spec, read_only).await?;
+            let set_up = match claims::source_of(&spec) {
+                Ok(VolumeSource::Csi(source)) => {
+                    self.setup_csi_block(p, &bound.pv, &source, read_only)
+                        .await?
+                }
+                _ => self.setup_block(p, v, &pv, &spec, read_only).await?,
+            };
             return Ok(SetUpVolume { gid, ..set_up });
         }
         let set_up = match claims::source_of(&spec) {
@@ -214,7 +220,7 @@ impl VolumeManager {
     }
 
     /// Maps a `volumeMode: Block` volume for the pod's `volumeDevices` (see [`block`]): a
-    /// `local` volume on a block device; other types are refused.
+    /// `local` volume on a block device; other types but CSI (`csi_block`) are refused.
     async fn setup_block(
         &self,
         p: &Pod,
@@ -227,7 +233,7 @@ impl VolumeManager {
             return Err(VolumeError::Unsupported {
                 volume: v.name.clone(),
                 kind: format!(
-                    "persistentVolume {pv}: volumeMode Block (kubelet-rs maps local volumes only)"
+                    "persistentVolume {pv}: volumeMode Block (kubelet-rs maps local and CSI volumes only)"
                 ),
             });
         };

@@ -15,6 +15,7 @@ impl VolumeManager {
         }
         // CSI volumes through their drivers first: never unmounted behind a driver's back.
         self.teardown_csi(uid).await?;
+        self.teardown_csi_block(uid).await?;
         self.unmap_block_devices(uid).await?;
         let dir = self.pod_dir(uid);
         blocking(move || teardown_dir(&dir, true)).await?;
@@ -36,6 +37,7 @@ impl VolumeManager {
             return Ok(());
         }
         self.teardown_csi(uid).await?;
+        self.teardown_csi_block(uid).await?;
         self.unmap_block_devices(uid).await?;
         let dir = self.pod_dir(uid);
         blocking(move || teardown_dir(&dir, false)).await?;
@@ -101,6 +103,7 @@ impl VolumeManager {
         }
         self.retain_pods_wanting(&keep);
         self.cleanup_csi_staged().await;
+        self.cleanup_csi_block_staged().await;
         self.unmount_unused_local_devices().await;
     }
 }

@@ -15,7 +15,9 @@
 //! staging) on the target, read-only when asked; an inline (ephemeral) volume's directory is
 //! made at publish. Each call is appended to `--calls` as one JSON line (method, volume,
 //! paths, read-only, context, access mode, fs type, mount flags), for comparing kubelets.
-//! While `--fail-publish-file` exists NodePublishVolume fails (`INTERNAL`).
+//! While `--fail-publish-file` exists NodePublishVolume fails (`INTERNAL`). A raw block volume
+//! (the `Block` access type) is a loop device over `<data-dir>/<volume id>.img`, attached at
+//! stage (or first publish), bind-mounted on the publish target file, detached at unstage.
 //! NodeExpandVolume (`EXPAND_VOLUME`) is logged and succeeds when the volume path is mounted
 //! (a directory has nothing to grow). NodeGetVolumeStats (`GET_VOLUME_STATS`) answers the filesystem's capacity and free space
 //! and inodes, and as used what the volume holds (its files' bytes, its entries); it is not
@@ -98,6 +100,47 @@ impl Driver {
         }
     }
 
+    /// The loop device of the block volume `id` (over `<data-dir>/<id>.img`, 8 MiB, attached
+    /// on first use and recorded in `<data-dir>/<id>.loop`).
+    fn block_device(&self, id: &str) -> Result<String, Status> {
+        let dir = self.volume_dir(id)?;
+        let record = dir.with_extension("loop");
+        if let Ok(dev) = std::fs::read_to_string(&record) {
+            return Ok(dev);
+        }
+        let image = dir.with_extension("img");
+        std::fs::create_dir_all(&self.args.data_dir).map_err(|e| internal("mkdir data", e))?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&image)
+            .map_err(|e| internal("image", e))?;
+        f.set_len(8 << 20).map_err(|e| internal("image size", e))?;
+        let out = std::process::Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&image)
+            .output()
+            .map_err(|e| internal("losetup", e))?;
+        if !out.status.success() {
+            return Err(internal("losetup", String::from_utf8_lossy(&out.stderr)));
+        }
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        std::fs::write(&record, &dev).map_err(|e| internal("loop record", e))?;
+        Ok(dev)
+    }
+
+    /// Detaches the block volume `id`'s loop device, if attached.
+    fn release_block_device(&self, id: &str) -> Result<(), Status> {
+        let record = self.volume_dir(id)?.with_extension("loop");
+        if let Ok(dev) = std::fs::read_to_string(&record) {
+            let _ = std::process::Command::new("losetup")
+                .args(["-d", &dev])
+                .status();
+            let _ = std::fs::remove_file(&record);
+        }
+        Ok(())
+    }
+
     fn volume_dir(&self, id: &str) -> Result<PathBuf, Status> {
         if id.is_empty() || id.contains('/') || id == "." || id == ".." {
             return Err(Status::invalid_argument(format!("bad volume id {id:?}")));
@@ -140,6 +183,14 @@ fn unbind(target: &Path) -> Result<(), Status> {
         kubelet_core::mount::unmount(target).map_err(|e| internal("unmount", e))?;
     }
     Ok(())
+}
+
+/// Whether the capability is a raw block volume's.
+fn is_block(cap: &Option<csi::VolumeCapability>) -> bool {
+    matches!(
+        cap.as_ref().and_then(|c| c.access_type.as_ref()),
+        Some(csi::volume_capability::AccessType::Block(_))
+    )
 }
 
 fn describe(cap: &Option<csi::VolumeCapability>) -> (i32, String, Vec<String>) {
@@ -193,7 +244,12 @@ impl Node for Driver {
         let (mode, fs, flags) = describe(&r.volume_capability);
         self.record(serde_json::json!({"method": "NodeStageVolume", "volume": r.volume_id,
             "staging": r.staging_target_path, "context": r.volume_context, "publishContext": r.publish_context,
-            "secrets": r.secrets.keys().collect::<Vec<_>>(), "accessMode": mode, "fsType": fs, "mountFlags": flags}));
+            "secrets": r.secrets.keys().collect::<Vec<_>>(), "accessMode": mode, "fsType": fs, "mountFlags": flags,
+            "block": is_block(&r.volume_capability)}));
+        if is_block(&r.volume_capability) {
+            self.block_device(&r.volume_id)?;
+            return Ok(Response::new(csi::NodeStageVolumeResponse {}));
+        }
         let dir = self.volume_dir(&r.volume_id)?;
         std::fs::create_dir_all(&dir).map_err(|e| internal("mkdir volume", e))?;
         bind(&dir, Path::new(&r.staging_target_path), false)?;
@@ -209,6 +265,7 @@ impl Node for Driver {
             "staging": r.staging_target_path}),
         );
         unbind(Path::new(&r.staging_target_path))?;
+        self.release_block_device(&r.volume_id)?;
         Ok(Response::new(csi::NodeUnstageVolumeResponse {}))
     }
     async fn node_publish_volume(
@@ -220,11 +277,23 @@ impl Node for Driver {
         self.record(serde_json::json!({"method": "NodePublishVolume", "volume": r.volume_id,
             "staging": r.staging_target_path, "target": r.target_path, "readonly": r.readonly,
             "context": r.volume_context, "publishContext": r.publish_context,
-            "secrets": r.secrets.keys().collect::<Vec<_>>(), "accessMode": mode, "fsType": fs, "mountFlags": flags}));
+            "secrets": r.secrets.keys().collect::<Vec<_>>(), "accessMode": mode, "fsType": fs, "mountFlags": flags,
+            "block": is_block(&r.volume_capability)}));
         if let Some(f) = &self.args.fail_publish_file {
             if f.exists() {
                 return Err(Status::internal("injected NodePublishVolume failure"));
             }
+        }
+        if is_block(&r.volume_capability) {
+            // The device node bind-mounted on a file at the target path.
+            let device = self.block_device(&r.volume_id)?;
+            let target = Path::new(&r.target_path);
+            if !mounted(target) {
+                std::fs::File::create(target).map_err(|e| internal("target file", e))?;
+                kubelet_core::mount::bind(Path::new(&device), target)
+                    .map_err(|e| internal("bind mount", e))?;
+            }
+            return Ok(Response::new(csi::NodePublishVolumeResponse {}));
         }
         let dir = self.volume_dir(&r.volume_id)?;
         let ephemeral = r
@@ -256,6 +325,9 @@ impl Node for Driver {
         let target = Path::new(&r.target_path);
         unbind(target)?;
         let _ = std::fs::remove_dir(target);
+        if target.is_file() {
+            let _ = std::fs::remove_file(target);
+        }
         Ok(Response::new(csi::NodeUnpublishVolumeResponse {}))
     }
     async fn node_get_volume_stats(
