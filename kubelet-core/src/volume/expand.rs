@@ -58,14 +58,20 @@ pub struct VolumeEvent {
 /// `storage` quantities); `None` otherwise, or when either cannot be read.
 pub fn pending_size(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> Option<Quantity> {
     let wanted = pv.spec.as_ref()?.capacity.as_ref()?.get("storage")?;
-    let has = claim
+    let has = claim_storage(claim).unwrap_or(Ok(0)).ok()?;
+    (resources::value(wanted).ok()? > has).then(|| wanted.clone())
+}
+
+/// The claim's `status.capacity` `storage` in bytes; `None` when it has none.
+fn claim_storage(
+    claim: &PersistentVolumeClaim,
+) -> Option<Result<i64, crate::resources::QuantityError>> {
+    claim
         .status
         .as_ref()
         .and_then(|s| s.capacity.as_ref())
         .and_then(|c| c.get("storage"))
-        .map_or(Ok(0), resources::value)
-        .ok()?;
-    (resources::value(wanted).ok()? > has).then(|| wanted.clone())
+        .map(resources::value)
 }
 
 /// The claim's `status.capacity` and `status.conditions` once the node has expanded it to
@@ -233,12 +239,7 @@ impl VolumeManager {
             tracing::debug!(claim = %format!("{namespace}/{name}"), %error, "writing the claim's resize status again");
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             claim = self.store.persistent_volume_claim(namespace, name).await?;
-            let has = claim
-                .status
-                .as_ref()
-                .and_then(|s| s.capacity.as_ref())
-                .and_then(|c| c.get("storage"))
-                .and_then(|q| resources::value(q).ok());
+            let has = claim_storage(&claim).and_then(Result::ok);
             if has.is_some_and(|h| resources::value(size).is_ok_and(|want| h >= want)) {
                 return Ok(());
             }
