@@ -11,6 +11,10 @@
 //!   whose `namespace/name` is already owned by a different UID (in any source) are rejected
 //!   with a warning; the first one keeps running. Mirror pods (config.mirror annotation) are
 //!   exempt: they carry their static pod's name and are never run.
+//! - Every pod carries `kubernetes.io/config.seen`, the time the kubelet first saw its UID (Go's
+//!   `recordFirstSeenTime`): the file and HTTP sources stamp it themselves; a pod without it
+//!   (the API server's) gets it here when it is added, and keeps it across its updates.
+//!   `kubelet_pod_start_duration_seconds` is measured from it.
 //! - A source counts as *seen* once it delivered its first `Set`. Until every registered
 //!   source is seen, the sync loop must not delete pods it does not know about
 //!   ([`PodConfigMerger::seen_all_sources`]).
@@ -57,6 +61,33 @@ struct Changes {
     updates: Vec<Arc<Pod>>,
     deletes: Vec<Arc<Pod>>,
     reconciles: Vec<Arc<Pod>>,
+}
+
+/// `p` with `kubernetes.io/config.seen` set: its own when it has one, else `seen` (the time the
+/// kubelet first saw the pod), else now.
+fn with_first_seen(p: Arc<Pod>, seen: Option<&str>) -> Arc<Pod> {
+    if pod::annotation(&p, pod::CONFIG_SEEN_ANNOTATION).is_some() {
+        return p;
+    }
+    let seen = match seen {
+        Some(s) => s.to_string(),
+        None => k8s_openapi::jiff::Timestamp::from_nanosecond(i128::from(
+            crate::clock::now_unix_nanos(),
+        ))
+        .map(|t| t.to_string())
+        .unwrap_or_default(),
+    };
+    let mut p = Arc::unwrap_or_clone(p);
+    p.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(pod::CONFIG_SEEN_ANNOTATION.to_string(), seen);
+    Arc::new(p)
+}
+
+/// The first-seen time `p` carries.
+fn first_seen(p: &Pod) -> Option<&str> {
+    pod::annotation(p, pod::CONFIG_SEEN_ANNOTATION)
 }
 
 fn differ_semantically(a: &Pod, b: &Pod) -> bool {
@@ -136,6 +167,7 @@ impl PodConfigMerger {
                         .and_then(|s| s.pods.get_mut(&uid))
                     {
                         if existing.status != p.status {
+                            let p = with_first_seen(p, first_seen(existing));
                             *existing = p.clone();
                             changes.reconciles.push(p);
                         }
@@ -218,6 +250,7 @@ impl PodConfigMerger {
         let pods = &mut self.sources.entry(source.to_string()).or_default().pods;
         match pods.get_mut(&uid) {
             None => {
+                let p = with_first_seen(p, None);
                 if !pod::is_mirror(&p) {
                     self.owners.insert(full, (source.to_string(), uid.clone()));
                 }
@@ -229,6 +262,7 @@ impl PodConfigMerger {
                 }
             }
             Some(existing) => {
+                let p = with_first_seen(p, first_seen(existing));
                 if differ_semantically(existing, &p) {
                     let newly_deleted = existing.metadata.deletion_timestamp.is_none()
                         && p.metadata.deletion_timestamp.is_some();
@@ -290,6 +324,57 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pods_keep_the_time_they_were_first_seen() {
+        let mut m = PodConfigMerger::new(["api"]);
+        let seen = |out: &[MergedUpdate]| {
+            out.iter()
+                .flat_map(|u| u.pods.iter())
+                .map(|p| first_seen(p).unwrap_or_default().to_string())
+                .collect::<Vec<_>>()
+        };
+        let out = m.merge(set("api", vec![pod("a", "1", "x")]));
+        let first = seen(&out);
+        assert!(
+            first[0].ends_with('Z') && first[0].contains('T'),
+            "{first:?}"
+        );
+        tokio::time::advance(std::time::Duration::from_secs(5)).await;
+        // The API server's pod never carries the annotation: a status change is a reconcile
+        // (not an update), an edit an update, both with the first time.
+        let mut running = pod("a", "1", "x");
+        running.status = Some(Default::default());
+        let out = m.merge(set("api", vec![running.clone()]));
+        assert_eq!(
+            summary(&out),
+            vec![(PodOperation::Reconcile, vec!["1".into()])]
+        );
+        assert_eq!(seen(&out), first);
+        let mut edited = running;
+        edited.metadata.labels = Some([("k".to_string(), "v".to_string())].into());
+        let out = m.merge(set("api", vec![edited]));
+        assert_eq!(
+            summary(&out),
+            vec![(PodOperation::Update, vec!["1".into()])]
+        );
+        assert_eq!(seen(&out), first);
+        // A source's own stamp is kept.
+        let mut stamped = pod("b", "2", "x");
+        stamped.metadata.annotations = Some(
+            [(
+                pod::CONFIG_SEEN_ANNOTATION.to_string(),
+                "2020-01-01T00:00:00Z".to_string(),
+            )]
+            .into(),
+        );
+        let out = m.merge(PodUpdate {
+            op: PodOperation::Add,
+            pods: vec![Arc::new(stamped)],
+            source: "api".into(),
+        });
+        assert_eq!(seen(&out), ["2020-01-01T00:00:00Z"]);
     }
 
     #[test]
