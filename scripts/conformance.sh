@@ -438,9 +438,11 @@ kubelet_binary() {
   case "$1" in
     kubelet-rs)
       # KUBELET_RS_CONFORMANCE_PROFILE=debug uses the debug build (the one `cargo test` has
-      # already built in CI) instead of a release build of its own.
+      # already built in CI) instead of a release build of its own; =ship the shipped binary
+      # (scripts/startup-latency.sh: what operators run).
       local target=${CARGO_TARGET_DIR:-/var/cache/kubelet-rs/target}
-      local profile=${KUBELET_RS_CONFORMANCE_PROFILE:-release} flags=(--release)
+      local profile=${KUBELET_RS_CONFORMANCE_PROFILE:-release} flags
+      flags=(--profile "$profile")
       [ "$profile" = debug ] && flags=()
       log "building kubelet-rs ($profile)"
       (cd "$REPO" && CARGO_TARGET_DIR="$target" cargo build -q "${flags[@]}" -p kubelet-bin) >&2
@@ -523,6 +525,14 @@ cluster_up() {
   local kind=$1 bin
   bin=$(kubelet_binary "$kind")
   [ -x "$bin" ] || die "no kubelet binary at $bin"
+  cluster_prepare
+  start_kubelet "$kind" "$bin"
+}
+
+# Everything of the cluster but the kubelet: the control plane, the node's identity, the node
+# environment with the specs' images (scripts/startup-latency.sh measures the raw CRI floor on
+# it before the kubelet starts).
+cluster_prepare() {
   cluster_down
   mkdir -p "$STATE"
   load_node_env
@@ -533,7 +543,6 @@ cluster_up() {
   (node_env && bash "$SCRIPT_DIR/node-env.sh" up >/dev/null)
   ensure_bridge
   import_images "$KUBELET_RS_CTR" "${KUBELET_RS_CRI_ENDPOINT#unix://}"
-  start_kubelet "$kind" "$bin"
 }
 
 # Pods the kubelet left (a Go kubelet leaves its pods running on exit) go with the node

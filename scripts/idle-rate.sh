@@ -89,7 +89,7 @@ measure() {
 
 need_root
 command -v jq >/dev/null 2>&1 || install_missing jq
-one_run_at_a_time
+one_run_at_a_time "$STATE" "idle-rate"
 cmd_build
 mkdir -p "$OUT"
 trap cluster_down EXIT

@@ -11,6 +11,9 @@
 //! - `cargo xtask control-plane {build,up,down,status,env,node-kubeconfig,audit-rate}`: the
 //!   real v1.20.2 control plane on 127.0.0.1 (see `scripts/control-plane.sh`).
 //! - `cargo xtask bench-cri`: backend vs raw CRI, kubelet-rs vs the Go kubelet (see `bench_cri`).
+//! - `cargo xtask startup-latency {raw,api,report}`: pod start-up latency through the API
+//!   server, one kubelet at a time (see `startup_latency`; `scripts/startup-latency.sh` runs both
+//!   kubelets side by side).
 //! - `cargo xtask hollow-nodes`: N kubelet engines on the simulated runtime as members of the
 //!   real control plane, in one process (see `hollow`).
 
@@ -21,6 +24,7 @@ mod hollow;
 mod pleg_latency;
 mod pods;
 mod proc_stats;
+mod startup_latency;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -87,6 +91,8 @@ enum Cmd {
     CriEvents(cri_events::CriEventsArgs),
     /// Benchmark: container exit -> pod status latency (p50/p99), relisting vs evented PLEG.
     PlegLatency(pleg_latency::PlegLatencyArgs),
+    /// Benchmark: pod start-up latency through the API server (raw floor, scenarios, report).
+    StartupLatency(startup_latency::StartupArgs),
 }
 
 fn script() -> PathBuf {
@@ -192,5 +198,6 @@ async fn main() -> Result<()> {
         Cmd::HollowNodes(args) => hollow::run(args).await,
         Cmd::CriEvents(args) => cri_events::run(args).await,
         Cmd::PlegLatency(args) => pleg_latency::run(args).await,
+        Cmd::StartupLatency(args) => startup_latency::run(args).await,
     }
 }

@@ -6,7 +6,8 @@
 //! (`restartPolicy: Never`), waits until all run, then stops their containers one by one
 //! through CRI, a random 0-1.2 s apart (so the exits fall anywhere in the relist period), and
 //! times each from the stop's return until the engine's pod status shows the container
-//! terminated (polled every 1 ms). It prints p50, p99 and max per mode. The evented mode
+//! terminated (polled every 1 ms). With `--background N`, N more pods run all along (a loaded
+//! node; they are not measured). It prints p50, p99 and max per mode. The evented mode
 //! needs `GetContainerEvents` (containerd 1.7); on a runtime without it the line says so.
 //! Everything it made is removed on every path (its pods live in their own namespace).
 
@@ -45,6 +46,10 @@ pub(crate) struct PlegLatencyArgs {
     /// The relist period (the relisting PLEG's, and the evented one's when the stream breaks).
     #[arg(long, default_value_t = 1000)]
     relist_ms: u64,
+    /// Pods that run beside the measured ones all along (the node's load: `--background 500`
+    /// measures the exit -> status latency of a node with 500 more pods).
+    #[arg(long, default_value_t = 0)]
+    background: usize,
 }
 
 const NAMESPACE: &str = "kubelet-rs-pleg-latency";
@@ -91,8 +96,13 @@ pub(crate) async fn run(args: PlegLatencyArgs) -> Result<()> {
     let version = rt.version().await?;
     let events = rt.container_events().await;
     println!(
-        "pleg-latency: {} {} at {}, {} pods per mode, relist period {} ms",
-        version.runtime_name, version.runtime_version, args.endpoint, args.pods, args.relist_ms
+        "pleg-latency: {} {} at {}, {} pods per mode ({} more running beside them), relist period {} ms",
+        version.runtime_name,
+        version.runtime_version,
+        args.endpoint,
+        args.pods,
+        args.background,
+        args.relist_ms
     );
     let mut modes = vec![("relist", false)];
     match &events {
@@ -129,16 +139,19 @@ fn percentile(sorted: &[Duration], p: usize) -> Duration {
     sorted[rank - 1]
 }
 
-fn bench_pod(i: usize, image: &str) -> Pod {
+/// A measured pod (`exit-i`) or, with `background`, one of the pods running beside them
+/// (`load-i`).
+fn bench_pod(i: usize, image: &str, background: bool) -> Pod {
+    let name = if background { "load" } else { "exit" };
     Pod {
         metadata: ObjectMeta {
-            name: Some(format!("exit-{i}")),
+            name: Some(format!("{name}-{i}")),
             namespace: Some(NAMESPACE.into()),
-            uid: Some(format!("pleg-latency-{}-{i}", std::process::id())),
+            uid: Some(format!("pleg-latency-{}-{name}-{i}", std::process::id())),
             ..Default::default()
         },
         spec: Some(PodSpec {
-            restart_policy: Some("Never".into()),
+            restart_policy: Some(if background { "Always" } else { "Never" }.into()),
             termination_grace_period_seconds: Some(0),
             containers: vec![Container {
                 name: "c".into(),
@@ -170,8 +183,15 @@ async fn measure(
     for d in ["pods", "containers", "root"] {
         tokio::fs::create_dir_all(PathBuf::from(DIR).join(d)).await?;
     }
-    let pods: Vec<Pod> = (0..args.pods).map(|i| bench_pod(i, &args.image)).collect();
+    let mut pods: Vec<Pod> = (0..args.pods)
+        .map(|i| bench_pod(i, &args.image, false))
+        .collect();
     let uids: Vec<String> = pods
+        .iter()
+        .map(|p| p.metadata.uid.clone().unwrap_or_default())
+        .collect();
+    pods.extend((0..args.background).map(|i| bench_pod(i, &args.image, true)));
+    let all_uids: Vec<String> = pods
         .iter()
         .map(|p| p.metadata.uid.clone().unwrap_or_default())
         .collect();
@@ -183,7 +203,7 @@ async fn measure(
         resolv_conf: PathBuf::new(),
         evented_pleg: evented,
         pleg_relist_period: Duration::from_millis(args.relist_ms),
-        max_pods: u32::try_from(args.pods + 10).unwrap_or(u32::MAX),
+        max_pods: u32::try_from(args.pods + args.background + 10).unwrap_or(u32::MAX),
         ..Config::default()
     };
     let kubelet = Kubelet::builder()
@@ -203,12 +223,15 @@ async fn measure(
                 .and_then(|cs| cs.into_iter().next())
         };
         let t = Instant::now();
-        while !uids
+        // A second per pod of the load on top of the 120 s (a 2-core machine starts about 8
+        // pods a second).
+        let limit = Duration::from_secs(120 + all_uids.len() as u64);
+        while !all_uids
             .iter()
             .all(|u| state(u).and_then(|c| c.state?.running).is_some())
         {
-            if t.elapsed() > Duration::from_secs(120) {
-                bail!("the pods did not all run within 120s");
+            if t.elapsed() > limit {
+                bail!("the pods did not all run within {limit:?}");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -15,7 +15,7 @@ use super::raw::TeardownOrder;
 use super::workload::{collect_errors, BenchPod, WorkloadRun};
 use super::{BENCH_DIR, SETTLE, STOP_TIMEOUT};
 
-pub(super) fn cri_config(endpoint: &str) -> CriConfig {
+pub(crate) fn cri_config(endpoint: &str) -> CriConfig {
     CriConfig {
         runtime_endpoint: endpoint.to_string(),
         request_timeout: Duration::from_secs(120),
@@ -25,7 +25,7 @@ pub(super) fn cri_config(endpoint: &str) -> CriConfig {
     }
 }
 
-pub(super) async fn connect_backend(endpoint: &str) -> Result<CriRuntime> {
+pub(crate) async fn connect_backend(endpoint: &str) -> Result<CriRuntime> {
     CriRuntime::connect(cri_config(endpoint))
         .await
         .with_context(|| format!("connecting to {endpoint}"))
@@ -92,7 +92,7 @@ pub(super) async fn backend_run(
 }
 
 /// Removes every container and sandbox whose pod name starts with `prefix`.
-pub(super) async fn cleanup_prefix(rt: &Arc<CriRuntime>, prefix: &str) {
+pub(crate) async fn cleanup_prefix(rt: &Arc<CriRuntime>, prefix: &str) {
     if let Ok(cs) = prefixed_containers(rt, prefix).await {
         for c in &cs {
             let _ = rt.stop_container(&c.id, Duration::from_secs(2)).await;
@@ -108,7 +108,7 @@ pub(super) async fn cleanup_prefix(rt: &Arc<CriRuntime>, prefix: &str) {
 }
 
 /// The containers whose pod name starts with `prefix`, as CRI lists them.
-pub(super) async fn prefixed_containers(
+pub(crate) async fn prefixed_containers(
     rt: &CriRuntime,
     prefix: &str,
 ) -> Result<Vec<ContainerSummary>> {

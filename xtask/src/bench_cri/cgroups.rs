@@ -29,7 +29,7 @@ pub(super) fn create_cgroup_root(root: &str) -> Result<()> {
 }
 
 /// Removes a cgroup tree, children first (best effort).
-pub(super) fn remove_cgroup_root(root: &str) {
+pub(crate) fn remove_cgroup_root(root: &str) {
     fn rm(dir: &Path) {
         if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.flatten() {

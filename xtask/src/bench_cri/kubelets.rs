@@ -20,12 +20,15 @@ use tokio::net::TcpStream;
 use super::backend::{cleanup_prefix, count_containers};
 use super::cgroups::{create_cgroup_root, remove_cgroup_root};
 use super::restart::{restart, Restart, Spawn};
-use super::runtime_calls;
 use super::spans::{self, breakdown, unix_ns, Collector, StepStats};
 use super::workload::busybox_container;
+use super::{histogram, runtime_calls};
 use super::{BenchArgs, BENCH_DIR, GO_CGROUP_ROOT, NAMESPACE, RS_CGROUP_ROOT};
 use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib, rss_parts_kib, MachineTicks};
 use crate::repo_root;
+
+/// The relist duration histogram (Go's name; kubelet-rs exports it with Go's buckets).
+const RELIST: &str = "kubelet_pleg_relist_duration_seconds";
 
 /// One kubelet's end-to-end figures.
 #[derive(Debug, Default)]
@@ -44,6 +47,11 @@ pub(super) struct KubeletRun {
     pub(super) restart: Option<Restart>,
     /// Runtime calls per minute over the idle window, by operation type (its `/metrics`).
     pub(super) idle_runtime_calls: Option<super::runtime_calls::Counts>,
+    /// The relists of the idle window: p99 seconds (`kubelet_pleg_relist_duration_seconds`)
+    /// and how many there were.
+    pub(super) idle_relist_p99: Option<(f64, f64)>,
+    /// The pods of the run.
+    pub(super) pods: usize,
     /// CPU seconds of the kubelet during the start and the teardown.
     pub(super) start_cpu: Option<f64>,
     pub(super) teardown_cpu: Option<f64>,
@@ -96,8 +104,10 @@ impl Kind {
         root_dir: &Path,
         node: &str,
         config: Option<&Path>,
+        max_pods: usize,
     ) -> Vec<String> {
         let mut a = vec![
+            format!("--max-pods={}", max_pods.max(110)),
             format!("--pod-manifest-path={}", manifests.display()),
             format!("--container-runtime-endpoint={endpoint}"),
             format!("--root-dir={}", root_dir.display()),
@@ -182,12 +192,16 @@ pub(super) async fn kubelet_run(
     kind: Kind,
     bin: &Path,
     args: &BenchArgs,
+    pods: usize,
     endpoint: &str,
     rt: &Arc<CriRuntime>,
     run_id: &str,
 ) -> KubeletRun {
-    let prefix = format!("bench-{}-{run_id}", kind.tag());
-    let mut out = KubeletRun::default();
+    let prefix = format!("bench-{}-{run_id}-{pods}", kind.tag());
+    let mut out = KubeletRun {
+        pods,
+        ..KubeletRun::default()
+    };
     if let Err(e) = kubelet_run_inner(kind, bin, args, endpoint, rt, &prefix, &mut out).await {
         out.notes.push(format!("{e:#}"));
     }
@@ -217,7 +231,7 @@ async fn kubelet_run_inner(
     tokio::fs::create_dir_all(&root_dir).await?;
     create_cgroup_root(kind.cgroup_root())?;
     let mut names = Vec::new();
-    for i in 0..args.pods {
+    for i in 0..out.pods {
         let name = format!("{prefix}-{i:03}");
         tokio::fs::write(staging.join(format!("{name}.json")), manifest(&name)?).await?;
         names.push(name);
@@ -242,7 +256,7 @@ async fn kubelet_run_inner(
         let path = base.join(log_name);
         let log = std::fs::File::create(&path)?;
         let child = tokio::process::Command::new(bin)
-            .args(kind.args(endpoint, &manifests, &root_dir, &node, config))
+            .args(kind.args(endpoint, &manifests, &root_dir, &node, config, names.len()))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -405,15 +419,18 @@ async fn measure(
     out.start_busy = Some(MachineTicks::read().await?.busy_cores_since(&busy0));
 
     // Idle window.
-    let ops0 = runtime_calls::scrape(kind.read_only_port()).await;
+    let m0 = runtime_calls::metrics_text(kind.read_only_port()).await;
     let (c0, w0) = (cpu_ticks(*pid).await?, kubelet_core::clock::monotonic_now());
     tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
     let (c1, w1) = (cpu_ticks(*pid).await?, kubelet_core::clock::monotonic_now());
-    let ops1 = runtime_calls::scrape(kind.read_only_port()).await;
+    let m1 = runtime_calls::metrics_text(kind.read_only_port()).await;
     out.idle_cores =
         Some((c1.saturating_sub(c0)) as f64 / tick / (w1 - w0).as_secs_f64().max(0.001));
-    if let (Some(a), Some(b)) = (&ops0, &ops1) {
-        out.idle_runtime_calls = Some(runtime_calls::per_minute(a, b, w1 - w0));
+    if let (Some(a), Some(b)) = (&m0, &m1) {
+        let (ops0, ops1) = (runtime_calls::parse(a), runtime_calls::parse(b));
+        out.idle_runtime_calls = Some(runtime_calls::per_minute(&ops0, &ops1, w1 - w0));
+        let (h0, h1) = (histogram::buckets(a, RELIST), histogram::buckets(b, RELIST));
+        out.idle_relist_p99 = histogram::quantile_between(&h0, &h1, 0.99);
     }
     let (rss, hwm) = memory_kib(*pid).await?;
     out.rss_kib = Some(rss);
@@ -430,7 +447,9 @@ async fn measure(
         ));
     }
 
-    restart(kind, rt, prefix, names.len(), child, pid, spawn, out).await?;
+    if !args.skip_restart {
+        restart(kind, rt, prefix, names.len(), child, pid, spawn, out).await?;
+    }
 
     // Teardown: all manifests removed, until CRI lists none of the pods' containers.
     let (cpu1, busy1) = (cpu_ticks(*pid).await?, MachineTicks::read().await?);
@@ -539,14 +558,15 @@ pub(super) fn rs_kubelet_binary(args: &BenchArgs) -> Result<PathBuf> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"));
-    let bin = target.join("release").join("kubelet");
+    let profile = args.profile.as_str();
+    let bin = target.join(profile).join("kubelet");
     let status = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
-        .args(["build", "--release", "-p", "kubelet-bin"])
+        .args(["build", "--profile", profile, "-p", "kubelet-bin"])
         .current_dir(repo_root())
         .status()
-        .context("cargo build --release -p kubelet-bin")?;
+        .with_context(|| format!("cargo build --profile {profile} -p kubelet-bin"))?;
     if !status.success() {
-        bail!("building the release kubelet failed: {status}");
+        bail!("building the kubelet ({profile} profile) failed: {status}");
     }
     Ok(bin)
 }

@@ -9,7 +9,7 @@
 //!    `RemoveContainer` + `StopPodSandbox` + `RemovePodSandbox` for all at once.
 //! 2. **Backend**: the same through `CriRuntime` and the `ContainerRuntime` trait (image user
 //!    lookup, log directories, log symlinks, error mapping included).
-//! 3. **Kubelets end to end** (Go kubelet v1.20.2 from `scripts/go-kubelet.sh`, then the release
+//! 3. **Kubelets end to end** (Go kubelet v1.20.2 from `scripts/go-kubelet.sh`, then the shipped
 //!    `kubelet`): M static busybox pods written at once -> seconds until `/pods` shows all
 //!    Running; CPU over an idle window; RSS; a restart of the kubelet (seconds from the new
 //!    process until all are Running again, containers kept, restart counts: [`restart`]);
@@ -21,16 +21,18 @@
 //! `kubeletrsb0`, pods in 10.89.0.0/16) with the node environment's images copied in, and stops it
 //! at the end; `--endpoint` runs everything against an existing runtime instead.
 
-mod backend;
-mod cgroups;
+pub(crate) mod backend;
+pub(crate) mod cgroups;
 mod containerd;
+mod density;
+mod histogram;
 mod kubelets;
-mod raw;
+pub(crate) mod raw;
 mod report;
 mod restart;
 mod runtime_calls;
 mod spans;
-mod workload;
+pub(crate) mod workload;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,7 +51,7 @@ use workload::{workload, WorkloadRun};
 
 /// The node environment's CRI endpoint (source of the images).
 const NODE_ENDPOINT: &str = "unix:///run/kubelet-rs/containerd/containerd.sock";
-const BUSYBOX_IMAGE: &str = "kubelet-rs.local/busybox:1.0";
+pub(crate) const BUSYBOX_IMAGE: &str = "kubelet-rs.local/busybox:1.0";
 const PAUSE_IMAGE: &str = "kubelet-rs.local/pause:1.0";
 /// The workload: exits promptly on SIGTERM.
 const SCRIPT: &str = "trap 'exit 0' TERM; while true; do sleep 1; done";
@@ -60,7 +62,7 @@ const BENCH_RUN_DIR: &str = "/run/kubelet-rs-bench";
 const BENCH_BRIDGE: &str = "kubeletrsb0";
 const BENCH_SUBNET: &str = "10.89.0.0/16";
 /// Cgroup parent of the raw/backend pods (as the engine would place a BestEffort pod).
-const RAW_CGROUP_ROOT: &str = "/kubelet-rs-bench";
+pub(crate) const RAW_CGROUP_ROOT: &str = "/kubelet-rs-bench";
 const RS_CGROUP_ROOT: &str = "/kubelet-rs-bench-rs";
 const GO_CGROUP_ROOT: &str = "/kubelet-rs-go";
 /// Grace period for stopping containers (the workload exits within a second of SIGTERM).
@@ -81,15 +83,25 @@ pub struct BenchArgs {
     /// Pod counts for the raw-CRI and backend rows.
     #[arg(long, value_delimiter = ',', default_values_t = [20usize, 110])]
     counts: Vec<usize>,
-    /// Static pods for the kubelet end-to-end rows.
-    #[arg(long, default_value_t = 110)]
-    pods: usize,
+    /// Static pods for the kubelet end-to-end rows; several counts (`110,250,500`) run each
+    /// kubelet once per count and end with the density table (per-pod slopes). Both kubelets
+    /// get `--max-pods` of at least the count.
+    #[arg(long, value_delimiter = ',', default_values_t = [110usize])]
+    pods: Vec<usize>,
+    /// Leave out the restart of each kubelet with its pods running.
+    #[arg(long)]
+    skip_restart: bool,
     /// Seconds of the idle window over which kubelet CPU is measured.
     #[arg(long, default_value_t = 60)]
     idle_secs: u64,
-    /// The kubelet-rs binary (default: $CARGO_TARGET_DIR/release/kubelet, built if missing).
+    /// The kubelet-rs binary (default: $CARGO_TARGET_DIR/<--profile>/kubelet, built if
+    /// missing or stale).
     #[arg(long)]
     kubelet: Option<PathBuf>,
+    /// The cargo profile of the kubelet-rs binary: `ship` (the shipped binary: fat LTO, one
+    /// codegen unit) or `release` (what the tests build).
+    #[arg(long, default_value = "ship")]
+    profile: String,
     /// The Go kubelet binary (default: `scripts/go-kubelet.sh build`, cached per machine).
     #[arg(long)]
     go_kubelet: Option<PathBuf>,
@@ -196,29 +208,38 @@ async fn bench_on(args: &BenchArgs, endpoint: &str, run_id: &str) -> Result<()> 
         }
     }
 
-    let go = if args.skip_go {
-        None
-    } else {
-        match go_kubelet_binary(args).await {
-            Ok(bin) => {
-                eprintln!("[bench] Go kubelet {}", bin.display());
-                Some(kubelet_run(Kind::Go, &bin, args, endpoint, &backend, run_id).await)
+    let mut runs = Vec::new();
+    for &pods in &args.pods {
+        let go = if args.skip_go {
+            None
+        } else {
+            match go_kubelet_binary(args).await {
+                Ok(bin) => {
+                    eprintln!("[bench] Go kubelet {}, {pods} pods", bin.display());
+                    Some(kubelet_run(Kind::Go, &bin, args, pods, endpoint, &backend, run_id).await)
+                }
+                Err(e) => Some(KubeletRun {
+                    notes: vec![format!("Go kubelet unavailable: {e:#}")],
+                    pods,
+                    ..KubeletRun::default()
+                }),
             }
-            Err(e) => Some(KubeletRun {
-                notes: vec![format!("Go kubelet unavailable: {e:#}")],
-                ..KubeletRun::default()
-            }),
+        };
+        let rs = if args.skip_rs {
+            None
+        } else {
+            let bin = rs_kubelet_binary(args)?;
+            eprintln!("[bench] kubelet-rs {}, {pods} pods", bin.display());
+            Some(kubelet_run(Kind::Rs, &bin, args, pods, endpoint, &backend, run_id).await)
+        };
+        print_report(args, pods, &rows, go.as_ref(), rs.as_ref());
+        runs.push((go, rs));
+    }
+    if runs.len() > 1 {
+        for line in density::table(&runs) {
+            println!("{line}");
         }
-    };
-    let rs = if args.skip_rs {
-        None
-    } else {
-        let bin = rs_kubelet_binary(args)?;
-        eprintln!("[bench] kubelet-rs {}", bin.display());
-        Some(kubelet_run(Kind::Rs, &bin, args, endpoint, &backend, run_id).await)
-    };
-
-    print_report(args, &rows, go.as_ref(), rs.as_ref());
+    }
     Ok(())
 }
 

@@ -20,7 +20,7 @@ use super::workload::{collect_errors, BenchPod, WorkloadRun};
 use super::{SETTLE, STOP_TIMEOUT};
 use crate::proc_stats::MachineTicks;
 
-pub(super) async fn raw_client(endpoint: &str) -> Result<RuntimeServiceClient<Channel>> {
+pub(crate) async fn raw_client(endpoint: &str) -> Result<RuntimeServiceClient<Channel>> {
     let socket = kubelet_runtime_cri::socket_path(endpoint)?;
     let channel = Endpoint::from_static("http://cri.local")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
@@ -51,20 +51,7 @@ pub(super) async fn raw_run(
     order: TeardownOrder,
 ) -> Result<WorkloadRun> {
     // Prepared outside the timing: the exact messages, and the log directories.
-    let root = ImageUser {
-        uid: Some(0),
-        username: String::new(),
-    };
-    let mut prepared = Vec::with_capacity(pods.len());
-    for p in pods {
-        let mut cc = p.container.clone();
-        cc.image_ref = image_ref.to_string();
-        let opts = mapping::Options::default();
-        let sandbox = mapping::sandbox_config(&p.sandbox, &opts);
-        let container = mapping::container_config(&cc, &root, &opts)?;
-        tokio::fs::create_dir_all(p.sandbox.log_directory.join("busybox")).await?;
-        prepared.push((sandbox, container));
-    }
+    let prepared = prepare(pods, image_ref).await?;
 
     let mut run = WorkloadRun::default();
     let calls = CallTimes::default();
@@ -76,40 +63,7 @@ pub(super) async fn raw_run(
         let calls = calls.clone();
         set.spawn(async move {
             let t = kubelet_core::clock::monotonic_now();
-            let sid = calls
-                .time(
-                    "RunPodSandbox",
-                    c.run_pod_sandbox(cri::RunPodSandboxRequest {
-                        config: Some(sandbox.clone()),
-                        runtime_handler: String::new(),
-                    }),
-                )
-                .await
-                .map_err(|e| format!("RunPodSandbox: {e}"))?
-                .into_inner()
-                .pod_sandbox_id;
-            let cid = calls
-                .time(
-                    "CreateContainer",
-                    c.create_container(cri::CreateContainerRequest {
-                        pod_sandbox_id: sid.clone(),
-                        config: Some(container),
-                        sandbox_config: Some(sandbox),
-                    }),
-                )
-                .await
-                .map_err(|e| format!("CreateContainer: {e}"))?
-                .into_inner()
-                .container_id;
-            calls
-                .time(
-                    "StartContainer",
-                    c.start_container(cri::StartContainerRequest {
-                        container_id: cid.clone(),
-                    }),
-                )
-                .await
-                .map_err(|e| format!("StartContainer: {e}"))?;
+            let (sid, cid) = start_pod(&mut c, &calls, sandbox, container).await?;
             Ok::<_, String>((kubelet_core::clock::elapsed(t), sid, cid))
         });
     }
@@ -172,9 +126,77 @@ pub(super) async fn raw_run(
     Ok(run)
 }
 
+/// One pod's CRI messages: its sandbox config and its container's config.
+pub(crate) type PreparedPod = (cri::PodSandboxConfig, cri::ContainerConfig);
+
+/// The exact messages the backend would send for `pods` (their container running as root,
+/// `image_ref` resolved), with the pods' log directories made.
+pub(crate) async fn prepare(pods: &[BenchPod], image_ref: &str) -> Result<Vec<PreparedPod>> {
+    let root = ImageUser {
+        uid: Some(0),
+        username: String::new(),
+    };
+    let mut prepared = Vec::with_capacity(pods.len());
+    for p in pods {
+        let mut cc = p.container.clone();
+        cc.image_ref = image_ref.to_string();
+        let opts = mapping::Options::default();
+        let sandbox = mapping::sandbox_config(&p.sandbox, &opts);
+        let container = mapping::container_config(&cc, &root, &opts)?;
+        tokio::fs::create_dir_all(p.sandbox.log_directory.join("busybox")).await?;
+        prepared.push((sandbox, container));
+    }
+    Ok(prepared)
+}
+
+/// `RunPodSandbox`, `CreateContainer` and `StartContainer` for one prepared pod, each call
+/// timed into `calls`: the pod's (sandbox id, container id).
+pub(crate) async fn start_pod(
+    c: &mut RuntimeServiceClient<Channel>,
+    calls: &CallTimes,
+    sandbox: cri::PodSandboxConfig,
+    container: cri::ContainerConfig,
+) -> Result<(String, String), String> {
+    let sid = calls
+        .time(
+            "RunPodSandbox",
+            c.run_pod_sandbox(cri::RunPodSandboxRequest {
+                config: Some(sandbox.clone()),
+                runtime_handler: String::new(),
+            }),
+        )
+        .await
+        .map_err(|e| format!("RunPodSandbox: {e}"))?
+        .into_inner()
+        .pod_sandbox_id;
+    let cid = calls
+        .time(
+            "CreateContainer",
+            c.create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: sid.clone(),
+                config: Some(container),
+                sandbox_config: Some(sandbox),
+            }),
+        )
+        .await
+        .map_err(|e| format!("CreateContainer: {e}"))?
+        .into_inner()
+        .container_id;
+    calls
+        .time(
+            "StartContainer",
+            c.start_container(cri::StartContainerRequest {
+                container_id: cid.clone(),
+            }),
+        )
+        .await
+        .map_err(|e| format!("StartContainer: {e}"))?;
+    Ok((sid, cid))
+}
+
 /// Each call's duration by CRI method, shared by the run's tasks.
 #[derive(Clone, Default)]
-struct CallTimes(Arc<Mutex<BTreeMap<String, Vec<Duration>>>>);
+pub(crate) struct CallTimes(Arc<Mutex<BTreeMap<String, Vec<Duration>>>>);
 
 impl CallTimes {
     /// Awaits `call` and records how long it took under `method`.
@@ -189,7 +211,8 @@ impl CallTimes {
         out
     }
 
-    fn take(&self) -> BTreeMap<String, Vec<Duration>> {
+    /// Every recorded duration by method, leaving none behind.
+    pub(crate) fn take(&self) -> BTreeMap<String, Vec<Duration>> {
         self.0
             .lock()
             .map(|mut m| std::mem::take(&mut *m))

@@ -29,6 +29,7 @@ pub(super) fn ratio(a: Option<Duration>, floor: Option<Duration>) -> String {
 
 pub(super) fn print_report(
     args: &BenchArgs,
+    pods: usize,
     rows: &[(usize, WorkloadRun, WorkloadRun)],
     go: Option<&KubeletRun>,
     rs: Option<&KubeletRun>,
@@ -70,13 +71,10 @@ pub(super) fn print_report(
         println!();
     }
 
-    let floor = rows
-        .iter()
-        .find(|(n, _, _)| *n == args.pods)
-        .map(|(_, r, _)| r);
+    let floor = rows.iter().find(|(n, _, _)| *n == pods).map(|(_, r, _)| r);
     println!(
         "== {} static busybox pods written at once; idle window {} s",
-        args.pods, args.idle_secs
+        pods, args.idle_secs
     );
     println!("   start = manifests written -> all Running in /pods; stopped/removed = manifests removed ->");
     println!(
@@ -111,7 +109,7 @@ pub(super) fn print_report(
         ),
         None => println!(
             "raw CRI     (not measured for {} pods: add it to --counts)",
-            args.pods
+            pods
         ),
     }
     let mib = |k: Option<u64>| {
@@ -146,6 +144,12 @@ pub(super) fn print_report(
             println!(
                 "            runtime calls at rest: {}",
                 super::runtime_calls::describe(calls)
+            );
+        }
+        if let Some((p99, n)) = k.idle_relist_p99 {
+            println!(
+                "            relists at rest: {n:.0}, p99 {:.1} ms (kubelet_pleg_relist_duration_seconds)",
+                p99 * 1000.0
             );
         }
         if let Some(r) = &k.restart {
@@ -232,8 +236,8 @@ fn cpu_lines(
     lines
 }
 
-/// One target of issue #18 and how this run did against it.
-fn verdict(
+/// One target and how this run did against it.
+pub(super) fn verdict(
     name: &str,
     value: Option<f64>,
     limit: Option<f64>,

@@ -10,17 +10,17 @@ use super::kubelets::http_get;
 /// Calls so far by operation type.
 pub(super) type Counts = BTreeMap<String, f64>;
 
-/// The counters of the kubelet serving the read-only port `port`; `None` when it does not
-/// answer.
-pub(super) async fn scrape(port: u16) -> Option<Counts> {
+/// The `/metrics` text of the kubelet serving the read-only port `port`; `None` when it does
+/// not answer.
+pub(super) async fn metrics_text(port: u16) -> Option<String> {
     match http_get(port, "/metrics").await {
-        Ok((200, body)) => Some(parse(&body)),
+        Ok((200, body)) => Some(body),
         _ => None,
     }
 }
 
 /// `kubelet_runtime_operations_total` samples, summed by `operation_type`.
-fn parse(text: &str) -> Counts {
+pub(super) fn parse(text: &str) -> Counts {
     let mut out = Counts::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("kubelet_runtime_operations_total{") else {

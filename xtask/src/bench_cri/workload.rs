@@ -57,7 +57,7 @@ impl WorkloadRun {
 }
 
 /// The `p`-th percentile (nearest rank) of `v`; zero when empty.
-pub(super) fn percentile(v: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(v: &[Duration], p: f64) -> Duration {
     let mut v = v.to_vec();
     v.sort();
     if v.is_empty() {
@@ -68,12 +68,12 @@ pub(super) fn percentile(v: &[Duration], p: f64) -> Duration {
 }
 
 /// One benchmark pod: the pod, its sandbox config and its container config.
-pub(super) struct BenchPod {
+pub(crate) struct BenchPod {
     pub(super) sandbox: SandboxConfig,
     pub(super) container: ContainerConfig,
 }
 
-pub(super) fn busybox_container() -> Container {
+pub(crate) fn busybox_container() -> Container {
     Container {
         name: "busybox".to_string(),
         image: Some(BUSYBOX_IMAGE.to_string()),
@@ -83,7 +83,7 @@ pub(super) fn busybox_container() -> Container {
     }
 }
 
-pub(super) fn workload(prefix: &str, n: usize) -> Vec<BenchPod> {
+pub(crate) fn workload(prefix: &str, n: usize) -> Vec<BenchPod> {
     (0..n)
         .map(|i| {
             let name = format!("{prefix}-{i:03}");
