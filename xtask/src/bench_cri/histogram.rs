@@ -4,31 +4,24 @@
 //! duration at rest (`kubelet_pleg_relist_duration_seconds`, Go's name and buckets in both
 //! kubelets) comes from here.
 
+use super::exposition::{label, labelled_samples};
+
 /// Cumulative bucket counts by upper bound (`le`), ascending; `+Inf` last.
 pub(super) type Buckets = Vec<(f64, f64)>;
 
 /// The cumulative buckets of the histogram `name` in `text` (the samples of every label set
 /// added up per bound).
 pub(super) fn buckets(text: &str, name: &str) -> Buckets {
-    let prefix = format!("{name}_bucket{{");
+    let series = format!("{name}_bucket");
     let mut out: Buckets = Vec::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix(&prefix) else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once('}') else {
-            continue;
-        };
-        let le = labels
-            .split(',')
-            .find_map(|l| l.trim().strip_prefix("le=\""))
-            .and_then(|v| v.strip_suffix('"'))
-            .and_then(|v| match v {
-                "+Inf" => Some(f64::INFINITY),
-                v => v.parse::<f64>().ok(),
-            });
-        let (Some(le), Ok(v)) = (le, value.trim().parse::<f64>()) else {
-            continue;
+    for (labels, v) in labelled_samples(text, &series) {
+        let le = match label(labels, "le") {
+            Some("+Inf") => f64::INFINITY,
+            Some(b) => match b.parse::<f64>() {
+                Ok(b) => b,
+                Err(_) => continue,
+            },
+            None => continue,
         };
         match out.iter_mut().find(|(b, _)| *b == le) {
             Some((_, n)) => *n += v,

@@ -25,6 +25,7 @@ pub(crate) mod backend;
 pub(crate) mod cgroups;
 mod containerd;
 mod density;
+mod exposition;
 mod histogram;
 mod kubelets;
 pub(crate) mod raw;

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::exposition::{label, labelled_samples};
 use super::kubelets::http_get;
 
 /// Calls so far by operation type.
@@ -22,21 +23,10 @@ pub(super) async fn metrics_text(port: u16) -> Option<String> {
 /// `kubelet_runtime_operations_total` samples, summed by `operation_type`.
 pub(super) fn parse(text: &str) -> Counts {
     let mut out = Counts::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("kubelet_runtime_operations_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once('}') else {
-            continue;
-        };
-        let op = labels
-            .split(',')
-            .find_map(|l| l.trim().strip_prefix("operation_type=\""))
-            .and_then(|v| v.strip_suffix('"'));
-        let (Some(op), Ok(v)) = (op, value.trim().parse::<f64>()) else {
-            continue;
-        };
-        *out.entry(op.to_string()).or_default() += v;
+    for (labels, v) in labelled_samples(text, "kubelet_runtime_operations_total") {
+        if let Some(op) = label(labels, "operation_type") {
+            *out.entry(op.to_string()).or_default() += v;
+        }
     }
     out
 }
