@@ -21,6 +21,7 @@ mod bench_cri;
 mod control_plane;
 mod cri_events;
 mod hollow;
+mod percentile;
 mod pleg_latency;
 mod pods;
 mod proc_stats;

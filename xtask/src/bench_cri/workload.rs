@@ -57,14 +57,10 @@ impl WorkloadRun {
 }
 
 /// The `p`-th percentile (nearest rank) of `v`; zero when empty.
-pub(crate) fn percentile(v: &[Duration], p: f64) -> Duration {
+pub(super) fn percentile(v: &[Duration], p: f64) -> Duration {
     let mut v = v.to_vec();
     v.sort();
-    if v.is_empty() {
-        return Duration::ZERO;
-    }
-    let idx = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    v[idx.clamp(1, v.len()) - 1]
+    crate::percentile::nearest_rank(&v, p).unwrap_or_default()
 }
 
 /// One benchmark pod: the pod, its sandbox config and its container config.

@@ -107,12 +107,8 @@ fn ms(d: Duration) -> f64 {
 /// The `p`-th percentile (nearest rank) of samples in milliseconds; zero when there are none.
 fn percentile_ms(samples: &[f64], p: f64) -> f64 {
     let mut v: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return 0.0;
-    }
     v.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    v[rank.clamp(1, v.len()) - 1]
+    crate::percentile::nearest_rank(&v, p).unwrap_or(0.0)
 }
 
 #[cfg(test)]
