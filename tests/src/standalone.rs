@@ -131,7 +131,30 @@ pub fn kubelet_binary() -> PathBuf {
         Some(name) => name.to_string(),
     };
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
+    let mut build = Command::new(cargo);
+    // Without the variables `cargo test` set for this package: ring's build script reruns when
+    // `CARGO_PKG_NAME`/`CARGO_MANIFEST_DIR` differ from the last build's, which would rebuild
+    // ring and everything above it here and again at the next `cargo build` from a shell.
+    for (name, _) in std::env::vars_os() {
+        let ours = name.to_str().is_some_and(|n| {
+            [
+                "CARGO_PKG_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+            ]
+            .iter()
+            .any(|p| n.starts_with(p))
+                || matches!(
+                    n,
+                    "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR" | "OUT_DIR"
+                )
+        });
+        if ours {
+            build.env_remove(name);
+        }
+    }
+    let status = build
         .args([
             "build",
             "-q",

@@ -21,6 +21,7 @@ mod bench_cri;
 mod control_plane;
 mod cri_events;
 mod hollow;
+mod nested_cargo;
 mod percentile;
 mod pleg_latency;
 mod pods;

@@ -560,7 +560,7 @@ pub(super) fn rs_kubelet_binary(args: &BenchArgs) -> Result<PathBuf> {
         .unwrap_or_else(|| repo_root().join("target"));
     let profile = args.profile.as_str();
     let bin = target.join(profile).join("kubelet");
-    let status = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+    let status = crate::nested_cargo::command()
         .args(["build", "--profile", profile, "-p", "kubelet-bin"])
         .current_dir(repo_root())
         .status()

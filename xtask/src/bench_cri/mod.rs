@@ -39,7 +39,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use kubelet_core::runtime::ContainerRuntime;
 
 use backend::{backend_run, cleanup_prefix, connect_backend};
@@ -139,18 +139,7 @@ pub struct BenchArgs {
 /// `cargo xtask` builds xtask in debug mode; the backend would then be measured unoptimised,
 /// so a debug build re-runs itself as `cargo run --release -p xtask`.
 pub async fn run(args: BenchArgs) -> Result<()> {
-    if cfg!(debug_assertions) && std::env::var_os("KUBELET_RS_BENCH_DEBUG").is_none() {
-        eprintln!("[bench] re-running as a release build (KUBELET_RS_BENCH_DEBUG=1 to skip)");
-        let status = tokio::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
-            .args(["run", "-q", "--release", "-p", "xtask", "--"])
-            .args(std::env::args_os().skip(1))
-            .current_dir(crate::repo_root())
-            .status()
-            .await
-            .context("cargo run --release -p xtask")?;
-        if !status.success() {
-            bail!("bench-cri (release build) failed: {status}");
-        }
+    if crate::nested_cargo::rerun_in_release("bench").await? {
         return Ok(());
     }
     tokio::task::spawn_blocking(move || {
