@@ -12,6 +12,13 @@
 //! and locks each arena in turn). Off glibc (musl, other systems) [`trim`] does nothing: those
 //! allocators have no such call.
 //!
+//! [`one_arena`], called before the first thread starts, keeps glibc to its main arena. By
+//! default glibc gives threads arenas of their own (up to 8 per core), and each keeps its own
+//! free pages and fragments; a kubelet allocates little and rarely, so it gains nothing from
+//! them. Measured with 110 pods (`bench-cri`, the PGO build): 10.7 MiB of anonymous memory at
+//! rest with the default, 10.2 with two arenas, 9.0 with one, and no slower start. An operator's
+//! `MALLOC_ARENA_MAX` or `glibc.malloc.arena_max` tunable is left to glibc.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
@@ -48,6 +55,30 @@ pub fn trim() -> bool {
 /// Asks the allocator to return its free pages; off glibc there is no such call: false.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn trim() -> bool {
+    false
+}
+
+/// Limits glibc's allocator to one arena, unless the environment sets the limit
+/// (`MALLOC_ARENA_MAX`, or `glibc.malloc.arena_max` in `GLIBC_TUNABLES`); true when it did.
+/// Call it before any thread starts: threads that already have an arena keep it.
+pub fn one_arena() -> bool {
+    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if std::env::var_os("MALLOC_ARENA_MAX").is_some() || tunables.contains("malloc.arena_max") {
+        return false;
+    }
+    limit_arenas(1)
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[expect(unsafe_code, reason = "mallopt is a glibc call with no Rust binding")]
+fn limit_arenas(arenas: i32) -> bool {
+    // SAFETY: mallopt takes two integers and changes only the allocator's settings, under its
+    // own lock.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas) == 1 }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn limit_arenas(_: i32) -> bool {
     false
 }
 

@@ -86,6 +86,8 @@ fn start_in_kubelet_cgroup(cgroup: &str) -> Option<String> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts (see heap_trim::one_arena).
+    kubelet_bin::heap_trim::one_arena();
     let loaded = match config::load(std::env::args_os()) {
         Ok(l) => l,
         Err(ConfigError::Flags(e)) => e.exit(),
