@@ -437,6 +437,12 @@ stop_kubelet() {
 kubelet_binary() {
   case "$1" in
     kubelet-rs)
+      # KUBELET_RS_CONFORMANCE_KUBELET: a kubelet-rs binary built elsewhere (the PGO build of
+      # scripts/pgo-build.sh, for scripts/startup-latency.sh).
+      if [ -n "${KUBELET_RS_CONFORMANCE_KUBELET:-}" ]; then
+        echo "$KUBELET_RS_CONFORMANCE_KUBELET"
+        return
+      fi
       # KUBELET_RS_CONFORMANCE_PROFILE=debug uses the debug build (the one `cargo test` has
       # already built in CI) instead of a release build of its own; =ship the shipped binary
       # (scripts/startup-latency.sh: what operators run).

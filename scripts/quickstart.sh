@@ -2,6 +2,7 @@
 # kubelet-rs quickstart: a standalone kubelet running the example static pods on a real containerd.
 #
 #   scripts/quickstart.sh          prepare the node (installs what is missing), build, start, show the pods
+#                                  (KUBELET_RS_PGO=1: the PGO-optimised build, scripts/pgo-build.sh)
 #   scripts/quickstart.sh status   show the pods again
 #   scripts/quickstart.sh stop     stop the kubelet (its pods keep running, as with the Go kubelet)
 #   scripts/quickstart.sh down     stop the kubelet, remove every pod and stop the node's containerd
@@ -49,10 +50,18 @@ up() {
   command -v cargo >/dev/null || die "cargo is missing: install a Rust toolchain (rustup) first"
   log "preparing the node (containerd, runc, CNI, local images)"
   bash "$REPO/scripts/node-env.sh" up
-  # The shipped binary: the `ship` profile (fat LTO, one codegen unit: fewer resident code
-  # pages; a longer first build). The tests build `release` and `debug`.
-  log "building kubelet-rs (profile ship; cache in $CARGO_TARGET_DIR; the first build takes a while)"
-  cargo build -q --profile ship -p kubelet-bin
+  # The `ship` profile (fat LTO, one codegen unit: fewer resident code pages; a longer first
+  # build), or with KUBELET_RS_PGO=1 the binary to deploy: `ship` optimised with a training
+  # run's profile (scripts/pgo-build.sh: two such builds and a training run). The tests build
+  # `release` and `debug`.
+  local kubelet="$CARGO_TARGET_DIR/ship/kubelet"
+  if [ "${KUBELET_RS_PGO:-0}" = 1 ]; then
+    log "building kubelet-rs with PGO (scripts/pgo-build.sh; the first build takes a long while)"
+    kubelet=$(bash "$REPO/scripts/pgo-build.sh" | tail -n 1)
+  else
+    log "building kubelet-rs (profile ship; cache in $CARGO_TARGET_DIR; the first build takes a while)"
+    cargo build -q --profile ship -p kubelet-bin
+  fi
   cargo build -q --release -p xtask
   cargo run -q --release -p xtask -- cri-ready --endpoint "$ENDPOINT" --timeout 60
   # The kubelet's cgroup root must exist in every hierarchy (as with the Go kubelet).
@@ -65,7 +74,7 @@ up() {
   local node
   node=$(hostname | tr '[:upper:]' '[:lower:]')
   log "starting the kubelet: node $node, static pods from $STATE/manifests, log $LOG_FILE"
-  nohup "$CARGO_TARGET_DIR/ship/kubelet" \
+  nohup "$kubelet" \
     --pod-manifest-path="$STATE/manifests" \
     --container-runtime-endpoint="$ENDPOINT" \
     --root-dir=/var/lib/kubelet-rs/kubelet \

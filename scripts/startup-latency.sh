@@ -49,6 +49,13 @@ measure() {
   log "$kind: the scenarios through the API server"
   xtask api --kubeconfig "$KUBECONFIG" --node "$NODE_NAME" --kubelet "$kind" \
     --burst "$BURST" --out "$dir/$kind.api.json" "${API_ARGS[@]}"
+  # The kubelet's memory after the scenarios (their pods deleted): a cluster node's resident
+  # code is more than a standalone one's (the API client, the watches, the volumes).
+  local pid
+  if pid=$(kubelet_pid); then
+    grep -E '^(VmRSS|VmHWM|RssAnon|RssFile):' "/proc/$pid/status" | tee "$dir/$kind.memory.txt" |
+      tr -s ' \t' ' ' | paste -sd' ' | sed "s/^/[startup-latency] $kind memory after the scenarios: /" >&2
+  fi
   cluster_down
 }
 

@@ -559,6 +559,9 @@ pub(super) fn rs_kubelet_binary(args: &BenchArgs) -> Result<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"));
     let profile = args.profile.as_str();
+    if profile == "pgo" {
+        return pgo_binary();
+    }
     let bin = target.join(profile).join("kubelet");
     let status = crate::nested_cargo::command()
         .args(["build", "--profile", profile, "-p", "kubelet-bin"])
@@ -569,6 +572,25 @@ pub(super) fn rs_kubelet_binary(args: &BenchArgs) -> Result<PathBuf> {
         bail!("building the kubelet ({profile} profile) failed: {status}");
     }
     Ok(bin)
+}
+
+/// The PGO-optimised `ship` binary of `scripts/pgo-build.sh` (built, or reused while the
+/// sources are unchanged): the path on the last line it prints.
+fn pgo_binary() -> Result<PathBuf> {
+    let script = repo_root().join("scripts").join("pgo-build.sh");
+    let mut bash = std::process::Command::new("bash");
+    bash.arg(&script).stderr(Stdio::inherit());
+    let out = crate::nested_cargo::without_our_package(bash)
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!("{} failed: {}", script.display(), out.status);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match stdout.lines().last() {
+        Some(path) if !path.trim().is_empty() => Ok(PathBuf::from(path.trim())),
+        _ => bail!("{} printed no binary path", script.display()),
+    }
 }
 
 /// The pressure conditions kubelet-rs's eviction manager last reported in its log

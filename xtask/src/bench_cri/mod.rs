@@ -99,8 +99,9 @@ pub struct BenchArgs {
     /// missing or stale).
     #[arg(long)]
     kubelet: Option<PathBuf>,
-    /// The cargo profile of the kubelet-rs binary: `ship` (the shipped binary: fat LTO, one
-    /// codegen unit) or `release` (what the tests build).
+    /// The kubelet-rs build: a cargo profile, `ship` (fat LTO, one codegen unit; the
+    /// quickstart's) or `release` (what the tests build), or `pgo`, the `ship` build optimised
+    /// with a training run's profile (`scripts/pgo-build.sh`; the binary to deploy).
     #[arg(long, default_value = "ship")]
     profile: String,
     /// The Go kubelet binary (default: `scripts/go-kubelet.sh build`, cached per machine).
