@@ -30,15 +30,17 @@ PGO_DIR=${KUBELET_RS_PGO_DIR:-/var/cache/kubelet-rs/pgo}
 log() { printf '[pgo-build] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# The sources' fingerprint: the commit, uncommitted changes, the lock file and the toolchain.
+# What the binary is made of, by content (committed or not): the kubelet's crates, the training
+# (bench-cri), this script, the manifests and the lock file; and the toolchain. A change elsewhere (the
+# README, the tests, another benchmark) keeps the binary.
+KEY_PATHS=(Cargo.toml Cargo.lock .cargo kubelet-core kubelet-sources kubelet-runtime-cri
+  kubelet-cm kubelet-server kubelet-bin xtask/Cargo.toml xtask/src/bench_cri scripts/pgo-build.sh)
 source_key() {
   (
     cd "$REPO"
     rustc -vV
-    git rev-parse HEAD 2>/dev/null || true
-    git diff HEAD 2>/dev/null || true
-    git ls-files --others --exclude-standard -z 2>/dev/null | xargs -0 -r sha256sum
-    cat Cargo.lock
+    git ls-files --cached --others --exclude-standard -z -- "${KEY_PATHS[@]}" |
+      sort -z | xargs -0 -r sha256sum 2>/dev/null
   ) | sha256sum | cut -d' ' -f1
 }
 

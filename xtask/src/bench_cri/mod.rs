@@ -35,7 +35,7 @@ mod runtime_calls;
 mod spans;
 pub(crate) mod workload;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -157,6 +157,13 @@ pub async fn run(args: BenchArgs) -> Result<()> {
 async fn bench(args: BenchArgs) -> Result<()> {
     let run_id = run_id();
     println!("bench-cri run {run_id}");
+    // Before the private containerd starts: `--profile pgo` may run `scripts/pgo-build.sh`,
+    // whose training starts a private containerd of its own in the same place.
+    let rs_bin = if args.skip_rs {
+        None
+    } else {
+        Some(rs_kubelet_binary(&args)?)
+    };
     let (endpoint, private) = match &args.endpoint {
         Some(e) => (e.clone(), None),
         None => {
@@ -165,7 +172,7 @@ async fn bench(args: BenchArgs) -> Result<()> {
         }
     };
     println!("CRI endpoint: {endpoint}");
-    let result = bench_on(&args, &endpoint, &run_id).await;
+    let result = bench_on(&args, rs_bin.as_deref(), &endpoint, &run_id).await;
     if let Some(p) = private {
         p.stop().await;
     }
@@ -173,7 +180,12 @@ async fn bench(args: BenchArgs) -> Result<()> {
     result
 }
 
-async fn bench_on(args: &BenchArgs, endpoint: &str, run_id: &str) -> Result<()> {
+async fn bench_on(
+    args: &BenchArgs,
+    rs_bin: Option<&Path>,
+    endpoint: &str,
+    run_id: &str,
+) -> Result<()> {
     let backend = Arc::new(connect_backend(endpoint).await?);
     let raw = raw_client(endpoint).await?;
     let image_ref = backend
@@ -216,12 +228,12 @@ async fn bench_on(args: &BenchArgs, endpoint: &str, run_id: &str) -> Result<()> 
                 }),
             }
         };
-        let rs = if args.skip_rs {
-            None
-        } else {
-            let bin = rs_kubelet_binary(args)?;
-            eprintln!("[bench] kubelet-rs {}, {pods} pods", bin.display());
-            Some(kubelet_run(Kind::Rs, &bin, args, pods, endpoint, &backend, run_id).await)
+        let rs = match rs_bin {
+            None => None,
+            Some(bin) => {
+                eprintln!("[bench] kubelet-rs {}, {pods} pods", bin.display());
+                Some(kubelet_run(Kind::Rs, bin, args, pods, endpoint, &backend, run_id).await)
+            }
         };
         print_report(args, pods, &rows, go.as_ref(), rs.as_ref());
         runs.push((go, rs));
