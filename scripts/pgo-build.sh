@@ -21,7 +21,8 @@
 # sharing one would rebuild everything each time); `--target` keeps build scripts and proc
 # macros out of the instrumentation. The result is reused while the sources, Cargo.lock and
 # the toolchain are unchanged. Cold on the 2-core machine: about 39 minutes (the instrumented
-# build 18, the training 2.5, the optimised build 10, its second link 8).
+# build 18, the training 2.5, the optimised build 10, its second link 8); after a change about
+# 18 (a new profile rebuilds every crate of the optimised build).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kubelet-rs/target}

@@ -224,8 +224,8 @@ async fn measure(
         // A second per pod on top of the 120 s (the shipped kubelet started 500 pods in 200 s
         // on the 2-core machine).
         let limit = Duration::from_secs(120 + all_uids.len() as u64);
-        // Each poll reads (copies) only the statuses of the pods not yet seen running: with
-        // 500 pods, reading all of them every 50 ms took CPU from the start being waited for.
+        // Each poll reads (copies) only the statuses of the pods not yet seen running: reading
+        // all 530 every 50 ms would take CPU from the start being waited for.
         // Their containers sleep for an hour, so a pod seen running stays so; one last pass
         // checks all of them at once.
         let running = |u: &String| state(u).and_then(|c| c.state?.running).is_some();
