@@ -58,13 +58,13 @@ llvm_profdata() {
   echo "$tool"
 }
 
-# build DIR RUSTFLAGS: the ship kubelet in target directory DIR; prints its path.
+# build DIR RUSTFLAGS: the ship kubelet in target directory DIR, for the host target ($HOST,
+# set by main); prints its path.
 build() {
-  local dir=$1 flags=$2 host
-  host=$(rustc -vV | sed -n 's/^host: //p')
+  local dir=$1 flags=$2
   (cd "$REPO" && CARGO_TARGET_DIR="$dir" RUSTFLAGS="$flags" \
-    cargo build -q --profile ship --target "$host" -p kubelet-bin) >&2
-  echo "$dir/$host/ship/kubelet"
+    cargo build -q --profile ship --target "$HOST" -p kubelet-bin) >&2
+  echo "$dir/$HOST/ship/kubelet"
 }
 
 # run_order LLVM_PROFDATA BINARY: the functions of BINARY the training ran, for lld's
@@ -101,6 +101,7 @@ main() {
   fi
   local profdata gen use t0=$SECONDS
   profdata=$(llvm_profdata)
+  HOST=$(rustc -vV | sed -n 's/^host: //p')
   log "(1/4) the instrumented build (cache $PGO_DIR/gen)"
   gen=$(build "$PGO_DIR/gen" "-Cprofile-generate=$PGO_DIR/raw")
   rm -rf "$PGO_DIR/raw"
@@ -125,7 +126,7 @@ main() {
   run_order "$profdata" "$use" >"$PGO_DIR/order.txt"
   log "$(wc -l <"$PGO_DIR/order.txt") functions the training ran placed first in their section"
   (cd "$REPO" && CARGO_TARGET_DIR="$PGO_DIR/use" cargo clean -q -p kubelet-bin --profile ship \
-    --target "$(rustc -vV | sed -n 's/^host: //p')") >&2
+    --target "$HOST") >&2
   use=$(build "$PGO_DIR/use" "$flags")
   cp "$use" "$out.tmp" && mv "$out.tmp" "$out"
   echo "$key" >"$PGO_DIR/key"

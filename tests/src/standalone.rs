@@ -134,7 +134,8 @@ pub fn kubelet_binary() -> PathBuf {
     let mut build = Command::new(cargo);
     // Without the variables `cargo test` set for this package: ring's build script reruns when
     // `CARGO_PKG_NAME`/`CARGO_MANIFEST_DIR` differ from the last build's, which would rebuild
-    // ring and everything above it here and again at the next `cargo build` from a shell.
+    // ring and everything above it here and again at the next `cargo build` from a shell. The
+    // same list as xtask's `nested_cargo` (a binary crate this one cannot use): keep them alike.
     for (name, _) in std::env::vars_os() {
         let ours = name.to_str().is_some_and(|n| {
             [
@@ -147,7 +148,10 @@ pub fn kubelet_binary() -> PathBuf {
             .any(|p| n.starts_with(p))
                 || matches!(
                     n,
-                    "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR" | "OUT_DIR"
+                    "CARGO_PRIMARY_PACKAGE"
+                        | "CARGO_TARGET_TMPDIR"
+                        | "CARGO_RUSTC_CURRENT_DIR"
+                        | "OUT_DIR"
                 )
         });
         if ours {
