@@ -6,7 +6,7 @@
 //! feature gates checked as Go checks them ([`feature_gates`]); and the composition of the
 //! stock kubelet ([`app`]) from the library crates, with its certificates and registry
 //! credentials ([`certificates`]). [`heap_trim`] keeps the process's own heap small (glibc's
-//! free pages given back, one arena).
+//! free pages given back, one arena), and [`async_runtime`] its idle threads few.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), kubelet_bin::config::ConfigError> {
@@ -21,6 +21,7 @@
 //! ```
 
 pub mod app;
+pub mod async_runtime;
 pub mod certificates;
 pub mod config;
 pub mod feature_gates;

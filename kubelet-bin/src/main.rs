@@ -101,10 +101,7 @@ fn main() -> ExitCode {
         }
     };
     let placement = start_in_kubelet_cgroup(&loaded.config.kubelet_cgroups);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match kubelet_bin::async_runtime::build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("kubelet: starting the async runtime: {e}");

@@ -34,8 +34,8 @@ pub(crate) async fn cpu_ticks(pid: u32) -> Result<u64> {
 pub(crate) async fn memory_kib(pid: u32) -> Result<(u64, u64)> {
     let status = tokio::fs::read_to_string(format!("/proc/{pid}/status")).await?;
     Ok((
-        status_kib(&status, "VmRSS:", pid)?,
-        status_kib(&status, "VmHWM:", pid)?,
+        status_number(&status, "VmRSS:", pid)?,
+        status_number(&status, "VmHWM:", pid)?,
     ))
 }
 
@@ -44,13 +44,20 @@ pub(crate) async fn memory_kib(pid: u32) -> Result<(u64, u64)> {
 pub(crate) async fn rss_parts_kib(pid: u32) -> Result<(u64, u64)> {
     let status = tokio::fs::read_to_string(format!("/proc/{pid}/status")).await?;
     Ok((
-        status_kib(&status, "RssAnon:", pid)?,
-        status_kib(&status, "RssFile:", pid)?,
+        status_number(&status, "RssAnon:", pid)?,
+        status_number(&status, "RssFile:", pid)?,
     ))
 }
 
-/// The KiB figure of one `/proc/<pid>/status` line (`key` with its colon).
-fn status_kib(status: &str, key: &str, pid: u32) -> Result<u64> {
+/// The process's threads (`Threads:` of `/proc/<pid>/status`): its runtime's workers and
+/// whatever blocking threads it keeps alive.
+pub(crate) async fn threads(pid: u32) -> Result<u64> {
+    let status = tokio::fs::read_to_string(format!("/proc/{pid}/status")).await?;
+    status_number(&status, "Threads:", pid)
+}
+
+/// The number on one `/proc/<pid>/status` line (`key` with its colon): KiB for the memory lines.
+fn status_number(status: &str, key: &str, pid: u32) -> Result<u64> {
     status
         .lines()
         .find_map(|l| l.strip_prefix(key))
@@ -137,7 +144,7 @@ mod tests {
         // The parts within the whole, from one reading: other tests' threads allocate between
         // two.
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let kib = |key| status_kib(&status, key, pid).unwrap();
+        let kib = |key| status_number(&status, key, pid).unwrap();
         let (rss, anon, file) = (kib("VmRSS:"), kib("RssAnon:"), kib("RssFile:"));
         assert!(anon + file <= rss, "{anon} + {file} KiB > {rss} KiB");
         let before = sockets(pid).await.unwrap();

@@ -24,7 +24,7 @@ use super::spans::{self, breakdown, unix_ns, Collector, StepStats};
 use super::workload::busybox_container;
 use super::{histogram, runtime_calls};
 use super::{BenchArgs, BENCH_DIR, GO_CGROUP_ROOT, NAMESPACE, RS_CGROUP_ROOT};
-use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib, rss_parts_kib, MachineTicks};
+use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib, rss_parts_kib, threads, MachineTicks};
 use crate::repo_root;
 
 /// The relist duration histogram (Go's name; kubelet-rs exports it with Go's buckets).
@@ -39,6 +39,8 @@ pub(super) struct KubeletRun {
     pub(super) hwm_kib: Option<u64>,
     /// The RSS split: (anonymous, file-backed) KiB.
     pub(super) rss_parts_kib: Option<(u64, u64)>,
+    /// The process's threads at the end of the idle window.
+    pub(super) threads: Option<u64>,
     /// Manifests removed -> no running container of the pods.
     pub(super) stopped: Option<Duration>,
     /// Manifests removed -> CRI lists no container of the pods.
@@ -436,6 +438,7 @@ async fn measure(
     out.rss_kib = Some(rss);
     out.hwm_kib = Some(hwm);
     out.rss_parts_kib = Some(rss_parts_kib(*pid).await?);
+    out.threads = Some(threads(*pid).await?);
     let running = match http_get(kind.read_only_port(), "/pods").await {
         Ok((200, body)) => running_pods(&body, prefix),
         _ => 0,

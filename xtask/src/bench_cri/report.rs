@@ -135,9 +135,10 @@ pub(super) fn print_report(
         );
         if let Some((anon, file)) = k.rss_parts_kib {
             println!(
-                "            RSS: {} MiB anonymous, {} MiB file-backed (the binary's code pages, shared with the page cache)",
+                "            RSS: {} MiB anonymous, {} MiB file-backed (the binary's code pages, shared with the page cache); {} threads",
                 mib(Some(anon)),
-                mib(Some(file))
+                mib(Some(file)),
+                k.threads.map(|t| t.to_string()).unwrap_or("-".into())
             );
         }
         if let Some(calls) = &k.idle_runtime_calls {
