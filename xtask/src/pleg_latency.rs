@@ -9,7 +9,8 @@
 //! terminated (polled every 1 ms). With `--background N`, N more pods run all along (a loaded
 //! node; they are not measured). It prints p50, p99 and max per mode. The evented mode
 //! needs `GetContainerEvents` (containerd 1.7); on a runtime without it the line says so.
-//! Everything it made is removed on every path (its pods live in their own namespace).
+//! Everything it made is removed on every path, Ctrl-C among them (its pods live in their own
+//! namespace); a run killed harder leaves them to the next, which removes them first.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -114,10 +115,26 @@ pub(crate) async fn run(args: PlegLatencyArgs) -> Result<()> {
         Err(e) => println!("  events: not measured, the runtime has no container events ({e})"),
     }
     drop(events);
+    // Ctrl-C stops the engine and removes the pods, as the end of a mode does; a run killed
+    // harder leaves its pods to the next run, which removes them first.
+    let interrupted = CancellationToken::new();
+    let on_signal = interrupted.clone();
+    let signal = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
+        }
+    });
+    cleanup(&rt).await;
     for (name, evented) in modes {
-        let result = measure(&rt, &args, evented).await;
+        let result = measure(&rt, &args, evented, &interrupted).await;
         cleanup(&rt).await;
-        let mut samples = result?;
+        let mut samples = match result {
+            Ok(samples) => samples,
+            Err(e) => {
+                signal.abort();
+                return Err(e);
+            }
+        };
         samples.sort();
         println!(
             "  {name:>6}: exit -> pod status p50 {} ms, p99 {} ms, max {} ms ({} samples)",
@@ -127,6 +144,7 @@ pub(crate) async fn run(args: PlegLatencyArgs) -> Result<()> {
             samples.len()
         );
     }
+    signal.abort();
     Ok(())
 }
 
@@ -178,6 +196,7 @@ async fn measure(
     rt: &Arc<CriRuntime>,
     args: &PlegLatencyArgs,
     evented: bool,
+    interrupted: &CancellationToken,
 ) -> Result<Vec<Duration>> {
     let root = PathBuf::from(DIR).join("root");
     for d in ["pods", "containers", "root"] {
@@ -194,6 +213,7 @@ async fn measure(
     // The measured pods come first.
     let uids = &all_uids[..args.pods];
     let source = Arc::new(StaticSource::new("file", pods));
+    let max_pods = args.pods + args.background + 10;
     let config = Config {
         node_name: "pleg-latency".into(),
         root_dir: root,
@@ -201,13 +221,22 @@ async fn measure(
         resolv_conf: PathBuf::new(),
         evented_pleg: evented,
         pleg_relist_period: Duration::from_millis(args.relist_ms),
-        max_pods: u32::try_from(args.pods + args.background + 10).unwrap_or(u32::MAX),
+        max_pods: u32::try_from(max_pods).unwrap_or(u32::MAX),
         ..Config::default()
     };
+    // Admission counts pods against the container manager's allocatable `pods` too (the fake's
+    // default is 110, which held a run with `--background 500` at 110 pods).
+    let max_pods = max_pods.to_string();
+    let cm = FakeContainerManager::with_capacity(&[
+        ("cpu", "4"),
+        ("memory", "8Gi"),
+        ("pods", &max_pods),
+        ("ephemeral-storage", "100Gi"),
+    ]);
     let kubelet = Kubelet::builder()
         .config(config)
         .runtime(rt.clone() as Arc<dyn ContainerRuntime>)
-        .container_manager(Arc::new(RuntimeCgroups(FakeContainerManager::default())))
+        .container_manager(Arc::new(RuntimeCgroups(cm)))
         .source(source.clone())
         .build()?;
     let handle = kubelet.handle();
@@ -238,6 +267,9 @@ async fn measure(
                     break;
                 }
             }
+            if interrupted.is_cancelled() {
+                bail!("interrupted");
+            }
             if t.elapsed() > limit {
                 bail!(
                     "the pods did not all run within {limit:?} ({} not yet)",
@@ -249,6 +281,9 @@ async fn measure(
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(std::process::id());
         let mut samples = Vec::with_capacity(uids.len());
         for uid in uids {
+            if interrupted.is_cancelled() {
+                bail!("interrupted");
+            }
             tokio::time::sleep(jitter(&mut seed)).await;
             let Some(id) = state(uid).and_then(|c| c.container_id) else {
                 bail!("pod {uid} has no container id");
