@@ -115,8 +115,7 @@ pub(crate) async fn run(args: PlegLatencyArgs) -> Result<()> {
         Err(e) => println!("  events: not measured, the runtime has no container events ({e})"),
     }
     drop(events);
-    // Ctrl-C stops the engine and removes the pods, as the end of a mode does; a run killed
-    // harder leaves its pods to the next run, which removes them first.
+    // Ctrl-C stops the engine and removes the pods, as the end of a mode does.
     let interrupted = CancellationToken::new();
     let on_signal = interrupted.clone();
     let signal = tokio::spawn(async move {
@@ -124,6 +123,7 @@ pub(crate) async fn run(args: PlegLatencyArgs) -> Result<()> {
             on_signal.cancel();
         }
     });
+    // Whatever a run killed harder left.
     cleanup(&rt).await;
     for (name, evented) in modes {
         let result = measure(&rt, &args, evented, &interrupted).await;
