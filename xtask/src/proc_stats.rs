@@ -32,28 +32,37 @@ pub(crate) async fn cpu_ticks(pid: u32) -> Result<u64> {
 
 /// (VmRSS, VmHWM) in KiB.
 pub(crate) async fn memory_kib(pid: u32) -> Result<(u64, u64)> {
-    let status = tokio::fs::read_to_string(format!("/proc/{pid}/status")).await?;
-    Ok((
-        status_number(&status, "VmRSS:", pid)?,
-        status_number(&status, "VmHWM:", pid)?,
-    ))
+    let f = status_figures(pid).await?;
+    Ok((f.rss_kib, f.hwm_kib))
 }
 
-/// (RssAnon, RssFile) in KiB: the resident memory the process allocated and the resident pages
-/// of files it maps (its own binary's code among them; clean pages the page cache shares).
-pub(crate) async fn rss_parts_kib(pid: u32) -> Result<(u64, u64)> {
-    let status = tokio::fs::read_to_string(format!("/proc/{pid}/status")).await?;
-    Ok((
-        status_number(&status, "RssAnon:", pid)?,
-        status_number(&status, "RssFile:", pid)?,
-    ))
+/// The figures of one reading of `/proc/<pid>/status` (so the parts add up within the whole).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StatusFigures {
+    /// VmRSS, KiB.
+    pub(crate) rss_kib: u64,
+    /// VmHWM (the peak RSS), KiB.
+    pub(crate) hwm_kib: u64,
+    /// RssAnon, KiB: the resident memory the process allocated.
+    pub(crate) anon_kib: u64,
+    /// RssFile, KiB: the resident pages of files it maps (its own binary's code among them;
+    /// clean pages the page cache shares).
+    pub(crate) file_kib: u64,
+    /// Threads: its runtime's workers and whatever blocking threads it keeps alive.
+    pub(crate) threads: u64,
 }
 
-/// The process's threads (`Threads:` of `/proc/<pid>/status`): its runtime's workers and
-/// whatever blocking threads it keeps alive.
-pub(crate) async fn threads(pid: u32) -> Result<u64> {
+/// Reads [`StatusFigures`] of process `pid`.
+pub(crate) async fn status_figures(pid: u32) -> Result<StatusFigures> {
     let status = tokio::fs::read_to_string(format!("/proc/{pid}/status")).await?;
-    status_number(&status, "Threads:", pid)
+    let number = |key| status_number(&status, key, pid);
+    Ok(StatusFigures {
+        rss_kib: number("VmRSS:")?,
+        hwm_kib: number("VmHWM:")?,
+        anon_kib: number("RssAnon:")?,
+        file_kib: number("RssFile:")?,
+        threads: number("Threads:")?,
+    })
 }
 
 /// The number on one `/proc/<pid>/status` line (`key` with its colon): KiB for the memory lines.
@@ -139,14 +148,13 @@ mod tests {
         cpu_ticks(pid).await.unwrap();
         let (rss, hwm) = memory_kib(pid).await.unwrap();
         assert!(rss > 0 && hwm >= rss);
-        let (anon, file) = rss_parts_kib(pid).await.unwrap();
+        let f = status_figures(pid).await.unwrap();
+        let (rss, anon, file) = (f.rss_kib, f.anon_kib, f.file_kib);
         assert!(anon > 0 && file > 0);
         // The parts within the whole, from one reading: other tests' threads allocate between
         // two.
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let kib = |key| status_number(&status, key, pid).unwrap();
-        let (rss, anon, file) = (kib("VmRSS:"), kib("RssAnon:"), kib("RssFile:"));
         assert!(anon + file <= rss, "{anon} + {file} KiB > {rss} KiB");
+        assert!(f.threads >= 1);
         let before = sockets(pid).await.unwrap();
         let _l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         assert_eq!(sockets(pid).await.unwrap(), before + 1);

@@ -24,7 +24,7 @@ use super::spans::{self, breakdown, unix_ns, Collector, StepStats};
 use super::workload::busybox_container;
 use super::{histogram, runtime_calls};
 use super::{BenchArgs, BENCH_DIR, GO_CGROUP_ROOT, NAMESPACE, RS_CGROUP_ROOT};
-use crate::proc_stats::{clock_ticks, cpu_ticks, memory_kib, rss_parts_kib, threads, MachineTicks};
+use crate::proc_stats::{clock_ticks, cpu_ticks, status_figures, MachineTicks};
 use crate::repo_root;
 
 /// The relist duration histogram (Go's name; kubelet-rs exports it with Go's buckets).
@@ -434,11 +434,11 @@ async fn measure(
         let (h0, h1) = (histogram::buckets(a, RELIST), histogram::buckets(b, RELIST));
         out.idle_relist_p99 = histogram::quantile_between(&h0, &h1, 0.99);
     }
-    let (rss, hwm) = memory_kib(*pid).await?;
-    out.rss_kib = Some(rss);
-    out.hwm_kib = Some(hwm);
-    out.rss_parts_kib = Some(rss_parts_kib(*pid).await?);
-    out.threads = Some(threads(*pid).await?);
+    let figures = status_figures(*pid).await?;
+    out.rss_kib = Some(figures.rss_kib);
+    out.hwm_kib = Some(figures.hwm_kib);
+    out.rss_parts_kib = Some((figures.anon_kib, figures.file_kib));
+    out.threads = Some(figures.threads);
     let running = match http_get(kind.read_only_port(), "/pods").await {
         Ok((200, body)) => running_pods(&body, prefix),
         _ => 0,
