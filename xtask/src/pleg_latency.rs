@@ -213,7 +213,7 @@ async fn measure(
     // The measured pods come first.
     let uids = &all_uids[..args.pods];
     let source = Arc::new(StaticSource::new("file", pods));
-    let max_pods = args.pods + args.background + 10;
+    let max_pods = u32::try_from(args.pods + args.background + 10).unwrap_or(u32::MAX);
     let config = Config {
         node_name: "pleg-latency".into(),
         root_dir: root,
@@ -221,18 +221,12 @@ async fn measure(
         resolv_conf: PathBuf::new(),
         evented_pleg: evented,
         pleg_relist_period: Duration::from_millis(args.relist_ms),
-        max_pods: u32::try_from(max_pods).unwrap_or(u32::MAX),
+        max_pods,
         ..Config::default()
     };
     // Admission counts pods against the container manager's allocatable `pods` too (the fake's
     // default is 110, which held a run with `--background 500` at 110 pods).
-    let max_pods = max_pods.to_string();
-    let cm = FakeContainerManager::with_capacity(&[
-        ("cpu", "4"),
-        ("memory", "8Gi"),
-        ("pods", &max_pods),
-        ("ephemeral-storage", "100Gi"),
-    ]);
+    let cm = FakeContainerManager::with_pods(max_pods);
     let kubelet = Kubelet::builder()
         .config(config)
         .runtime(rt.clone() as Arc<dyn ContainerRuntime>)

@@ -62,6 +62,17 @@ impl FakeContainerManager {
         }
     }
 
+    /// The [`Default`] manager's capacity with room for `pods` pods instead of 110 (a node
+    /// with a larger `maxPods`: admission counts pods against the allocatable `pods` too).
+    pub fn with_pods(pods: u32) -> Self {
+        let pods = pods.to_string();
+        let resources: Vec<(&str, &str)> = DEFAULT_CAPACITY
+            .iter()
+            .map(|&(name, value)| (name, if name == "pods" { pods.as_str() } else { value }))
+            .collect();
+        Self::with_capacity(&resources)
+    }
+
     /// Uids with resources set up right now.
     pub fn pod_uids(&self) -> Vec<String> {
         let mut v: Vec<String> = self
@@ -463,6 +474,18 @@ impl NodeStatsProvider for FakeNodeStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn with_pods_changes_only_the_pods() {
+        let (default, larger) = (
+            FakeContainerManager::default(),
+            FakeContainerManager::with_pods(530),
+        );
+        let mut expected = default.capacity();
+        expected.insert("pods".to_string(), Quantity("530".to_string()));
+        assert_eq!(larger.capacity(), expected);
+        assert_eq!(larger.allocatable(), expected);
+    }
 
     #[tokio::test]
     async fn fake_machine_follows_capacity_and_answers_every_request() {

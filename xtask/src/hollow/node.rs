@@ -93,13 +93,7 @@ impl HollowNode {
         let member = ClusterMember::new(clients, member_cfg.clone());
         let runtime: Arc<dyn ContainerRuntime> =
             Arc::new(InstrumentedRuntime::new(Arc::new(SimRuntime::new())));
-        let pods = max_pods.to_string();
-        let cm = FakeContainerManager::with_capacity(&[
-            ("cpu", "4"),
-            ("memory", "8Gi"),
-            ("pods", pods.as_str()),
-            ("ephemeral-storage", "100Gi"),
-        ]);
+        let cm = FakeContainerManager::with_pods(max_pods);
         let store = ApiObjectStore::new(member.api_client(), DEFAULT_TTL);
         let kubelet = Kubelet::builder()
             .config(engine_config(&member_cfg, max_pods))
