@@ -35,7 +35,8 @@ die() { log "error: $*"; exit 1; }
 
 # What the binary is made of, by content (committed or not): the kubelet's crates, the training
 # (bench-cri), this script, the manifests and the lock file; and the toolchain. A change elsewhere (the
-# README, the tests, another benchmark) keeps the binary.
+# README, the `tests` crate, another benchmark) keeps the binary; one to a kubelet crate's own
+# tests does not (they are in its directory).
 KEY_PATHS=(Cargo.toml Cargo.lock .cargo kubelet-core kubelet-sources kubelet-runtime-cri
   kubelet-cm kubelet-server kubelet-bin xtask/Cargo.toml xtask/src/bench_cri scripts/pgo-build.sh)
 source_key() {
