@@ -161,10 +161,10 @@ go_kubelet() {
   if ! [ -x "$NE2E_CACHE/bin/go-kubelet/kubelet" ]; then
     tree_of
     log "building the Go kubelet v1.20.2 (log: $NE2E_CACHE/build-kubelet.log)"
+    mkdir -p "$NE2E_CACHE/bin/go-kubelet"
     : >"$NE2E_CACHE/build-kubelet.log"
     in_tree "$NE2E_CACHE/build-kubelet.log" make WHAT=cmd/kubelet ||
       die "building the Go kubelet failed (log: $NE2E_CACHE/build-kubelet.log)"
-    mkdir -p "$NE2E_CACHE/bin/go-kubelet"
     install -m 0755 "$TREE/_output/local/bin/linux/amd64/kubelet" "$NE2E_CACHE/bin/go-kubelet/kubelet.tmp"
     mv "$NE2E_CACHE/bin/go-kubelet/kubelet.tmp" "$NE2E_CACHE/bin/go-kubelet/kubelet"
   fi
@@ -609,7 +609,12 @@ main() {
       cmd_groups "$@"
       ;;
     group-table) print_group_table ;;
-    go-kubelet) echo "$(go_kubelet)/kubelet" ;;
+    go-kubelet)
+      # Not `echo "$(go_kubelet)/kubelet"`: echo's status would hide a failed build.
+      local dir
+      dir=$(go_kubelet)
+      echo "$dir/kubelet"
+      ;;
     sample-device-plugin) sample_device_plugin ;;
     table) print_table ;;
     summary) summarize "${2:-kubelet-rs}" ;;
