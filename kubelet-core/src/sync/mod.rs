@@ -49,6 +49,22 @@ pub(crate) use stop::{cleanup_pod, terminate_pod};
 /// How long to wait before retrying after a failed runtime call.
 const ERROR_RETRY: Duration = Duration::from_secs(2);
 
+/// The first retry of a pod's failed volume set-up: Go's volume manager retries a failed mount
+/// after 500 ms (`initialDurationBeforeRetry` of its exponential backoff), so a transient error
+/// (a token request that lost a race, a driver that was a moment late) does not cost a pod the
+/// full [`ERROR_RETRY`].
+const VOLUME_FIRST_RETRY: Duration = Duration::from_millis(500);
+
+/// The delay before the next set-up after `failures` failed ones in a row: 500 ms, 1 s, then
+/// [`ERROR_RETRY`]. Go doubles on up to 2 min 2 s; the cap here stays the pod sync's own retry,
+/// so a pod waiting for a configMap created later starts within 2 s of it.
+fn volume_retry(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(8);
+    VOLUME_FIRST_RETRY
+        .saturating_mul(1 << doublings)
+        .min(ERROR_RETRY)
+}
+
 /// Why a step of the pod sync failed (each variant prints its cause once).
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
@@ -91,6 +107,8 @@ pub(crate) struct WorkerMemory {
     pub failure: Option<WaitingReason>,
     /// Time spent getting the pod's images (left out of the pod start-up SLI).
     pub image_pull: Duration,
+    /// Failed volume set-ups in a row (the retry's backoff, [`volume_retry`]).
+    pub volume_failures: u32,
 }
 
 /// Go's reason and message for a pod past its `activeDeadlineSeconds`.
@@ -202,10 +220,12 @@ async fn prepare_volumes(
         Ok(()) => {
             let volume_reason = volume_waiting_reason(p);
             memory.reasons.retain(|_, r| r.reason != volume_reason);
+            memory.volume_failures = 0;
             true
         }
         Err(err) => {
             let message = err.to_string();
+            memory.volume_failures = memory.volume_failures.saturating_add(1);
             tracing::warn!(pod = %pod::full_name(p), uid = pod::uid(p), error = %message, "volumes not set up");
             e.sink.record_event(Event::for_pod(
                 p,
@@ -277,7 +297,7 @@ pub(crate) async fn sync_pod(e: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory
     }
     if !prepare_volumes(e, p, rt.pod_ips().into_iter().next(), memory).await {
         update_status(e, p, &rt, memory, false);
-        return SyncOutcome::Requeue(ERROR_RETRY);
+        return SyncOutcome::Requeue(volume_retry(memory.volume_failures));
     }
     if !pod::host_network(p) && !e.runtime_state.network_ready() {
         tracing::debug!(pod = %pod::full_name(p), "network is not ready; waiting");
@@ -305,5 +325,26 @@ pub(crate) async fn sync_pod(e: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory
             SyncOutcome::Requeue(next)
         }
         Err(_) => SyncOutcome::Requeue(ERROR_RETRY),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volume_retries_start_at_go_first_backoff_and_stop_at_the_sync_retry() {
+        let ms = Duration::from_millis;
+        for (failures, want) in [
+            (0, ms(500)),
+            (1, ms(500)),
+            (2, ms(1000)),
+            (3, ms(2000)),
+            (4, ms(2000)),
+            (40, ms(2000)),
+            (u32::MAX, ms(2000)),
+        ] {
+            assert_eq!(volume_retry(failures), want, "after {failures} failures");
+        }
     }
 }

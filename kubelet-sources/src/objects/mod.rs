@@ -170,6 +170,21 @@ fn api_error(kind: &'static str, namespace: &str, name: &str, e: kube::Error) ->
     }
 }
 
+/// A failed TokenRequest with the API server's own words: its 404 may be about the bound pod
+/// (`pods "x" not found`) as well as about the service account, so it is not turned into a
+/// service account's [`ObjectError::NotFound`].
+fn token_request_error(request: &TokenRequest, e: kube::Error) -> ObjectError {
+    ObjectError::Api {
+        kind: "serviceaccount token",
+        namespace: request.namespace.clone(),
+        name: request.service_account.clone(),
+        message: match e {
+            kube::Error::Api(s) => format!("{} ({}, {})", s.message, s.reason, s.code),
+            other => other.to_string(),
+        },
+    }
+}
+
 impl ApiObjectStore {
     /// A store over `client` caching objects for `ttl` (Go's `Cache` strategy; [`DEFAULT_TTL`]
     /// is Go's default TTL).
@@ -333,7 +348,7 @@ impl ObjectStore for ApiObjectStore {
         let resp = api
             .create_token_request(&request.service_account, &PostParams::default(), &body)
             .await
-            .map_err(|e| api_error(kind, &request.namespace, &request.service_account, e))?;
+            .map_err(|e| token_request_error(request, e))?;
         let incomplete = || ObjectError::Api {
             kind,
             namespace: request.namespace.clone(),
@@ -533,5 +548,29 @@ mod tests {
         .map(|(s, n)| (s, n.to_string()))
         .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_token_request_error_keeps_the_api_servers_words() {
+        let request = TokenRequest {
+            namespace: "ns".into(),
+            service_account: "default".into(),
+            audiences: vec![],
+            expiration_seconds: 3607,
+            pod_name: "p".into(),
+            pod_uid: "u".into(),
+        };
+        let pod_gone = kube::core::Status::failure(r#"pods "p" not found"#, "NotFound")
+            .with_code(404)
+            .boxed();
+        let e = token_request_error(&request, kube::Error::Api(pod_gone));
+        assert!(
+            !e.is_not_found(),
+            "a 404 about the bound pod is not the account's"
+        );
+        assert_eq!(
+            e.to_string(),
+            r#"serviceaccount token ns/default: pods "p" not found (NotFound, 404)"#
+        );
     }
 }
