@@ -489,6 +489,12 @@ start_kubelet() {
     mkdir -p "$STATE/pod-logs"
     printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\n' \
       "$STATE/pod-logs" >"$STATE/kubelet-config.yaml"
+    # KUBELET_RS_CONFORMANCE_OTLP=HOST:PORT: every span to that OTLP collector
+    # (scripts/startup-latency.sh with KUBELET_RS_STARTUP_SPANS=1).
+    if [ -n "${KUBELET_RS_CONFORMANCE_OTLP:-}" ]; then
+      printf 'featureGates:\n  KubeletTracing: true\ntracing:\n  endpoint: "%s"\n  samplingRatePerMillion: 1000000\n' \
+        "$KUBELET_RS_CONFORMANCE_OTLP" >>"$STATE/kubelet-config.yaml"
+    fi
     args+=(--config="$STATE/kubelet-config.yaml")
   fi
   # Extra flags for both kubelets (scripts/idle-rate.sh: a cluster DNS address).

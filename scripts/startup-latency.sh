@@ -14,6 +14,10 @@
 # run's table: the first kind is the reference of the ratios and the targets.
 # KUBELET_RS_STARTUP_BURST (30) is the size of a burst, of the raw floor's and of the scenario's;
 # KUBELET_RS_STARTUP_ARGS adds flags to `startup-latency api` (e.g. "--sequential 20").
+# KUBELET_RS_STARTUP_SPANS=1: kubelet-rs exports every span to a collector `startup-latency api`
+# serves on 127.0.0.1:$KUBELET_RS_STARTUP_OTLP_PORT (4327), and the report adds where each
+# scenario's time went (intake, the sync's CRI calls and own time, after; the export costs some
+# CPU: compare latencies of runs without it).
 # kubelet-rs is the shipped build, `--profile ship` (KUBELET_RS_CONFORMANCE_PROFILE=release for
 # the release one, as in conformance.sh).
 # Results in $STATE/startup-latency/<run>/.
@@ -32,6 +36,8 @@ OUT="$STATE/startup-latency"
 BURST=${KUBELET_RS_STARTUP_BURST:-30}
 [[ "$BURST" =~ ^[1-9][0-9]*$ ]] || die "KUBELET_RS_STARTUP_BURST must be a positive number: $BURST"
 read -r -a API_ARGS <<<"${KUBELET_RS_STARTUP_ARGS:-}"
+SPANS=${KUBELET_RS_STARTUP_SPANS:-0}
+OTLP="127.0.0.1:${KUBELET_RS_STARTUP_OTLP_PORT:-4327}"
 
 xtask() {
   (cd "$REPO" && CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/kubelet-rs/target} \
@@ -45,10 +51,16 @@ measure() {
   cluster_prepare
   log "$kind: the raw CRI floor on ${KUBELET_RS_CRI_ENDPOINT}"
   xtask raw --endpoint "$KUBELET_RS_CRI_ENDPOINT" --burst "$BURST" --out "$dir/$kind.raw.json"
-  start_kubelet "$kind" "$bin"
+  local spans=()
+  if [ "$SPANS" = 1 ] && [ "$kind" = kubelet-rs ]; then
+    spans=(--otlp "$OTLP")
+    KUBELET_RS_CONFORMANCE_OTLP=$OTLP start_kubelet "$kind" "$bin"
+  else
+    start_kubelet "$kind" "$bin"
+  fi
   log "$kind: the scenarios through the API server"
   xtask api --kubeconfig "$KUBECONFIG" --node "$NODE_NAME" --kubelet "$kind" \
-    --burst "$BURST" --out "$dir/$kind.api.json" "${API_ARGS[@]}"
+    --burst "$BURST" --out "$dir/$kind.api.json" "${spans[@]}" "${API_ARGS[@]}"
   # The kubelet's memory after the scenarios (their pods deleted): a cluster node's resident
   # code is more than a standalone one's (the API client, the watches, the volumes).
   local pid

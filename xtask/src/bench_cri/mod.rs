@@ -32,7 +32,7 @@ pub(crate) mod raw;
 mod report;
 mod restart;
 mod runtime_calls;
-mod spans;
+pub(crate) mod spans;
 pub(crate) mod workload;
 
 use std::path::{Path, PathBuf};

@@ -29,19 +29,19 @@ use super::workload::percentile;
 
 /// One received span, reduced to what the breakdown needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct SpanRecord {
-    pub(super) name: String,
-    pub(super) span_id: Vec<u8>,
-    pub(super) parent_span_id: Vec<u8>,
-    pub(super) start_ns: u64,
-    pub(super) end_ns: u64,
+pub(crate) struct SpanRecord {
+    pub(crate) name: String,
+    pub(crate) span_id: Vec<u8>,
+    pub(crate) parent_span_id: Vec<u8>,
+    pub(crate) start_ns: u64,
+    pub(crate) end_ns: u64,
     /// `k8s.pod.name`, on the pod worker's spans.
-    pub(super) pod: Option<String>,
+    pub(crate) pod: Option<String>,
 }
 
 /// The OTLP/gRPC trace collector: every span the kubelet exports, in arrival order.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Collector {
+pub(crate) struct Collector {
     spans: Arc<Mutex<Vec<SpanRecord>>>,
 }
 
@@ -80,19 +80,25 @@ impl TraceService for Collector {
 }
 
 /// The running collector: its address; the server stops when this is dropped.
-pub(super) struct RunningCollector {
-    pub(super) collector: Collector,
-    pub(super) addr: SocketAddr,
+pub(crate) struct RunningCollector {
+    pub(crate) collector: Collector,
+    pub(crate) addr: SocketAddr,
     _stop: DropGuard,
 }
 
 impl Collector {
     /// Serves a collector on a free loopback port.
     pub(super) async fn start() -> Result<RunningCollector> {
+        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Serves a collector on `addr` (a kubelet configured before the collector started
+    /// connects once it is there: its exporter's channel is lazy).
+    pub(crate) async fn start_on(addr: SocketAddr) -> Result<RunningCollector> {
         let collector = Collector::default();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .context("binding the OTLP collector")?;
+            .with_context(|| format!("binding the OTLP collector on {addr}"))?;
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
         tokio::spawn({
@@ -107,7 +113,7 @@ impl Collector {
                     )
                     .await
                 {
-                    eprintln!("[bench] OTLP collector stopped: {e}");
+                    eprintln!("[otlp] the collector stopped: {e}");
                 }
             }
         });
@@ -123,13 +129,13 @@ impl Collector {
     }
 
     /// A copy of what has arrived.
-    pub(super) fn spans(&self) -> Vec<SpanRecord> {
+    pub(crate) fn spans(&self) -> Vec<SpanRecord> {
         self.spans.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
     /// Waits until no span arrived for `quiet` (the kubelet exports in batches every few
     /// seconds), at most `max`.
-    pub(super) async fn settle(&self, quiet: Duration, max: Duration) {
+    pub(crate) async fn settle(&self, quiet: Duration, max: Duration) {
         let t = kubelet_core::clock::monotonic_now();
         let (mut seen, mut since) = (self.len(), kubelet_core::clock::monotonic_now());
         while kubelet_core::clock::elapsed(t) < max {
@@ -145,7 +151,7 @@ impl Collector {
 }
 
 /// Nanoseconds since the Unix epoch of a wall-clock instant (the spans' time base).
-pub(super) fn unix_ns(t: SystemTime) -> u64 {
+pub(crate) fn unix_ns(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
         .unwrap_or_default()
@@ -153,7 +159,7 @@ pub(super) fn unix_ns(t: SystemTime) -> u64 {
 
 /// The spans as tab-separated lines (name, span id, parent id, start and end in Unix ns, pod),
 /// for a closer look than the breakdown's.
-pub(super) fn tsv(spans: &[SpanRecord]) -> String {
+pub(crate) fn tsv(spans: &[SpanRecord]) -> String {
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let mut out = String::from("name\tspan\tparent\tstart_ns\tend_ns\tpod\n");
     for s in spans {
@@ -319,7 +325,7 @@ pub(super) fn breakdown_lines(
     lines
 }
 /// Nanoseconds covered by the union of the intervals `[start, end)`.
-fn covered_ns(mut intervals: Vec<(u64, u64)>) -> u64 {
+pub(crate) fn covered_ns(mut intervals: Vec<(u64, u64)>) -> u64 {
     intervals.sort_unstable();
     let mut total = 0;
     let mut reach = 0;

@@ -2,6 +2,7 @@
 //! from just before its create request until a watch shows it `Ready`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +24,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::ms;
+use super::steps::{self, Timed};
+use crate::bench_cri::spans::{self as otlp, Collector, RunningCollector};
 use crate::bench_cri::workload::busybox_container;
 
 /// Flags of `cargo xtask startup-latency api`.
@@ -55,6 +58,12 @@ pub(super) struct ApiArgs {
     /// Where the figures go (JSON).
     #[arg(long)]
     pub(super) out: PathBuf,
+    /// Serve an OTLP/gRPC trace collector on this address during the scenarios (a kubelet-rs
+    /// configured to export every span to it) and add each scenario's breakdown from the
+    /// spans: intake, the sync's CRI calls and own time, after (see `steps`); the spans go to
+    /// `OUT` with the extension `spans.tsv`.
+    #[arg(long)]
+    otlp: Option<SocketAddr>,
 }
 
 const NAMESPACE: &str = "startup-latency";
@@ -102,6 +111,8 @@ struct Sample {
     create: f64,
     status: Option<f64>,
     ready: f64,
+    /// The pod and its create request and `Ready` on the wall clock (the spans' time base).
+    timed: Timed,
 }
 
 /// The state of one run: the client, its pods' API and what the watch saw.
@@ -111,6 +122,7 @@ struct Bench<'a> {
     seen: SeenMap,
     run: String,
     args: &'a ApiArgs,
+    collector: Option<RunningCollector>,
 }
 
 /// Runs the three scenarios against the kubelet of `args.node`.
@@ -122,12 +134,17 @@ pub(super) async fn run(args: &ApiArgs) -> Result<Value> {
     let limit = Duration::from_secs(args.timeout);
     prepare_namespace(&client, limit).await?;
     let run = format!("{:x}", std::process::id());
+    let collector = match args.otlp {
+        Some(addr) => Some(Collector::start_on(addr).await?),
+        None => None,
+    };
     let bench = Bench {
         pods: Api::namespaced(client.clone(), NAMESPACE),
         client: client.clone(),
         seen: SeenMap::default(),
         run,
         args,
+        collector,
     };
     let stop = CancellationToken::new();
     let watch = bench.watch(stop.clone()).await?;
@@ -193,6 +210,7 @@ impl Bench<'_> {
         out.insert("get_rtt_ms".into(), json!(rtt));
 
         let (n, burst) = (self.args.sequential, self.args.burst);
+        let mut timings = Vec::new();
         let plan: [(&str, usize, usize, bool); 3] = [
             ("sequential", n, 1, false),
             ("burst", self.args.bursts, burst, false),
@@ -219,12 +237,14 @@ impl Bench<'_> {
                 gone.push(self.delete_all().await?);
             }
             let after = self.pod_start_metric().await;
+            let timed: Vec<Timed> = samples.iter().map(|s| s.timed.clone()).collect();
             let kubelet = match (before, after) {
                 (Some((s0, c0)), Some((s1, c1))) if c1 > c0 => {
                     json!({"count": c1 - c0, "mean_ms": (s1 - s0) / (c1 - c0) * 1000.0})
                 }
                 _ => Value::Null,
             };
+            timings.push((scenario, timed));
             out.insert(
                 scenario.into(),
                 json!({
@@ -238,6 +258,27 @@ impl Bench<'_> {
                 }),
             );
         }
+        if let Some(c) = &self.collector {
+            // The last steps' spans leave in the kubelet's next export batch.
+            c.collector
+                .settle(Duration::from_secs(8), Duration::from_secs(30))
+                .await;
+            let spans = c.collector.spans();
+            let dump = self.args.out.with_extension("spans.tsv");
+            tokio::fs::write(&dump, otlp::tsv(&spans))
+                .await
+                .with_context(|| format!("writing {}", dump.display()))?;
+            eprintln!(
+                "[startup-latency] {} spans in {}",
+                spans.len(),
+                dump.display()
+            );
+            for (scenario, timed) in timings {
+                if let Some(Value::Object(o)) = out.get_mut(scenario) {
+                    o.insert("steps".into(), steps::breakdown(&spans, &timed));
+                }
+            }
+        }
         Ok(Value::Object(out))
     }
 
@@ -245,9 +286,10 @@ impl Bench<'_> {
     async fn start(&self, pods: Vec<Pod>) -> Result<Vec<Sample>> {
         let creates = pods.into_iter().map(|p| async move {
             let name = p.metadata.name.clone().unwrap_or_default();
+            let wall = otlp::unix_ns(kubelet_core::clock::wall_now());
             let t0 = Instant::now();
             let r = self.pods.create(&PostParams::default(), &p).await;
-            (name, t0, t0.elapsed(), r)
+            (name, (t0, wall), t0.elapsed(), r)
         });
         let mut started = Vec::new();
         for (name, t0, took, r) in futures::future::join_all(creates).await {
@@ -268,15 +310,21 @@ impl Bench<'_> {
             if ready == started.len() {
                 return Ok(started
                     .iter()
-                    .map(|(n, t0, took)| {
+                    .map(|(n, (t0, wall), took)| {
                         let s = seen.get(n.as_str()).copied().unwrap_or_default();
+                        let ready = s.ready.map(|at| at.saturating_duration_since(*t0));
+                        let ready_ns = ready
+                            .and_then(|d| u64::try_from(d.as_nanos()).ok())
+                            .map_or(u64::MAX, |d| wall.saturating_add(d));
                         Sample {
                             create: ms(*took),
                             status: s.status.map(|at| ms(at.saturating_duration_since(*t0))),
-                            ready: s
-                                .ready
-                                .map(|at| ms(at.saturating_duration_since(*t0)))
-                                .unwrap_or(f64::NAN),
+                            ready: ready.map(ms).unwrap_or(f64::NAN),
+                            timed: Timed {
+                                pod: n.clone(),
+                                create_ns: *wall,
+                                ready_ns,
+                            },
                         }
                     })
                     .collect());

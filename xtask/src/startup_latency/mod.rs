@@ -18,7 +18,9 @@
 //!    Scenarios: (a) pods created one at a time, each once the one before is Ready;
 //!    (b) bursts of pods created at once; (c) pods with a configMap, a secret and a projected
 //!    volume (a service account token, the configMap, the pod's labels), one at a time.
-//!    Between scenarios every pod is deleted and gone.
+//!    Between scenarios every pod is deleted and gone. With `--otlp` it also serves a trace
+//!    collector for a kubelet-rs exporting its spans and splits each pod's time into intake,
+//!    the sync (CRI calls, own time, waits between steps) and after (`steps`).
 //! 3. `report`: both kubelets' figures side by side (p50/p90/p99), the ratios, where the time
 //!    went, and the targets (p99 ≤ 1.1 × the raw CRI time of the same pod + one API
 //!    round trip; kubelet-rs's p99 below Go's p50).
@@ -26,6 +28,7 @@
 mod api;
 mod raw;
 mod report;
+mod steps;
 
 use std::path::PathBuf;
 use std::time::Duration;

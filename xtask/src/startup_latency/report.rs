@@ -133,6 +133,9 @@ fn table(all: &[Figures]) -> Vec<String> {
                 ratio(p99, reference_p99),
             ));
         }
+        for f in all {
+            out.extend(step_lines(f, key));
+        }
         out.extend(targets(all, key));
     }
     out.push(
@@ -142,6 +145,64 @@ fn table(all: &[Figures]) -> Vec<String> {
          scenario; deleted s = all pods deleted -> gone (summed over groups)"
             .into(),
     );
+    out
+}
+
+/// Where a kubelet's time went in scenario `key`, from its spans (`api --otlp`; nothing when
+/// the run had no collector): p50 / p90 / p99 of each part, the CRI calls beside the raw
+/// floor's one-at-a-time calls.
+fn step_lines(f: &Figures, key: &str) -> Vec<String> {
+    let Some(steps) = f.api.get(key).and_then(|s| s.get("steps")) else {
+        return Vec::new();
+    };
+    let spread = |v: &[f64]| {
+        format!(
+            "{:>7.1} {:>7.1} {:>7.1}",
+            percentile_ms(v, 50.0),
+            percentile_ms(v, 90.0),
+            percentile_ms(v, 99.0)
+        )
+    };
+    let part = |name: &str| samples(steps, &[name]);
+    let pods = part("intake_ms").len();
+    let multi = samples(steps, &["steps"])
+        .iter()
+        .filter(|n| **n > 1.0)
+        .count();
+    let missing = steps
+        .get("pods_without_spans")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let mut out = vec![
+        format!(
+            "  {} from its spans: {pods} pods ({multi} with more than one syncPod before Ready,              {missing} without spans); ms p50 / p90 / p99",
+            f.kind
+        ),
+        format!("    {:<34} {}", "intake (create sent -> syncPod)", spread(&part("intake_ms"))),
+        format!("    {:<34} {}", "sync (first step -> last end)", spread(&part("sync_ms"))),
+        format!("    {:<34} {}", "  own (steps less CRI calls)", spread(&part("own_ms"))),
+        format!("    {:<34} {}", "  waits between steps", spread(&part("between_ms"))),
+    ];
+    if let Some(Value::Object(calls)) = steps.get("calls_ms") {
+        for method in calls.keys() {
+            let d = samples(steps, &["calls_ms", method]);
+            let raw = samples(&f.raw, &["sequential_calls_ms", method]);
+            let raw = match raw.is_empty() {
+                true => String::new(),
+                false => format!("   raw one at a time {}", spread(&raw)),
+            };
+            out.push(format!(
+                "    {:<34} {}{raw}",
+                format!("  {method} ({})", d.len()),
+                spread(&d)
+            ));
+        }
+    }
+    out.push(format!(
+        "    {:<34} {}",
+        "after (last end -> Ready seen)",
+        spread(&part("after_ms"))
+    ));
     out
 }
 
@@ -207,6 +268,35 @@ mod tests {
                                "kubelet_pod_start": {"count": 2, "mean_ms": 300.0}},
             }),
         }
+    }
+
+    #[test]
+    fn the_spans_breakdown_is_printed_when_the_run_had_one() {
+        let mut f = figures("rs", &[200.0, 210.0], &[150.0]);
+        assert!(step_lines(&f, "sequential").is_empty());
+        f.raw["sequential_calls_ms"] = json!({"RunPodSandbox": [100.0, 120.0]});
+        f.api["sequential"]["steps"] = json!({
+            "intake_ms": [10.0, 12.0], "sync_ms": [180.0, 190.0], "own_ms": [20.0, 25.0],
+            "between_ms": [0.0, 0.0], "after_ms": [8.0, 9.0], "steps": [1, 2],
+            "calls_ms": {"RunPodSandbox": [110.0, 130.0]}, "pods_without_spans": 0,
+        });
+        let lines = step_lines(&f, "sequential");
+        assert!(
+            lines[0].contains("2 pods (1 with more than one syncPod"),
+            "{lines:?}"
+        );
+        let sandbox = lines
+            .iter()
+            .find(|l| l.contains("RunPodSandbox (2)"))
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            sandbox.contains("raw one at a time   100.0   120.0   120.0"),
+            "{sandbox}"
+        );
+        assert!(lines
+            .last()
+            .is_some_and(|l| l.contains("after") && l.contains("8.0")));
     }
 
     #[test]
