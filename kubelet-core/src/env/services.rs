@@ -80,18 +80,29 @@ pub(super) async fn pod_services(p: &Pod, store: &dyn ObjectStore) -> Vec<Servic
             Vec::new()
         }
     };
-    if links {
-        for s in list(store.services(ns).await, ns) {
+    // The two listings go together: each is a request to the API server, and a container
+    // start waits for both.
+    let own = async {
+        match links {
+            true => Some(store.services(ns).await),
+            false => None,
+        }
+    };
+    let default = async {
+        match ns == MASTER_SERVICE_NAMESPACE {
+            true => None,
+            false => Some(store.services(MASTER_SERVICE_NAMESPACE).await),
+        }
+    };
+    let (own, default) = futures::join!(own, default);
+    if let Some(r) = own {
+        for s in list(r, ns) {
             by_name.insert(s.metadata.name.clone().unwrap_or_default(), s);
         }
     }
-    let master = if ns == MASTER_SERVICE_NAMESPACE {
-        by_name.get("kubernetes").cloned().into_iter().collect()
-    } else {
-        list(
-            store.services(MASTER_SERVICE_NAMESPACE).await,
-            MASTER_SERVICE_NAMESPACE,
-        )
+    let master = match default {
+        None => by_name.get("kubernetes").cloned().into_iter().collect(),
+        Some(r) => list(r, MASTER_SERVICE_NAMESPACE),
     };
     for s in master {
         let name = s.metadata.name.clone().unwrap_or_default();
