@@ -175,14 +175,41 @@ fn step_lines(f: &Figures, key: &str) -> Vec<String> {
         .unwrap_or(0);
     let mut out = vec![
         format!(
-            "  {} from its spans: {pods} pods ({multi} with more than one syncPod before Ready,              {missing} without spans); ms p50 / p90 / p99",
+            "  {} from its spans: {pods} pods ({multi} with more than one syncPod before \
+             Ready, {missing} without spans); ms p50 / p90 / p99",
             f.kind
         ),
-        format!("    {:<34} {}", "intake (create sent -> syncPod)", spread(&part("intake_ms"))),
-        format!("    {:<34} {}", "sync (first step -> last end)", spread(&part("sync_ms"))),
-        format!("    {:<34} {}", "  own (steps less CRI calls)", spread(&part("own_ms"))),
-        format!("    {:<34} {}", "  waits between steps", spread(&part("between_ms"))),
+        format!(
+            "    {:<34} {}",
+            "intake (create sent -> syncPod)",
+            spread(&part("intake_ms"))
+        ),
+        format!(
+            "    {:<34} {}",
+            "sync (first step -> last end)",
+            spread(&part("sync_ms"))
+        ),
+        format!(
+            "    {:<34} {}",
+            "  own (steps less CRI calls)",
+            spread(&part("own_ms"))
+        ),
     ];
+    if let Some(Value::Object(places)) = steps.get("own_by_place_ms") {
+        for place in places.keys() {
+            let d = samples(steps, &["own_by_place_ms", place]);
+            out.push(format!(
+                "    {:<34} {}",
+                format!("    own {place}"),
+                spread(&d)
+            ));
+        }
+    }
+    out.push(format!(
+        "    {:<34} {}",
+        "  waits between steps",
+        spread(&part("between_ms"))
+    ));
     if let Some(Value::Object(calls)) = steps.get("calls_ms") {
         for method in calls.keys() {
             let d = samples(steps, &["calls_ms", method]);
@@ -279,6 +306,7 @@ mod tests {
             "intake_ms": [10.0, 12.0], "sync_ms": [180.0, 190.0], "own_ms": [20.0, 25.0],
             "between_ms": [0.0, 0.0], "after_ms": [8.0, 9.0], "steps": [1, 2],
             "calls_ms": {"RunPodSandbox": [110.0, 130.0]}, "pods_without_spans": 0,
+            "own_by_place_ms": {"before RunPodSandbox": [4.0, 5.0]},
         });
         let lines = step_lines(&f, "sequential");
         assert!(
@@ -297,6 +325,12 @@ mod tests {
         assert!(lines
             .last()
             .is_some_and(|l| l.contains("after") && l.contains("8.0")));
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("own before RunPodSandbox") && l.contains("4.0")),
+            "{lines:?}"
+        );
     }
 
     #[test]

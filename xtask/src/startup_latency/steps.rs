@@ -40,6 +40,21 @@ struct Parts {
     after: u64,
     steps: usize,
     calls: Vec<(String, u64)>,
+    /// The own time by where it was spent: just before a call of each method (since the
+    /// step began or the call before ended), or after the step's last call; summed per pod.
+    own_by_place: BTreeMap<String, u64>,
+}
+
+/// Where a step's own time went: the gaps before each of its `calls` (sorted by start) and
+/// after the last, added to `into` by place. The gaps add up to the step less its calls.
+fn own_by_place(step: &SpanRecord, calls: &[&SpanRecord], into: &mut BTreeMap<String, u64>) {
+    let mut reach = step.start_ns;
+    for c in calls {
+        let method = c.name.rsplit('/').next().unwrap_or(&c.name);
+        *into.entry(format!("before {method}")).or_default() += c.start_ns.saturating_sub(reach);
+        reach = reach.max(c.end_ns);
+    }
+    *into.entry("after the last call".into()).or_default() += step.end_ns.saturating_sub(reach);
 }
 
 /// The parts of one pod; `None` when no `syncPod` of it began between its create and `Ready`.
@@ -59,13 +74,19 @@ fn parts(
     let stepping = covered_ns(steps.iter().map(|s| (s.start_ns, s.end_ns)).collect());
     let mut in_flight = Vec::new();
     let mut calls = Vec::new();
-    for c in steps
-        .iter()
-        .flat_map(|s| children.get(s.span_id.as_slice()).into_iter().flatten())
-    {
-        in_flight.push((c.start_ns, c.end_ns));
-        let method = c.name.rsplit('/').next().unwrap_or(&c.name).to_string();
-        calls.push((method, c.end_ns.saturating_sub(c.start_ns)));
+    let mut by_place = BTreeMap::new();
+    for step in &steps {
+        let mut under: Vec<&SpanRecord> = children
+            .get(step.span_id.as_slice())
+            .map(|c| c.to_vec())
+            .unwrap_or_default();
+        under.sort_by_key(|c| c.start_ns);
+        own_by_place(step, &under, &mut by_place);
+        for c in under {
+            in_flight.push((c.start_ns, c.end_ns));
+            let method = c.name.rsplit('/').next().unwrap_or(&c.name).to_string();
+            calls.push((method, c.end_ns.saturating_sub(c.start_ns)));
+        }
     }
     let sync = last.saturating_sub(first);
     Some(Parts {
@@ -76,6 +97,7 @@ fn parts(
         after: t.ready_ns.saturating_sub(last),
         steps: steps.len(),
         calls,
+        own_by_place: by_place,
     })
 }
 
@@ -91,6 +113,7 @@ pub(super) fn breakdown(spans: &[SpanRecord], pods: &[Timed]) -> Value {
         (vec![], vec![], vec![], vec![], vec![]);
     let mut steps = vec![];
     let mut calls: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut places: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut missing = 0;
     for t in pods {
         let Some(p) = parts(spans, &children, t) else {
@@ -106,6 +129,9 @@ pub(super) fn breakdown(spans: &[SpanRecord], pods: &[Timed]) -> Value {
         for (method, d) in p.calls {
             calls.entry(method).or_default().push(ms(d));
         }
+        for (place, d) in p.own_by_place {
+            places.entry(place).or_default().push(ms(d));
+        }
     }
     json!({
         "intake_ms": intake,
@@ -115,6 +141,7 @@ pub(super) fn breakdown(spans: &[SpanRecord], pods: &[Timed]) -> Value {
         "after_ms": after,
         "steps": steps,
         "calls_ms": calls,
+        "own_by_place_ms": places,
         "pods_without_spans": missing,
     })
 }
@@ -180,5 +207,11 @@ mod tests {
         assert_eq!(got["calls_ms"]["RunPodSandbox"], json!([100.0, 60.0]));
         assert_eq!(got["calls_ms"]["CreateContainer"], json!([30.0]));
         assert_eq!(got["pods_without_spans"], json!(1));
+        // a: 10 before the sandbox, 0 before the create (it began within the sandbox call),
+        // 50 after; b: 5 before the sandbox, 5 (the failed step, no call) + 20 after.
+        let places = &got["own_by_place_ms"];
+        assert_eq!(places["before RunPodSandbox"], json!([10.0, 5.0]));
+        assert_eq!(places["before CreateContainer"], json!([0.0]));
+        assert_eq!(places["after the last call"], json!([50.0, 25.0]));
     }
 }
