@@ -339,27 +339,29 @@ pub(crate) fn covered_ns(mut intervals: Vec<(u64, u64)>) -> u64 {
     total
 }
 
+/// A span for tests: ids of one byte (0 for no parent), times in milliseconds.
+#[cfg(test)]
+pub(crate) fn span(
+    name: &str,
+    id: u8,
+    parent: u8,
+    start_ms: u64,
+    end_ms: u64,
+    pod: Option<&str>,
+) -> SpanRecord {
+    SpanRecord {
+        name: name.into(),
+        span_id: vec![id],
+        parent_span_id: if parent == 0 { vec![] } else { vec![parent] },
+        start_ns: start_ms * 1_000_000,
+        end_ns: end_ms * 1_000_000,
+        pod: pod.map(String::from),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn span(
-        name: &str,
-        id: u8,
-        parent: u8,
-        start_ms: u64,
-        end_ms: u64,
-        pod: Option<&str>,
-    ) -> SpanRecord {
-        SpanRecord {
-            name: name.into(),
-            span_id: vec![id],
-            parent_span_id: if parent == 0 { vec![] } else { vec![parent] },
-            start_ns: start_ms * 1_000_000,
-            end_ns: end_ms * 1_000_000,
-            pod: pod.map(String::from),
-        }
-    }
 
     #[test]
     fn steps_are_grouped_with_their_cri_calls_and_own_time() {

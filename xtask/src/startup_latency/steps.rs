@@ -149,24 +149,7 @@ pub(super) fn breakdown(spans: &[SpanRecord], pods: &[Timed]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn span(
-        name: &str,
-        id: u8,
-        parent: u8,
-        start_ms: u64,
-        end_ms: u64,
-        pod: Option<&str>,
-    ) -> SpanRecord {
-        SpanRecord {
-            name: name.into(),
-            span_id: vec![id],
-            parent_span_id: if parent == 0 { vec![] } else { vec![parent] },
-            start_ns: start_ms * 1_000_000,
-            end_ns: end_ms * 1_000_000,
-            pod: pod.map(String::from),
-        }
-    }
+    use crate::bench_cri::spans::span;
 
     #[test]
     fn a_pods_time_splits_into_intake_sync_and_after() {
