@@ -176,6 +176,20 @@ pub(crate) fn tsv(spans: &[SpanRecord]) -> String {
     out
 }
 
+/// The spans under each parent, by the parent's span id (a step's CRI calls).
+pub(crate) fn children_by_parent(spans: &[SpanRecord]) -> BTreeMap<&[u8], Vec<&SpanRecord>> {
+    let mut children: BTreeMap<&[u8], Vec<&SpanRecord>> = BTreeMap::new();
+    for s in spans.iter().filter(|s| !s.parent_span_id.is_empty()) {
+        children.entry(&s.parent_span_id).or_default().push(s);
+    }
+    children
+}
+
+/// A CRI call's method: the last part of its span's name (`runtime.v1.RuntimeService/X`).
+pub(crate) fn method(call: &SpanRecord) -> &str {
+    call.name.rsplit('/').next().unwrap_or(&call.name)
+}
+
 /// One pod worker step's figures over a phase.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct StepStats {
@@ -212,10 +226,7 @@ pub(super) fn breakdown(
         .filter(|s| (from_ns..=until_ns).contains(&s.start_ns))
         .collect();
     steps.sort_by_key(|s| s.start_ns);
-    let mut children: BTreeMap<&[u8], Vec<&SpanRecord>> = BTreeMap::new();
-    for s in spans.iter().filter(|s| !s.parent_span_id.is_empty()) {
-        children.entry(&s.parent_span_id).or_default().push(s);
-    }
+    let children = children_by_parent(spans);
     let mut out: Vec<StepStats> = Vec::new();
     let mut first_seen: BTreeSet<(&str, &str)> = BTreeSet::new();
     let mut pods: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -244,8 +255,11 @@ pub(super) fn breakdown(
         for c in children.get(step.span_id.as_slice()).into_iter().flatten() {
             let d = ns(c.end_ns.saturating_sub(c.start_ns));
             in_flight.push((c.start_ns, c.end_ns));
-            let method = c.name.rsplit('/').next().unwrap_or(&c.name).to_string();
-            stats.calls.entry(method).or_default().push(d);
+            stats
+                .calls
+                .entry(method(c).to_string())
+                .or_default()
+                .push(d);
         }
         stats
             .own

@@ -164,6 +164,7 @@ fn step_lines(f: &Figures, key: &str) -> Vec<String> {
         )
     };
     let part = |name: &str| samples(steps, &[name]);
+    let row = |label: &str, v: &[f64]| format!("    {label:<34} {}", spread(v));
     let pods = part("intake_ms").len();
     let multi = samples(steps, &["steps"])
         .iter()
@@ -179,37 +180,17 @@ fn step_lines(f: &Figures, key: &str) -> Vec<String> {
              Ready, {missing} without spans); ms p50 / p90 / p99",
             f.kind
         ),
-        format!(
-            "    {:<34} {}",
-            "intake (create sent -> syncPod)",
-            spread(&part("intake_ms"))
-        ),
-        format!(
-            "    {:<34} {}",
-            "sync (first step -> last end)",
-            spread(&part("sync_ms"))
-        ),
-        format!(
-            "    {:<34} {}",
-            "  own (steps less CRI calls)",
-            spread(&part("own_ms"))
-        ),
+        row("intake (create sent -> syncPod)", &part("intake_ms")),
+        row("sync (first step -> last end)", &part("sync_ms")),
+        row("  own (steps less CRI calls)", &part("own_ms")),
     ];
     if let Some(Value::Object(places)) = steps.get("own_by_place_ms") {
         for place in places.keys() {
             let d = samples(steps, &["own_by_place_ms", place]);
-            out.push(format!(
-                "    {:<34} {}",
-                format!("    own {place}"),
-                spread(&d)
-            ));
+            out.push(row(&format!("    own {place}"), &d));
         }
     }
-    out.push(format!(
-        "    {:<34} {}",
-        "  waits between steps",
-        spread(&part("between_ms"))
-    ));
+    out.push(row("  waits between steps", &part("between_ms")));
     if let Some(Value::Object(calls)) = steps.get("calls_ms") {
         for method in calls.keys() {
             let d = samples(steps, &["calls_ms", method]);
@@ -218,18 +199,10 @@ fn step_lines(f: &Figures, key: &str) -> Vec<String> {
                 true => String::new(),
                 false => format!("   raw one at a time {}", spread(&raw)),
             };
-            out.push(format!(
-                "    {:<34} {}{raw}",
-                format!("  {method} ({})", d.len()),
-                spread(&d)
-            ));
+            out.push(row(&format!("  {method} ({})", d.len()), &d) + &raw);
         }
     }
-    out.push(format!(
-        "    {:<34} {}",
-        "after (last end -> Ready seen)",
-        spread(&part("after_ms"))
-    ));
+    out.push(row("after (last end -> Ready seen)", &part("after_ms")));
     out
 }
 

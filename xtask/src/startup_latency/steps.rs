@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use crate::bench_cri::spans::{covered_ns, SpanRecord};
+use crate::bench_cri::spans::{children_by_parent, covered_ns, method, SpanRecord};
 
 /// The step whose spans are a pod's start (Go's span name).
 const SYNC_STEP: &str = "syncPod";
@@ -50,8 +50,8 @@ struct Parts {
 fn own_by_place(step: &SpanRecord, calls: &[&SpanRecord], into: &mut BTreeMap<String, u64>) {
     let mut reach = step.start_ns;
     for c in calls {
-        let method = c.name.rsplit('/').next().unwrap_or(&c.name);
-        *into.entry(format!("before {method}")).or_default() += c.start_ns.saturating_sub(reach);
+        *into.entry(format!("before {}", method(c))).or_default() +=
+            c.start_ns.saturating_sub(reach);
         reach = reach.max(c.end_ns);
     }
     *into.entry("after the last call".into()).or_default() += step.end_ns.saturating_sub(reach);
@@ -84,8 +84,7 @@ fn parts(
         own_by_place(step, &under, &mut by_place);
         for c in under {
             in_flight.push((c.start_ns, c.end_ns));
-            let method = c.name.rsplit('/').next().unwrap_or(&c.name).to_string();
-            calls.push((method, c.end_ns.saturating_sub(c.start_ns)));
+            calls.push((method(c).to_string(), c.end_ns.saturating_sub(c.start_ns)));
         }
     }
     let sync = last.saturating_sub(first);
@@ -104,10 +103,7 @@ fn parts(
 /// The parts of `pods` as JSON (milliseconds per pod, in `pods`' order; the CRI calls by
 /// method), and how many pods had no step to go by.
 pub(super) fn breakdown(spans: &[SpanRecord], pods: &[Timed]) -> Value {
-    let mut children: BTreeMap<&[u8], Vec<&SpanRecord>> = BTreeMap::new();
-    for s in spans.iter().filter(|s| !s.parent_span_id.is_empty()) {
-        children.entry(&s.parent_span_id).or_default().push(s);
-    }
+    let children = children_by_parent(spans);
     let ms = |ns: u64| ns as f64 / 1e6;
     let (mut intake, mut sync, mut own, mut between, mut after) =
         (vec![], vec![], vec![], vec![], vec![]);
