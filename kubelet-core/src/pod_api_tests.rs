@@ -458,3 +458,37 @@ async fn containers_whose_volumes_fail_wait_with_gos_default_reason() {
     assert!(h.rt.container_ids("u-vol-plain", "app").is_empty());
     h.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_volume_set_up_is_retried_after_100_ms_doubling_to_2_s() {
+    let h = start(vec![with_unavailable_secret(PodBuilder::new(
+        "retried",
+        "u-vol-retry",
+    ))])
+    .await;
+    let failures = |h: &Harness| {
+        h.sink
+            .events()
+            .iter()
+            .filter(|e| e.reason == "FailedMount")
+            .count()
+    };
+    // When each failure was seen, polled every 5 ms of virtual time.
+    let mut seen_at = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while seen_at.len() < 8 && tokio::time::Instant::now() < deadline {
+        if failures(&h) > seen_at.len() {
+            seen_at.push(tokio::time::Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let gaps: Vec<u128> = seen_at
+        .windows(2)
+        .map(|w| w[1].duration_since(w[0]).as_millis())
+        .collect();
+    assert_eq!(gaps.len(), 7, "{gaps:?}");
+    for (gap, want) in gaps.iter().zip([100, 200, 400, 800, 1600, 2000, 2000]) {
+        assert!((want..want + 10).contains(gap), "gaps {gaps:?} ms");
+    }
+    h.stop().await;
+}
