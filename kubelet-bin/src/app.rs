@@ -415,7 +415,8 @@ pub async fn create_and_init_kubelet_with(
                     .config
                     .config_map_and_secret_change_detection_strategy,
             ),
-        );
+        )
+        .with_service_informer();
         builder = builder
             .source(m.source())
             .status_sink(m.status_sink())

@@ -16,17 +16,21 @@
 //! kept (the watch ends, or fails before it ever listed: an API server that refuses it) is
 //! cached for Go's default TTL instead.
 //!
-//! Services are never cached: the Go kubelet reads them from an informer (a watch, current
-//! within the watch's latency), so a service created just before a pod is in the pod's
-//! environment; a TTL cache would hand a pod the namespace's services as they were at an
-//! earlier pod's start (the e2e spec "Pods should contain environment variables for
-//! services" fails that way). Each container start lists its namespace's services and the
-//! `default` namespace's.
+//! Services are never cached for a TTL: the Go kubelet reads them from an informer (a watch,
+//! current within the watch's latency), so a service created just before a pod is in the
+//! pod's environment; a TTL cache would hand a pod the namespace's services as they were at
+//! an earlier pod's start (the e2e spec "Pods should contain environment variables for
+//! services" fails that way). A store [`with a service
+//! informer`](ApiObjectStore::with_service_informer) (the kubelet binary's) answers from its
+//! watch of every service once it has listed them (the private `services` module); until
+//! then, or without one, each container start lists its namespace's services and the
+//! `default` namespace's from the API server.
 //!
 //! Tokens (TokenRequest, bound to the pod, with audiences and `expirationSeconds`) are cached
 //! per request and replaced once 80% of their lifetime has passed or they are a day old
 //! ([`token_needs_refresh`]), as the Go kubelet's token manager does.
 
+mod services;
 #[cfg(test)]
 mod store_tests;
 mod watch;
@@ -102,6 +106,8 @@ pub struct ApiObjectStore {
     /// How long RuntimeClasses (and, under `Cache`, config maps and secrets) are cached.
     ttl: Duration,
     state: Arc<Mutex<State>>,
+    /// The watch of every service, when started ([`ApiObjectStore::with_service_informer`]).
+    services: Option<services::ServiceInformer>,
 }
 
 /// The config maps and secrets a pod references (volumes, projected sources, env, envFrom).
@@ -205,7 +211,25 @@ impl ApiObjectStore {
             strategy,
             ttl,
             state: Arc::default(),
+            services: None,
         }
+    }
+
+    /// Starts a watch of every service in the cluster (Go's service informer; the Node
+    /// authorizer lets nodes list and watch services), from which [`ObjectStore::services`]
+    /// answers once it has listed them, without a request to the API server per container
+    /// start. Outside a tokio runtime nothing is started.
+    pub fn with_service_informer(mut self) -> Self {
+        self.services = services::ServiceInformer::start(self.client.clone());
+        self
+    }
+
+    /// Whether services are answered from the service informer: it was started and has
+    /// listed them, and its watch has not ended.
+    pub fn services_from_informer(&self) -> bool {
+        self.services
+            .as_ref()
+            .is_some_and(|i| i.namespace("").is_some())
     }
 
     /// How many config maps and secrets have a watch: running, or given up (its object read
@@ -368,7 +392,10 @@ impl ObjectStore for ApiObjectStore {
     }
 
     async fn services(&self, namespace: &str) -> Result<Vec<Service>, ObjectError> {
-        // Never from a cache (see the module docs).
+        // From the informer's watch or the API server, never a TTL cache (see the module docs).
+        if let Some(listed) = self.services.as_ref().and_then(|i| i.namespace(namespace)) {
+            return Ok(listed);
+        }
         let api: Api<Service> = Api::namespaced(self.client.clone(), namespace);
         Ok(api
             .list(&ListParams::default())
