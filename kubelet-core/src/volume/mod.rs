@@ -14,7 +14,9 @@
 //! Every sync of a pod that should run calls [`VolumeManager::setup_pod`] before containers are
 //! started: it creates the directories, sets up every volume (idempotent: an emptyDir tmpfs is
 //! mounted once, API-data volumes are rewritten by the [`atomic_writer`] only when their
-//! content changed — which is how config map, secret and token updates reach running pods)
+//! content changed — which is how config map, secret and token updates reach running pods;
+//! the pod's own volumes — API data, emptyDir, hostPath — up to eight at once, as Go's volume
+//! manager mounts a pod's volumes in parallel; claims and CSI volumes one after the other)
 //! and reports every failing volume in one error; the engine turns that into a `FailedMount`
 //! event and a waiting reason and retries, other pods are not affected. Container creation
 //! asks [`VolumeManager::container_mounts`] for the mounts (subPath binds, `/etc/hosts`).

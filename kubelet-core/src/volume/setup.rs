@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Volume};
 
 use super::atomic_writer::{self, Payload};
@@ -29,6 +30,15 @@ fn api_plugin(v: &Volume) -> Option<(&'static str, Medium)> {
     } else {
         None
     }
+}
+
+/// How many of a pod's own volumes are set up at once.
+const VOLUMES_AT_ONCE: usize = 8;
+
+/// Whether `v`'s set-up touches nothing but its own directory (API data, emptyDir, hostPath),
+/// so that it may run beside the pod's other volumes.
+fn sets_up_alone(v: &Volume) -> bool {
+    api_plugin(v).is_some() || v.empty_dir.is_some() || v.host_path.is_some()
 }
 
 /// The pod's `securityContext.fsGroup`.
@@ -101,15 +111,48 @@ impl VolumeManager {
         })
         .await?;
         self.store.register_pod(p);
+        let volumes: Vec<&Volume> = p
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .collect();
+        // The pod's own volumes are set up together, a few at a time: each writes its own
+        // directory only, and those of API objects wait on the API server. Claims and CSI
+        // volumes go one after the other (two volumes may name one claim, whose set-up must
+        // not run twice at once).
+        let mut alone = Vec::new();
+        let mut others = Vec::new();
+        for &v in &volumes {
+            match sets_up_alone(v) {
+                true => alone.push(self.setup_volume(p, v, fields, allocatable, node_labels)),
+                false => others.push(v),
+            }
+        }
+        let together = futures::stream::iter(alone)
+            .buffered(VOLUMES_AT_ONCE)
+            .collect::<Vec<_>>();
+        let in_turn = async {
+            let mut out = Vec::new();
+            for v in others {
+                out.push(
+                    self.setup_volume(p, v, fields, allocatable, node_labels)
+                        .await,
+                );
+            }
+            out
+        };
+        let (together, in_turn) = futures::join!(together, in_turn);
+        let (mut together, mut in_turn) = (together.into_iter(), in_turn.into_iter());
         let mut set_up = HashMap::new();
         let mut failed = Vec::new();
         let mut messages = Vec::new();
-        for v in p.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            match self
-                .setup_volume(p, v, fields, allocatable, node_labels)
-                .await
-            {
-                Ok(mut s) => {
+        for v in volumes {
+            let result = match sets_up_alone(v) {
+                true => together.next(),
+                false => in_turn.next(),
+            };
+            match result {
+                Some(Ok(mut s)) => {
                     s.claim = super::stats::claim_ref(
                         pod::namespace(p),
                         v.persistent_volume_claim
@@ -118,10 +161,11 @@ impl VolumeManager {
                     );
                     set_up.insert(v.name.clone(), s);
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     failed.push(v.name.clone());
                     messages.push(e.to_string());
                 }
+                None => {}
             }
         }
         if !failed.is_empty() {
@@ -337,7 +381,108 @@ fn is_dns_label(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_dns_label;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use k8s_openapi::api::core::v1::{
+        ConfigMap, ConfigMapVolumeSource, Container, PodSpec, Secret, Service,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::objects::{
+        MemoryObjectStore, ObjectError, ObjectStore, ServiceAccountToken, TokenRequest,
+    };
+
+    /// A store whose config map reads answer only once `n` of them are waiting at once.
+    struct AnswersTogether {
+        inner: MemoryObjectStore,
+        barrier: tokio::sync::Barrier,
+    }
+
+    #[async_trait]
+    impl ObjectStore for AnswersTogether {
+        async fn config_map(&self, ns: &str, name: &str) -> Result<ConfigMap, ObjectError> {
+            self.barrier.wait().await;
+            self.inner.config_map(ns, name).await
+        }
+        async fn secret(&self, ns: &str, name: &str) -> Result<Secret, ObjectError> {
+            self.inner.secret(ns, name).await
+        }
+        async fn service_account_token(
+            &self,
+            request: &TokenRequest,
+        ) -> Result<ServiceAccountToken, ObjectError> {
+            self.inner.service_account_token(request).await
+        }
+        async fn services(&self, ns: &str) -> Result<Vec<Service>, ObjectError> {
+            self.inner.services(ns).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_pods_config_map_volumes_are_set_up_together() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let names = ["a", "b", "c"];
+        let inner = MemoryObjectStore::new();
+        for name in names {
+            inner.put_config_map(ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("ns".into()),
+                    ..Default::default()
+                },
+                data: Some([("k".to_string(), name.to_string())].into()),
+                ..Default::default()
+            });
+        }
+        let store = Arc::new(AnswersTogether {
+            inner,
+            barrier: tokio::sync::Barrier::new(names.len()),
+        });
+        let vm = VolumeManager::new(root.path(), store, "");
+        let volumes = names
+            .iter()
+            .map(|&name| Volume {
+                name: name.into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: name.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .collect();
+        let p = Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("ns".into()),
+                uid: Some("uid-1".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "c".into(),
+                    ..Default::default()
+                }],
+                volumes: Some(volumes),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        // One after the other, the first read would wait for the others for ever.
+        let (fields, allocatable) = (FieldValues::default(), ResourceList::new());
+        let labels = BTreeMap::new();
+        let set_up = vm.setup_pod(&p, &fields, &allocatable, &labels);
+        tokio::time::timeout(Duration::from_secs(20), set_up)
+            .await
+            .expect("the three reads in flight together")
+            .expect("set up");
+        for name in names {
+            let file = vm.volume_dir("uid-1", "configmap", name).join("k");
+            assert_eq!(std::fs::read_to_string(file).expect("written"), name);
+        }
+    }
 
     #[test]
     fn volume_names_must_be_dns_labels() {
