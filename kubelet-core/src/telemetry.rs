@@ -4,7 +4,8 @@
 //! [`SPAN_TARGET`] at `TRACE` level, named and attributed as the Go kubelet's spans are:
 //! `syncPod` / `syncTerminatingPod` / `syncTerminatedPod` with the `k8s.pod*` attributes, and
 //! one client span per CRI call named by its full gRPC method with the `rpc.*` attributes of
-//! otelgrpc. Whoever composes the kubelet decides whether they go anywhere: kubelet-bin installs
+//! otelgrpc. Beside Go's, three internal spans under `syncPod` name the kubelet's own work
+//! before its calls ([`SyncPart`]), so that a trace shows where a pod's start went. Whoever composes the kubelet decides whether they go anywhere: kubelet-bin installs
 //! an OpenTelemetry layer that takes only this target when a `tracing` configuration is given.
 //! Without one no subscriber is interested in the target (log filters never enable it by
 //! default), so each call site costs one cached branch.
@@ -40,6 +41,40 @@ impl PodStep {
             PodStep::Terminated => "syncTerminatedPod",
         }
     }
+}
+
+/// A part of `syncPod` that is the kubelet's own work, named after the Go kubelet's function
+/// doing the same (Go makes no span of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPart {
+    /// Setting up the pod's volumes (Go's `volumeManager.WaitForAttachAndMount`).
+    Volumes,
+    /// The pod's cgroup and sandbox settings (Go's `generatePodSandboxConfig`).
+    SandboxConfig,
+    /// A container's environment, mounts and devices (Go's `generateContainerConfig`).
+    ContainerConfig,
+}
+
+impl SyncPart {
+    /// The span's name.
+    pub fn span_name(self) -> &'static str {
+        match self {
+            SyncPart::Volumes => "WaitForAttachAndMount",
+            SyncPart::SandboxConfig => "generatePodSandboxConfig",
+            SyncPart::ContainerConfig => "generateContainerConfig",
+        }
+    }
+}
+
+/// The internal span of one [`SyncPart`] (a child of the current `syncPod` span).
+pub fn sync_part_span(part: SyncPart) -> Span {
+    tracing::span!(
+        target: SPAN_TARGET,
+        Level::TRACE,
+        "sync_part",
+        otel.name = part.span_name(),
+        otel.kind = "internal",
+    )
 }
 
 /// Go's `kubetypes.SyncPodType` names, the `k8s.pod.update_type` attribute.
@@ -166,5 +201,6 @@ mod tests {
         record_grpc_status(&s, 2, Some("boom"));
         assert_eq!(traceparent(&s), None);
         assert!(pod_span(PodStep::Sync, "ns", "p", "u", Some(UpdateType::Create)).is_disabled());
+        assert!(sync_part_span(SyncPart::Volumes).is_disabled());
     }
 }

@@ -4,7 +4,9 @@
 //! the engine on the real containerd running a pod; the collector receives the pod's
 //! `syncPod` span with Go's `k8s.pod*` attributes and one client span per CRI call
 //! (`runtime.v1.RuntimeService/RunPodSandbox`, `CreateContainer`, `StartContainer`) with
-//! otelgrpc's `rpc.*` attributes, as children of the pod's sync; removing the pod gives
+//! otelgrpc's `rpc.*` attributes, as children of the pod's sync, beside internal spans of the
+//! kubelet's own parts (`WaitForAttachAndMount`, `generatePodSandboxConfig`,
+//! `generateContainerConfig`); removing the pod gives
 //! `syncTerminatingPod` (with `StopPodSandbox` under it) and `syncTerminatedPod`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -259,6 +261,22 @@ async fn pod_sync_and_cri_calls_are_exported_over_otlp() {
         assert!(
             sync.start_ns <= call.start_ns && call.end_ns <= sync.end_ns,
             "{w} lies within syncPod"
+        );
+    }
+    // The kubelet's own parts of the sync: internal spans under it.
+    for part in [
+        "WaitForAttachAndMount",
+        "generatePodSandboxConfig",
+        "generateContainerConfig",
+    ] {
+        let s = spans
+            .iter()
+            .find(|s| s.name == part && s.trace_id == sync.trace_id)
+            .unwrap_or_else(|| panic!("no {part} span in the pod's first sync trace"));
+        assert_eq!(s.kind, 1, "{part}: SPAN_KIND_INTERNAL");
+        assert_eq!(
+            s.parent_span_id, sync.span_id,
+            "{part} is a child of syncPod"
         );
     }
     // A call's span covers the call, until its response is read: making a sandbox takes

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use tracing::Instrument;
 
 use crate::clock::{now_time, now_unix_nanos};
 use crate::cm::CmError;
@@ -40,6 +41,7 @@ use crate::pod_status::PodRuntimeStatus;
 use crate::runtime::RuntimeError;
 use crate::sink::{Event, EventType};
 use crate::status::{generate, is_terminal, StatusInputs, WaitingReason};
+use crate::telemetry;
 use crate::volume::{volume_waiting_reason, VolumeError};
 
 use actions::{compute_pod_actions_with_probes, PodActions};
@@ -299,7 +301,12 @@ pub(crate) async fn sync_pod(e: &Engine, p: &Arc<Pod>, memory: &mut WorkerMemory
         e.pod_cache.remove(uid);
         return SyncOutcome::Requeue(Duration::ZERO);
     }
-    if !prepare_volumes(e, p, rt.pod_ips().into_iter().next(), memory).await {
+    let volumes_part = telemetry::sync_part_span(telemetry::SyncPart::Volumes);
+    let pod_ip = rt.pod_ips().into_iter().next();
+    if !prepare_volumes(e, p, pod_ip, memory)
+        .instrument(volumes_part)
+        .await
+    {
         update_status(e, p, &rt, memory, false);
         return SyncOutcome::Requeue(volume_retry(memory.volume_failures));
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Container, Pod};
+use tracing::Instrument;
 
 use crate::clock::now_unix_nanos;
 use crate::dns::pod_dns;
@@ -23,6 +24,7 @@ use crate::runtime::{
 };
 use crate::sink::{Event, EventType};
 use crate::status::WaitingReason;
+use crate::telemetry;
 use crate::termination_message;
 use crate::volume::VolumeError;
 
@@ -81,7 +83,11 @@ pub(super) async fn execute(
             return None;
         }
     }
-    let mut sandbox = match sandbox_config(e, p, actions.attempt).await {
+    let sandbox_part = telemetry::sync_part_span(telemetry::SyncPart::SandboxConfig);
+    let mut sandbox = match sandbox_config(e, p, actions.attempt)
+        .instrument(sandbox_part)
+        .await
+    {
         Ok(s) => s,
         Err(err) => {
             e.sink.record_event(Event::for_pod(
@@ -335,90 +341,95 @@ async fn start_container(
     *image_pull += pull_started.elapsed();
     let image_ref = image.map_err(|err| (err.reason, err.retry_after))?;
     let restart_count = latest.map_or(0, |s| s.summary.attempt.saturating_add(1));
-    let config_error =
-        |err: &dyn std::fmt::Display| fail("CreateContainerConfigError", err.to_string());
-    // The devices' settings come first, as Go's `GenerateRunContainerOptions` puts them
-    // (a pod's own env of the same name comes later and wins in the runtime).
-    let device_opts = e
-        .device_manager
-        .run_options(p, c)
-        .await
-        .map_err(|err| config_error(&err))?;
-    let mut env: Vec<EnvVar> = device_opts
-        .envs
-        .into_iter()
-        .map(|(name, value)| EnvVar { name, value })
-        .collect();
-    env.extend(
-        container_env(e, p, c, fields)
-            .await
-            .map_err(|err| config_error(&err))?,
-    );
-    let (command, args) = expand_command(c, &env);
-    let mut mounts: Vec<Mount> = device_opts
-        .mounts
-        .into_iter()
-        .map(|m| Mount {
-            container_path: m.container_path,
-            host_path: PathBuf::from(m.host_path),
-            read_only: m.read_only,
-            propagation: MountPropagation::Private,
-        })
-        .collect();
-    mounts.extend(
-        container_mounts(e, p, c, &env, fields)
-            .await
-            .map_err(|err| config_error(&err))?,
-    );
-    // The raw block volumes' devices after the device plugins' (Go appends them).
-    let mut device_nodes = device_opts.devices;
-    device_nodes.extend(
-        e.volumes
-            .block_devices(p, c)
-            .map_err(|err| config_error(&err))?,
-    );
-    match termination_message::prepare(&e.config.root_dir, p, c, restart_count).await {
-        Ok(Some(m)) => mounts.push(m),
-        Ok(None) => {}
-        Err(err) => return Err(config_error(&err)),
-    }
-    // The CPU and memory managers' assignments are on disk before a container runs on
-    // them.
-    if let Err(err) = e.cpu_manager.persist().await {
-        return Err(fail("CreateContainerError", err.to_string()));
-    }
-    if let Err(err) = e.memory_manager.persist().await {
-        return Err(fail("CreateContainerError", err.to_string()));
-    }
-    let cpuset_cpus = e
-        .cpu_manager
-        .container_cpus(pod::uid(p), &c.name)
-        .map(|cpus| cpus.to_string());
-    let cpuset_mems = e.memory_manager.container_numa_nodes(pod::uid(p), &c.name);
     let metrics = crate::metrics::global();
     let container_type = crate::metrics::container_type(&kind);
+    let config_part = telemetry::sync_part_span(telemetry::SyncPart::ContainerConfig);
+    let config = async {
+        let config_error =
+            |err: &dyn std::fmt::Display| fail("CreateContainerConfigError", err.to_string());
+        // The devices' settings come first, as Go's `GenerateRunContainerOptions` puts them
+        // (a pod's own env of the same name comes later and wins in the runtime).
+        let device_opts = e
+            .device_manager
+            .run_options(p, c)
+            .await
+            .map_err(|err| config_error(&err))?;
+        let mut env: Vec<EnvVar> = device_opts
+            .envs
+            .into_iter()
+            .map(|(name, value)| EnvVar { name, value })
+            .collect();
+        env.extend(
+            container_env(e, p, c, fields)
+                .await
+                .map_err(|err| config_error(&err))?,
+        );
+        let (command, args) = expand_command(c, &env);
+        let mut mounts: Vec<Mount> = device_opts
+            .mounts
+            .into_iter()
+            .map(|m| Mount {
+                container_path: m.container_path,
+                host_path: PathBuf::from(m.host_path),
+                read_only: m.read_only,
+                propagation: MountPropagation::Private,
+            })
+            .collect();
+        mounts.extend(
+            container_mounts(e, p, c, &env, fields)
+                .await
+                .map_err(|err| config_error(&err))?,
+        );
+        // The raw block volumes' devices after the device plugins' (Go appends them).
+        let mut device_nodes = device_opts.devices;
+        device_nodes.extend(
+            e.volumes
+                .block_devices(p, c)
+                .map_err(|err| config_error(&err))?,
+        );
+        match termination_message::prepare(&e.config.root_dir, p, c, restart_count).await {
+            Ok(Some(m)) => mounts.push(m),
+            Ok(None) => {}
+            Err(err) => return Err(config_error(&err)),
+        }
+        // The CPU and memory managers' assignments are on disk before a container runs on
+        // them.
+        if let Err(err) = e.cpu_manager.persist().await {
+            return Err(fail("CreateContainerError", err.to_string()));
+        }
+        if let Err(err) = e.memory_manager.persist().await {
+            return Err(fail("CreateContainerError", err.to_string()));
+        }
+        let cpuset_cpus = e
+            .cpu_manager
+            .container_cpus(pod::uid(p), &c.name)
+            .map(|cpus| cpus.to_string());
+        let cpuset_mems = e.memory_manager.container_numa_nodes(pod::uid(p), &c.name);
+        Ok(ContainerConfig {
+            pod: p.clone(),
+            container: c.clone(),
+            kind,
+            restart_count,
+            hash,
+            image_ref,
+            command,
+            args,
+            env,
+            mounts,
+            log_path: PathBuf::from(&c.name).join(format!("{restart_count}.log")),
+            cpuset_cpus,
+            cpuset_mems,
+            devices: DeviceSettings {
+                nodes: device_nodes,
+                annotations: device_opts.annotations,
+                cdi_devices: device_opts.cdi_devices,
+            },
+            extra_supplemental_groups: e.volumes.extra_supplemental_groups(p),
+        })
+    }
+    .instrument(config_part)
+    .await?;
     metrics.started_containers.inc(container_type);
-    let config = ContainerConfig {
-        pod: p.clone(),
-        container: c.clone(),
-        kind,
-        restart_count,
-        hash,
-        image_ref,
-        command,
-        args,
-        env,
-        mounts,
-        log_path: PathBuf::from(&c.name).join(format!("{restart_count}.log")),
-        cpuset_cpus,
-        cpuset_mems,
-        devices: DeviceSettings {
-            nodes: device_nodes,
-            annotations: device_opts.annotations,
-            cdi_devices: device_opts.cdi_devices,
-        },
-        extra_supplemental_groups: e.volumes.extra_supplemental_groups(p),
-    };
     let id = match e
         .runtime
         .create_container(sandbox_id, &config, sandbox)

@@ -190,6 +190,12 @@ fn step_lines(f: &Figures, key: &str) -> Vec<String> {
             out.push(row(&format!("    own {place}"), &d));
         }
     }
+    if let Some(Value::Object(parts)) = steps.get("own_parts_ms") {
+        for name in parts.keys() {
+            let d = samples(steps, &["own_parts_ms", name]);
+            out.push(row(&format!("    of it in {name} ({})", d.len()), &d));
+        }
+    }
     out.push(row("  waits between steps", &part("between_ms")));
     if let Some(Value::Object(calls)) = steps.get("calls_ms") {
         for method in calls.keys() {
@@ -280,6 +286,7 @@ mod tests {
             "between_ms": [0.0, 0.0], "after_ms": [8.0, 9.0], "steps": [1, 2],
             "calls_ms": {"RunPodSandbox": [110.0, 130.0]}, "pods_without_spans": 0,
             "own_by_place_ms": {"before RunPodSandbox": [4.0, 5.0]},
+            "own_parts_ms": {"WaitForAttachAndMount": [3.0, 3.5]},
         });
         let lines = step_lines(&f, "sequential");
         assert!(
@@ -302,6 +309,12 @@ mod tests {
             lines
                 .iter()
                 .any(|l| l.contains("own before RunPodSandbox") && l.contains("4.0")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("of it in WaitForAttachAndMount (2)") && l.contains("3.0")),
             "{lines:?}"
         );
     }

@@ -43,6 +43,9 @@ struct Parts {
     /// The own time by where it was spent: just before a call of each method (since the
     /// step began or the call before ended), or after the step's last call; summed per pod.
     own_by_place: BTreeMap<String, u64>,
+    /// The kubelet's own parts its internal spans name (`WaitForAttachAndMount`, …), part of
+    /// the own time; summed per pod.
+    own_parts: BTreeMap<String, u64>,
 }
 
 /// Where a step's own time went: the gaps before each of its `calls` (sorted by start) and
@@ -75,11 +78,18 @@ fn parts(
     let mut in_flight = Vec::new();
     let mut calls = Vec::new();
     let mut by_place = BTreeMap::new();
+    let mut own_parts = BTreeMap::new();
     for step in &steps {
-        let mut under: Vec<&SpanRecord> = children
+        // A CRI call's span is named by its gRPC method (`package.Service/Method`); the
+        // kubelet's internal spans are plain names.
+        let (mut under, internal): (Vec<&SpanRecord>, Vec<&SpanRecord>) = children
             .get(step.span_id.as_slice())
-            .map(|c| c.to_vec())
+            .map(|c| c.iter().partition(|s| s.name.contains('/')))
             .unwrap_or_default();
+        for part in internal {
+            *own_parts.entry(part.name.clone()).or_default() +=
+                part.end_ns.saturating_sub(part.start_ns);
+        }
         under.sort_by_key(|c| c.start_ns);
         own_by_place(step, &under, &mut by_place);
         for c in under {
@@ -97,6 +107,7 @@ fn parts(
         steps: steps.len(),
         calls,
         own_by_place: by_place,
+        own_parts,
     })
 }
 
@@ -110,6 +121,7 @@ pub(super) fn breakdown(spans: &[SpanRecord], pods: &[Timed]) -> Value {
     let mut steps = vec![];
     let mut calls: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut places: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut own_parts: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut missing = 0;
     for t in pods {
         let Some(p) = parts(spans, &children, t) else {
@@ -128,6 +140,9 @@ pub(super) fn breakdown(spans: &[SpanRecord], pods: &[Timed]) -> Value {
         for (place, d) in p.own_by_place {
             places.entry(place).or_default().push(ms(d));
         }
+        for (part, d) in p.own_parts {
+            own_parts.entry(part).or_default().push(ms(d));
+        }
     }
     json!({
         "intake_ms": intake,
@@ -138,6 +153,7 @@ pub(super) fn breakdown(spans: &[SpanRecord], pods: &[Timed]) -> Value {
         "steps": steps,
         "calls_ms": calls,
         "own_by_place_ms": places,
+        "own_parts_ms": own_parts,
         "pods_without_spans": missing,
     })
 }
@@ -153,6 +169,7 @@ mod tests {
         let spans = vec![
             // Pod a: one step, two calls overlapping by 10 ms.
             span("syncPod", 1, 0, 1_020, 1_200, Some("a")),
+            span("WaitForAttachAndMount", 9, 1, 1_022, 1_028, None),
             span(&rpc("RunPodSandbox"), 2, 1, 1_030, 1_130, None),
             span(&rpc("CreateContainer"), 3, 1, 1_120, 1_150, None),
             // A periodic sync after Ready: not the start.
@@ -192,5 +209,8 @@ mod tests {
         assert_eq!(places["before RunPodSandbox"], json!([10.0, 5.0]));
         assert_eq!(places["before CreateContainer"], json!([0.0]));
         assert_eq!(places["after the last call"], json!([50.0, 25.0]));
+        // An internal span is a named part of the own time, not a call.
+        assert_eq!(got["own_parts_ms"]["WaitForAttachAndMount"], json!([6.0]));
+        assert_eq!(got["calls_ms"].get("WaitForAttachAndMount"), None);
     }
 }
