@@ -30,7 +30,9 @@ set -euo pipefail
 KINDS=${1:-go-kubelet kubelet-rs}
 RUNS=${2:-1}
 export KUBELET_RS_CONFORMANCE_PROFILE=${KUBELET_RS_CONFORMANCE_PROFILE:-ship}
-export KUBELET_RS_CONFORMANCE_KUBELET_ARGS="--cluster-dns=10.96.0.10 --cluster-domain=cluster.local"
+# The kubelet's cluster DNS; the raw floor's pod gets the same DNS settings.
+CLUSTER_DNS=(--cluster-dns=10.96.0.10 --cluster-domain=cluster.local)
+export KUBELET_RS_CONFORMANCE_KUBELET_ARGS="${CLUSTER_DNS[*]}"
 OUT="$STATE/startup-latency"
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive number: $RUNS"
 BURST=${KUBELET_RS_STARTUP_BURST:-30}
@@ -50,7 +52,8 @@ measure() {
   [ -x "$bin" ] || die "no kubelet binary at $bin"
   cluster_prepare
   log "$kind: the raw CRI floor on ${KUBELET_RS_CRI_ENDPOINT}"
-  xtask raw --endpoint "$KUBELET_RS_CRI_ENDPOINT" --burst "$BURST" --out "$dir/$kind.raw.json"
+  xtask raw --endpoint "$KUBELET_RS_CRI_ENDPOINT" --burst "$BURST" "${CLUSTER_DNS[@]}" \
+    --out "$dir/$kind.raw.json"
   local spans=()
   if [ "$SPANS" = 1 ] && [ "$kind" = kubelet-rs ]; then
     spans=(--otlp "$OTLP")

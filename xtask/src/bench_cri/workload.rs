@@ -65,8 +65,8 @@ pub(super) fn percentile(v: &[Duration], p: f64) -> Duration {
 
 /// One benchmark pod: the pod, its sandbox config and its container config.
 pub(crate) struct BenchPod {
-    pub(super) sandbox: SandboxConfig,
-    pub(super) container: ContainerConfig,
+    pub(crate) sandbox: SandboxConfig,
+    pub(crate) container: ContainerConfig,
 }
 
 pub(crate) fn busybox_container() -> Container {

@@ -6,9 +6,10 @@
 //! Three parts, each writing its figures as JSON:
 //!
 //! 1. `raw` (before the kubelet starts: a kubelet removes pods it does not know): the floor.
-//!    The benchmark's pod (a busybox container, as `bench-cri`'s) started with plain CRI calls
-//!    on the node's containerd, `RunPodSandbox` + `CreateContainer` + `StartContainer` with
-//!    the very messages the backend sends: one at a time, then a burst all at once.
+//!    The benchmark's pod (a busybox container, as `bench-cri`'s, with the DNS settings,
+//!    variables and mounts the kubelet gives an API pod: `floor_pod`) started with plain CRI
+//!    calls on the node's containerd, `RunPodSandbox` + `CreateContainer` + `StartContainer`
+//!    with the very messages the backend sends: one at a time, then a burst all at once.
 //! 2. `api` (with the kubelet as the node): the same pod created through the API server with
 //!    its `nodeName` set (the scheduler is not the kubelet), timed from just before the create
 //!    request until a watch of the benchmark's pods shows it `Ready`; also when the watch first
@@ -26,6 +27,7 @@
 //!    round trip; kubelet-rs's p99 below Go's p50).
 
 mod api;
+mod floor_pod;
 mod raw;
 mod report;
 mod steps;
@@ -59,6 +61,9 @@ enum StartupCmd {
         /// Where the figures go (JSON).
         #[arg(long)]
         out: PathBuf,
+        /// The kubelet's cluster DNS, for the pod's DNS settings.
+        #[command(flatten)]
+        dns: floor_pod::ClusterDns,
     },
     /// The scenarios through the API server, with the kubelet as the node `--node`.
     Api(api::ApiArgs),
@@ -80,8 +85,9 @@ pub(crate) async fn run(args: StartupArgs) -> Result<()> {
             samples,
             burst,
             out,
+            dns,
         } => {
-            let figures = raw::run(&endpoint, samples, burst).await?;
+            let figures = raw::run(&endpoint, samples, burst, &dns).await?;
             write(&out, &figures).await
         }
         StartupCmd::Api(a) => {

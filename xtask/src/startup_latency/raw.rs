@@ -1,5 +1,6 @@
 //! The floor: the benchmark's pod started with plain CRI calls (`bench-cri`'s raw floor, with
-//! the very messages the backend sends), one at a time and in a burst.
+//! the very messages the backend sends), one at a time and in a burst; the pod is made the
+//! API pod as the runtime sees it first (`floor_pod`).
 
 use std::sync::Arc;
 
@@ -8,16 +9,42 @@ use kubelet_core::runtime::ContainerRuntime;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
+use super::floor_pod::{as_an_api_pod, ClusterDns};
 use super::ms;
 use crate::bench_cri::backend::{cleanup_prefix, connect_backend};
 use crate::bench_cri::cgroups::remove_cgroup_root;
 use crate::bench_cri::raw::{prepare, raw_client, start_pod, CallTimes};
-use crate::bench_cri::workload::workload;
+use crate::bench_cri::workload::{workload, BenchPod};
 use crate::bench_cri::{BUSYBOX_IMAGE, RAW_CGROUP_ROOT};
 
 /// Starts `samples` pods one after the other, then `burst` pods at once; each pod's time from
 /// its `RunPodSandbox` until its `StartContainer` returned. Everything it made is removed.
-pub(super) async fn run(endpoint: &str, samples: usize, burst: usize) -> Result<Value> {
+pub(super) async fn run(
+    endpoint: &str,
+    samples: usize,
+    burst: usize,
+    dns: &ClusterDns,
+) -> Result<Value> {
+    let files = std::env::temp_dir().join(format!("startup-raw-{:x}", std::process::id()));
+    let figures = floor(endpoint, samples, burst, dns, &files).await;
+    let _ = tokio::fs::remove_dir_all(&files).await;
+    figures
+}
+
+async fn floor(
+    endpoint: &str,
+    samples: usize,
+    burst: usize,
+    dns: &ClusterDns,
+    files: &std::path::Path,
+) -> Result<Value> {
+    let pods = |prefix: &str, n: usize| {
+        let mut pods: Vec<BenchPod> = workload(prefix, n);
+        async move {
+            as_an_api_pod(&mut pods, files, dns).await?;
+            anyhow::Ok(pods)
+        }
+    };
     let backend = Arc::new(connect_backend(endpoint).await?);
     let image_ref = backend
         .image_status(BUSYBOX_IMAGE)
@@ -31,7 +58,7 @@ pub(super) async fn run(endpoint: &str, samples: usize, burst: usize) -> Result<
     let calls = CallTimes::default();
     let mut sequential = Vec::with_capacity(samples);
     let mut failure = None;
-    for (sandbox, container) in prepare(&workload(&prefix, samples), &image_ref).await? {
+    for (sandbox, container) in prepare(&pods(&prefix, samples).await?, &image_ref).await? {
         let mut c = client.clone();
         let t = kubelet_core::clock::monotonic_now();
         match start_pod(&mut c, &calls, sandbox, container).await {
@@ -57,7 +84,7 @@ pub(super) async fn run(endpoint: &str, samples: usize, burst: usize) -> Result<
     let prefix = format!("startup-raw-{run}-burst");
     let calls = CallTimes::default();
     let mut set = JoinSet::new();
-    for (sandbox, container) in prepare(&workload(&prefix, burst), &image_ref).await? {
+    for (sandbox, container) in prepare(&pods(&prefix, burst).await?, &image_ref).await? {
         let mut c = client.clone();
         let calls = calls.clone();
         set.spawn(async move {
