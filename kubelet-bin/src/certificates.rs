@@ -28,6 +28,8 @@ pub fn client_cert_config(loaded: &LoadedConfig) -> Option<ClientCertConfig> {
             kubeconfig: kubeconfig.clone(),
             qps: f64::from(c.kube_api_qps),
             burst: u32::try_from(c.kube_api_burst).unwrap_or(0),
+            event_qps: f64::from(c.event_record_qps),
+            event_burst: u32::try_from(c.event_burst).unwrap_or(0),
             heartbeat_timeout: c.node_status_update_frequency.0,
         },
         bootstrap_kubeconfig: loaded.bootstrap_kubeconfig.clone(),
@@ -220,6 +222,19 @@ mod tests {
         let by_ip = serving_template("10.0.0.9", &[]);
         assert!(by_ip.dns_names.is_empty());
         assert_eq!(by_ip.ips, vec!["10.0.0.9".parse::<IpAddr>().unwrap()]);
+    }
+
+    #[test]
+    fn event_writes_get_the_configured_limits() {
+        let at_defaults = crate::config::load_for_test(&["--kubeconfig=/k"], "n");
+        let c = client_cert_config(&at_defaults).unwrap().client;
+        assert_eq!((c.event_qps, c.event_burst), (50.0, 100));
+        let set = crate::config::load_for_test(
+            &["--kubeconfig=/k", "--event-qps=5", "--event-burst=10"],
+            "n",
+        );
+        let c = client_cert_config(&set).unwrap().client;
+        assert_eq!((c.event_qps, c.event_burst), (5.0, 10));
     }
 
     #[test]

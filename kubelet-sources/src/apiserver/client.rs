@@ -1,12 +1,15 @@
 //! API clients from a kubeconfig file (client certificates or a bearer token; no exec
 //! plugins are needed for a kubelet).
 //!
-//! [`ApiClients::from_kubeconfig`] gives two clients over the same credentials, as the Go
-//! kubelet keeps two:
-//! - `api`: every normal request (pod watch, pod status, mirror pods, events) goes through a
+//! [`ApiClients::from_kubeconfig`] gives three clients over the same credentials, as the Go
+//! kubelet keeps three:
+//! - `api`: every normal request (pod watch, pod status, mirror pods) goes through a
 //!   client-side token bucket of `kubeAPIQPS` (50) per second with a burst of `kubeAPIBurst`
 //!   (100), client-go's `flowcontrol` limiter: a request waits for its token, it is never
 //!   refused;
+//! - `events`: event writes, through a token bucket of their own, `eventRecordQPS` (50) per
+//!   second with a burst of `eventBurst` (100) (Go's separate event client), so that events
+//!   never take the pods' tokens;
 //! - `heartbeat`: node status and lease requests, never throttled, with a request timeout
 //!   (Go uses a separate client for heartbeats so a busy limiter cannot make a node look
 //!   dead).
@@ -37,28 +40,36 @@ pub struct ClientConfig {
     pub qps: f64,
     /// `kubeAPIBurst` (100).
     pub burst: u32,
+    /// `eventRecordQPS` (50): event writes per second; 0 or less disables their limiter.
+    pub event_qps: f64,
+    /// `eventBurst` (100).
+    pub event_burst: u32,
     /// Timeout of one heartbeat request (node status, lease). Go derives it from the lease
     /// duration; 10s by default here.
     pub heartbeat_timeout: Duration,
 }
 
 impl ClientConfig {
-    /// Go's defaults (QPS 50, burst 100) for a kubeconfig path.
+    /// Go's defaults (QPS 50, burst 100, for requests and for events) for a kubeconfig path.
     pub fn new(kubeconfig: impl Into<PathBuf>) -> Self {
         ClientConfig {
             kubeconfig: kubeconfig.into(),
             qps: 50.0,
             burst: 100,
+            event_qps: 50.0,
+            event_burst: 100,
             heartbeat_timeout: Duration::from_secs(10),
         }
     }
 }
 
-/// The two API clients of a kubelet. See the module docs.
+/// The API clients of a kubelet. See the module docs.
 #[derive(Clone)]
 pub struct ApiClients {
     /// Rate-limited client for normal requests.
     pub api: kube::Client,
+    /// Client for event writes, rate-limited on its own.
+    pub events: kube::Client,
     /// Un-throttled client for node status and lease updates.
     pub heartbeat: kube::Client,
     /// Timeout applied to each heartbeat request.
@@ -74,7 +85,7 @@ impl std::fmt::Debug for ApiClients {
 }
 
 impl ApiClients {
-    /// Reads the kubeconfig (its current context) and builds both clients.
+    /// Reads the kubeconfig (its current context) and builds the clients.
     pub async fn from_kubeconfig(cfg: &ClientConfig) -> Result<Self, ApiError> {
         let kube_cfg = load_kubeconfig(&cfg.kubeconfig).await?;
         let server = kube_cfg.cluster_url.to_string();
@@ -91,6 +102,14 @@ impl ApiClients {
             .with_layer(&RateLimitLayer::new(cfg.qps, cfg.burst).with_host(&host))
             .with_layer(&RestClientMetricsLayer::new(&host))
             .build();
+        let events = ClientBuilder::try_from(kube_cfg.clone())
+            .map_err(|source| ApiError::ClientBuild {
+                server: server.clone(),
+                error: source,
+            })?
+            .with_layer(&RateLimitLayer::new(cfg.event_qps, cfg.event_burst).with_host(&host))
+            .with_layer(&RestClientMetricsLayer::new(&host))
+            .build();
         let mut hb_cfg = kube_cfg;
         hb_cfg.connect_timeout = Some(cfg.heartbeat_timeout);
         hb_cfg.read_timeout = Some(cfg.heartbeat_timeout);
@@ -105,6 +124,7 @@ impl ApiClients {
             .build();
         Ok(ApiClients {
             api,
+            events,
             heartbeat,
             heartbeat_timeout: cfg.heartbeat_timeout,
         })
@@ -124,6 +144,11 @@ impl ApiClients {
             identity,
             Some(RateLimitLayer::new(cfg.qps, cfg.burst)),
         )?;
+        let events = rotating_client(
+            &kube_cfg,
+            identity,
+            Some(RateLimitLayer::new(cfg.event_qps, cfg.event_burst)),
+        )?;
         let mut hb_cfg = kube_cfg;
         hb_cfg.connect_timeout = Some(cfg.heartbeat_timeout);
         hb_cfg.read_timeout = Some(cfg.heartbeat_timeout);
@@ -132,15 +157,17 @@ impl ApiClients {
         let heartbeat = rotating_client(&hb_cfg, identity, None)?;
         Ok(ApiClients {
             api,
+            events,
             heartbeat,
             heartbeat_timeout: cfg.heartbeat_timeout,
         })
     }
 
-    /// Two clients over one already built client (tests, embedders); no limiter is added.
+    /// The clients as one already built client (tests, embedders); no limiter is added.
     pub fn from_client(client: kube::Client, heartbeat_timeout: Duration) -> Self {
         ApiClients {
             api: client.clone(),
+            events: client.clone(),
             heartbeat: client,
             heartbeat_timeout,
         }

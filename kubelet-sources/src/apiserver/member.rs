@@ -74,7 +74,7 @@ impl ClusterMember {
             ApiSource::new(clients.api.clone(), name.clone())
                 .with_watch_timeout(config.pod_watch_timeout_seconds),
         );
-        let (recorder, events) = EventRecorder::new(clients.api.clone(), name);
+        let (recorder, events) = EventRecorder::new(clients.events.clone(), name);
         let sink = Arc::new(ApiStatusSink::new(
             clients.api.clone(),
             source.cache(),
