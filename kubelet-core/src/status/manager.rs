@@ -6,6 +6,10 @@
 //! Go's status manager). Changed pods are marked dirty and the publisher task
 //! ([`StatusManager::run`]) sends the *latest* status of each dirty pod, so a burst of changes
 //! costs one call per pod; a failed call leaves the pod dirty and is retried with backoff.
+//! Up to [`PUBLISH_AT_ONCE`] pods' calls are in flight together (a burst of pods starting is
+//! not published one round trip after the other; the API server and etcd take concurrent
+//! writes together); one pod's calls never overlap, as a round publishes each dirty pod once
+//! and the next round begins when it has ended.
 //! [`StatusManager::terminated`] queues the "pod terminated" notice behind the pod's final
 //! status.
 
@@ -13,6 +17,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +25,9 @@ use tokio_util::sync::CancellationToken;
 use crate::pod;
 use crate::sink::StatusSink;
 use crate::status::generate::is_terminal;
+
+/// How many pods' statuses are published at once.
+pub const PUBLISH_AT_ONCE: usize = 8;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -212,9 +220,20 @@ impl StatusManager {
             let terminated: Vec<Arc<Pod>> = st.terminated.drain(..).collect();
             (batch, terminated)
         };
-        let mut failed = false;
+        let mut calls = Vec::with_capacity(batch.len());
         for e in batch {
-            if let Err(err) = self.sink.set_pod_status(&e.pod, &e.status).await {
+            calls.push(async move {
+                let result = self.sink.set_pod_status(&e.pod, &e.status).await;
+                (e, result)
+            });
+        }
+        let results: Vec<_> = futures::stream::iter(calls)
+            .buffer_unordered(PUBLISH_AT_ONCE)
+            .collect()
+            .await;
+        let mut failed = false;
+        for (e, result) in results {
+            if let Err(err) = result {
                 tracing::warn!(pod = %pod::full_name(&e.pod), uid = pod::uid(&e.pod), error = %err, "publishing pod status failed; will retry");
                 self.lock().dirty.insert(pod::uid(&e.pod).to_string());
                 failed = true;
@@ -280,6 +299,46 @@ mod tests {
             Ok(())
         }
         fn record_event(&self, _e: Event) {}
+    }
+
+    /// Answers a status write only once `n` of them are in flight together.
+    struct AnswersTogether(tokio::sync::Barrier);
+
+    #[async_trait::async_trait]
+    impl StatusSink for AnswersTogether {
+        async fn set_pod_status(&self, _p: &Pod, _s: &PodStatus) -> Result<(), SinkError> {
+            self.0.wait().await;
+            Ok(())
+        }
+        async fn pod_terminated(&self, _p: &Pod) -> Result<(), SinkError> {
+            Ok(())
+        }
+        fn record_event(&self, _e: Event) {}
+    }
+
+    #[tokio::test]
+    async fn pods_statuses_are_published_together() {
+        let m = StatusManager::new(Arc::new(AnswersTogether(tokio::sync::Barrier::new(3))));
+        for i in 0..3 {
+            let p = Arc::new(crate::testing::pod(
+                &format!("p{i}"),
+                &format!("u{i}"),
+                vec![],
+            ));
+            m.set(
+                &p,
+                PodStatus {
+                    phase: Some("Pending".into()),
+                    ..Default::default()
+                },
+            );
+        }
+        // One after the other, the first write would wait for the others for ever.
+        let published = tokio::time::timeout(Duration::from_secs(20), m.publish_once())
+            .await
+            .expect("the three writes in flight together");
+        assert!(!published, "no write failed");
+        assert!(m.lock().dirty.is_empty());
     }
 
     #[tokio::test]
