@@ -26,10 +26,15 @@
 //! then, or without one, each container start lists its namespace's services and the
 //! `default` namespace's from the API server.
 //!
+//! A read the API server refuses only because its own caches have not taken in a pod just
+//! created (the Node authorizer's graph, NodeRestriction's pod informer) is retried within
+//! 70 ms (the private `lag` module).
+//!
 //! Tokens (TokenRequest, bound to the pod, with audiences and `expirationSeconds`) are cached
 //! per request and replaced once 80% of their lifetime has passed or they are a day old
 //! ([`token_needs_refresh`]), as the Go kubelet's token manager does.
 
+mod lag;
 mod services;
 #[cfg(test)]
 mod store_tests;
@@ -319,8 +324,7 @@ impl ObjectStore for ApiObjectStore {
             _ => {}
         }
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-        let cm = api
-            .get(name)
+        let cm = lag::retrying_lag("configmap", None, || api.get(name))
             .await
             .map_err(|e| api_error("configmap", namespace, name, e))?;
         self.store(key, Cached::ConfigMap(cm.clone()));
@@ -335,8 +339,7 @@ impl ObjectStore for ApiObjectStore {
             _ => {}
         }
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        let s = api
-            .get(name)
+        let s = lag::retrying_lag("secret", None, || api.get(name))
             .await
             .map_err(|e| api_error("secret", namespace, name, e))?;
         self.store(key, Cached::Secret(s.clone()));
@@ -369,10 +372,12 @@ impl ObjectStore for ApiObjectStore {
             ..Default::default()
         };
         let kind = "serviceaccount token";
-        let resp = api
-            .create_token_request(&request.service_account, &PostParams::default(), &body)
-            .await
-            .map_err(|e| token_request_error(request, e))?;
+        let params = PostParams::default();
+        let resp = lag::retrying_lag(kind, Some(&request.pod_name), || {
+            api.create_token_request(&request.service_account, &params, &body)
+        })
+        .await
+        .map_err(|e| token_request_error(request, e))?;
         let incomplete = || ObjectError::Api {
             kind,
             namespace: request.namespace.clone(),
