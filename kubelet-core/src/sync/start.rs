@@ -132,6 +132,8 @@ pub(super) async fn execute(
             }
             Err(err) => {
                 crate::metrics::global().started_pods_errors.inc_labels(&[]);
+                // Go logs this at error level ("CreatePodSandbox for pod failed").
+                tracing::warn!(pod = %pod::full_name(p), uid = pod::uid(p), error = %err, "creating the pod's sandbox failed; retrying");
                 e.sink.record_event(Event::for_pod(
                     p,
                     None,
