@@ -58,22 +58,26 @@ async fn namespace(admin: &kube::Client, ns: &str) {
         .expect("create namespace");
 }
 
+/// The control plane's admin client, a new namespace `PREFIX-PID` and a client with node
+/// `node`'s identity (the Node authorizer lets nodes list and watch services); `None` when
+/// the control plane is skipped.
+async fn cluster(prefix: &str, node: &str) -> Option<(kube::Client, String, kube::Client)> {
+    let cp = ControlPlane::ensure_or_skip("services")
+        .await
+        .expect("control plane under CI")?;
+    let admin = cp.admin_client().await.expect("admin client");
+    let ns = format!("{prefix}-{}", std::process::id());
+    namespace(&admin, &ns).await;
+    let node = cp.node_client(node).await.expect("node client");
+    Some((admin, ns, node))
+}
+
 #[tokio::test]
 async fn a_service_created_after_a_read_is_in_the_next_read() {
-    let Some(cp) = ControlPlane::ensure_or_skip("services")
-        .await
-        .expect("control plane under CI")
-    else {
+    // Read as a node does.
+    let Some((admin, ns, node)) = cluster("svc-env", "cluster-services-node").await else {
         return;
     };
-    let admin = cp.admin_client().await.expect("admin client");
-    let ns = format!("svc-env-{}", std::process::id());
-    namespace(&admin, &ns).await;
-    // Read as a node does (the Node authorizer lets nodes list services).
-    let node = cp
-        .node_client("cluster-services-node")
-        .await
-        .expect("node client");
     let store = ApiObjectStore::new(node, DEFAULT_TTL);
     assert_eq!(
         names(store.services(&ns).await.expect("list")),
@@ -95,19 +99,10 @@ async fn a_service_created_after_a_read_is_in_the_next_read() {
 
 #[tokio::test]
 async fn the_service_informer_sees_services_come_and_go() {
-    let Some(cp) = ControlPlane::ensure_or_skip("services")
-        .await
-        .expect("control plane under CI")
+    let Some((admin, ns, node)) = cluster("svc-informer", "cluster-services-informer-node").await
     else {
         return;
     };
-    let admin = cp.admin_client().await.expect("admin client");
-    let ns = format!("svc-informer-{}", std::process::id());
-    namespace(&admin, &ns).await;
-    let node = cp
-        .node_client("cluster-services-informer-node")
-        .await
-        .expect("node client");
     let store = ApiObjectStore::new(node, DEFAULT_TTL).with_service_informer();
     eventually(
         Duration::from_secs(30),

@@ -248,7 +248,8 @@ mod tests {
     use mounts::expand_subpath_expr;
     use setup::kind_of;
 
-    fn pod(volumes: Vec<Volume>, mounts: Vec<VolumeMount>) -> Pod {
+    /// Pod `ns/p` (uid `uid-1`) with `volumes` and one container `c` mounting `mounts`.
+    pub(super) fn pod(volumes: Vec<Volume>, mounts: Vec<VolumeMount>) -> Pod {
         Pod {
             metadata: ObjectMeta {
                 name: Some("p".into()),

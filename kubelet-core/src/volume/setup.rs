@@ -385,9 +385,7 @@ mod tests {
     use std::time::Duration;
 
     use async_trait::async_trait;
-    use k8s_openapi::api::core::v1::{
-        ConfigMap, ConfigMapVolumeSource, Container, PodSpec, Secret, Service,
-    };
+    use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource, Secret, Service};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
@@ -453,23 +451,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let p = Pod {
-            metadata: ObjectMeta {
-                name: Some("p".into()),
-                namespace: Some("ns".into()),
-                uid: Some("uid-1".into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "c".into(),
-                    ..Default::default()
-                }],
-                volumes: Some(volumes),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let p = crate::volume::tests::pod(volumes, vec![]);
         // One after the other, the first read would wait for the others for ever.
         let (fields, allocatable) = (FieldValues::default(), ResourceList::new());
         let labels = BTreeMap::new();
