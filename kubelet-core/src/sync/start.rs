@@ -268,15 +268,6 @@ async fn start_container(
     fields: &FieldValues,
     image_pull: &mut Duration,
 ) -> Result<(), (WaitingReason, Option<Duration>)> {
-    let fail = |reason: &str, message: String| {
-        (
-            WaitingReason {
-                reason: reason.to_string(),
-                message,
-            },
-            None,
-        )
-    };
     let event = |t: EventType, reason: &str, message: String| {
         e.sink
             .record_event(Event::for_pod(p, Some(&c.name), t, reason, message));
@@ -346,91 +337,9 @@ async fn start_container(
     let metrics = crate::metrics::global();
     let container_type = crate::metrics::container_type(&kind);
     let config_part = telemetry::sync_part_span(telemetry::SyncPart::ContainerConfig);
-    let config = async {
-        let config_error =
-            |err: &dyn std::fmt::Display| fail("CreateContainerConfigError", err.to_string());
-        // The devices' settings come first, as Go's `GenerateRunContainerOptions` puts them
-        // (a pod's own env of the same name comes later and wins in the runtime).
-        let device_opts = e
-            .device_manager
-            .run_options(p, c)
-            .await
-            .map_err(|err| config_error(&err))?;
-        let mut env: Vec<EnvVar> = device_opts
-            .envs
-            .into_iter()
-            .map(|(name, value)| EnvVar { name, value })
-            .collect();
-        env.extend(
-            container_env(e, p, c, fields)
-                .await
-                .map_err(|err| config_error(&err))?,
-        );
-        let (command, args) = expand_command(c, &env);
-        let mut mounts: Vec<Mount> = device_opts
-            .mounts
-            .into_iter()
-            .map(|m| Mount {
-                container_path: m.container_path,
-                host_path: PathBuf::from(m.host_path),
-                read_only: m.read_only,
-                propagation: MountPropagation::Private,
-            })
-            .collect();
-        mounts.extend(
-            container_mounts(e, p, c, &env, fields)
-                .await
-                .map_err(|err| config_error(&err))?,
-        );
-        // The raw block volumes' devices after the device plugins' (Go appends them).
-        let mut device_nodes = device_opts.devices;
-        device_nodes.extend(
-            e.volumes
-                .block_devices(p, c)
-                .map_err(|err| config_error(&err))?,
-        );
-        match termination_message::prepare(&e.config.root_dir, p, c, restart_count).await {
-            Ok(Some(m)) => mounts.push(m),
-            Ok(None) => {}
-            Err(err) => return Err(config_error(&err)),
-        }
-        // The CPU and memory managers' assignments are on disk before a container runs on
-        // them.
-        if let Err(err) = e.cpu_manager.persist().await {
-            return Err(fail("CreateContainerError", err.to_string()));
-        }
-        if let Err(err) = e.memory_manager.persist().await {
-            return Err(fail("CreateContainerError", err.to_string()));
-        }
-        let cpuset_cpus = e
-            .cpu_manager
-            .container_cpus(pod::uid(p), &c.name)
-            .map(|cpus| cpus.to_string());
-        let cpuset_mems = e.memory_manager.container_numa_nodes(pod::uid(p), &c.name);
-        Ok(ContainerConfig {
-            pod: p.clone(),
-            container: c.clone(),
-            kind,
-            restart_count,
-            hash,
-            image_ref,
-            command,
-            args,
-            env,
-            mounts,
-            log_path: PathBuf::from(&c.name).join(format!("{restart_count}.log")),
-            cpuset_cpus,
-            cpuset_mems,
-            devices: DeviceSettings {
-                nodes: device_nodes,
-                annotations: device_opts.annotations,
-                cdi_devices: device_opts.cdi_devices,
-            },
-            extra_supplemental_groups: e.volumes.extra_supplemental_groups(p),
-        })
-    }
-    .instrument(config_part)
-    .await?;
+    let config = container_config(e, p, c, kind, fields, restart_count, hash, image_ref)
+        .instrument(config_part)
+        .await?;
     metrics.started_containers.inc(container_type);
     let id = match e
         .runtime
@@ -475,6 +384,114 @@ async fn start_container(
         return Err(fail("PostStartHookError", err.to_string()));
     }
     Ok(())
+}
+
+/// A container not started for `reason` (no retry of its own).
+fn fail(reason: &str, message: String) -> (WaitingReason, Option<Duration>) {
+    (
+        WaitingReason {
+            reason: reason.to_string(),
+            message,
+        },
+        None,
+    )
+}
+
+/// The container's config for the runtime (Go's `generateContainerConfig`): the devices'
+/// settings, the environment, the mounts, the termination message file, the CPU and memory
+/// managers' assignments (on disk first).
+#[allow(clippy::too_many_arguments)]
+async fn container_config(
+    e: &Engine,
+    p: &Arc<Pod>,
+    c: &Container,
+    kind: ContainerKind,
+    fields: &FieldValues,
+    restart_count: u32,
+    hash: u64,
+    image_ref: String,
+) -> Result<ContainerConfig, (WaitingReason, Option<Duration>)> {
+    let config_error =
+        |err: &dyn std::fmt::Display| fail("CreateContainerConfigError", err.to_string());
+    // The devices' settings come first, as Go's `GenerateRunContainerOptions` puts them
+    // (a pod's own env of the same name comes later and wins in the runtime).
+    let device_opts = e
+        .device_manager
+        .run_options(p, c)
+        .await
+        .map_err(|err| config_error(&err))?;
+    let mut env: Vec<EnvVar> = device_opts
+        .envs
+        .into_iter()
+        .map(|(name, value)| EnvVar { name, value })
+        .collect();
+    env.extend(
+        container_env(e, p, c, fields)
+            .await
+            .map_err(|err| config_error(&err))?,
+    );
+    let (command, args) = expand_command(c, &env);
+    let mut mounts: Vec<Mount> = device_opts
+        .mounts
+        .into_iter()
+        .map(|m| Mount {
+            container_path: m.container_path,
+            host_path: PathBuf::from(m.host_path),
+            read_only: m.read_only,
+            propagation: MountPropagation::Private,
+        })
+        .collect();
+    mounts.extend(
+        container_mounts(e, p, c, &env, fields)
+            .await
+            .map_err(|err| config_error(&err))?,
+    );
+    // The raw block volumes' devices after the device plugins' (Go appends them).
+    let mut device_nodes = device_opts.devices;
+    device_nodes.extend(
+        e.volumes
+            .block_devices(p, c)
+            .map_err(|err| config_error(&err))?,
+    );
+    match termination_message::prepare(&e.config.root_dir, p, c, restart_count).await {
+        Ok(Some(m)) => mounts.push(m),
+        Ok(None) => {}
+        Err(err) => return Err(config_error(&err)),
+    }
+    // The CPU and memory managers' assignments are on disk before a container runs on
+    // them.
+    if let Err(err) = e.cpu_manager.persist().await {
+        return Err(fail("CreateContainerError", err.to_string()));
+    }
+    if let Err(err) = e.memory_manager.persist().await {
+        return Err(fail("CreateContainerError", err.to_string()));
+    }
+    let cpuset_cpus = e
+        .cpu_manager
+        .container_cpus(pod::uid(p), &c.name)
+        .map(|cpus| cpus.to_string());
+    let cpuset_mems = e.memory_manager.container_numa_nodes(pod::uid(p), &c.name);
+    Ok(ContainerConfig {
+        pod: p.clone(),
+        container: c.clone(),
+        kind,
+        restart_count,
+        hash,
+        image_ref,
+        command,
+        args,
+        env,
+        mounts,
+        log_path: PathBuf::from(&c.name).join(format!("{restart_count}.log")),
+        cpuset_cpus,
+        cpuset_mems,
+        devices: DeviceSettings {
+            nodes: device_nodes,
+            annotations: device_opts.annotations,
+            cdi_devices: device_opts.cdi_devices,
+        },
+        extra_supplemental_groups: e.volumes.extra_supplemental_groups(p),
+    })
 }
 
 /// The container's environment (see [`make_environment`]); invalid `envFrom` keys become
