@@ -94,22 +94,19 @@ impl ApiClients {
             .authority()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        let api = ClientBuilder::try_from(kube_cfg.clone())
-            .map_err(|source| ApiError::ClientBuild {
-                server: server.clone(),
-                error: source,
-            })?
-            .with_layer(&RateLimitLayer::new(cfg.qps, cfg.burst).with_host(&host))
-            .with_layer(&RestClientMetricsLayer::new(&host))
-            .build();
-        let events = ClientBuilder::try_from(kube_cfg.clone())
-            .map_err(|source| ApiError::ClientBuild {
-                server: server.clone(),
-                error: source,
-            })?
-            .with_layer(&RateLimitLayer::new(cfg.event_qps, cfg.event_burst).with_host(&host))
-            .with_layer(&RestClientMetricsLayer::new(&host))
-            .build();
+        // A client behind a token bucket of its own.
+        let limited = |qps: f64, burst: u32| -> Result<kube::Client, ApiError> {
+            Ok(ClientBuilder::try_from(kube_cfg.clone())
+                .map_err(|source| ApiError::ClientBuild {
+                    server: server.clone(),
+                    error: source,
+                })?
+                .with_layer(&RateLimitLayer::new(qps, burst).with_host(&host))
+                .with_layer(&RestClientMetricsLayer::new(&host))
+                .build())
+        };
+        let api = limited(cfg.qps, cfg.burst)?;
+        let events = limited(cfg.event_qps, cfg.event_burst)?;
         let mut hb_cfg = kube_cfg;
         hb_cfg.connect_timeout = Some(cfg.heartbeat_timeout);
         hb_cfg.read_timeout = Some(cfg.heartbeat_timeout);

@@ -234,7 +234,7 @@ impl ApiObjectStore {
     pub fn services_from_informer(&self) -> bool {
         self.services
             .as_ref()
-            .is_some_and(|i| i.namespace("").is_some())
+            .is_some_and(services::ServiceInformer::listed)
     }
 
     /// How many config maps and secrets have a watch: running, or given up (its object read

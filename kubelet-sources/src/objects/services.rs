@@ -142,6 +142,11 @@ impl ServiceInformer {
     pub(super) fn namespace(&self, namespace: &str) -> Option<Vec<Service>> {
         lock(&self.cache).namespace(namespace)
     }
+
+    /// Whether reads are answered from the cache: a listing has ended and the watch has not.
+    pub(super) fn listed(&self) -> bool {
+        lock(&self.cache).synced
+    }
 }
 
 impl Drop for ServiceInformer {
