@@ -8,7 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use kubelet_core::runtime::{DnsConfig, EnvVar, Mount, MountPropagation};
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kubelet_core::runtime::{Mount, MountPropagation};
 
 use crate::bench_cri::workload::BenchPod;
 
@@ -26,49 +28,27 @@ pub(super) struct ClusterDns {
 /// Where a service account token volume is mounted (the API server's admission adds it).
 const TOKEN_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/// The `kubernetes` service's variables as the kubelet makes them for a cluster whose service
-/// network starts at 10.96.0.0 (its first address is the API server's service).
-fn master_service_env() -> Vec<EnvVar> {
-    let var = |name: &str, value: &str| EnvVar {
-        name: name.to_string(),
-        value: value.to_string(),
-    };
-    vec![
-        var("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
-        var("KUBERNETES_SERVICE_PORT", "443"),
-        var("KUBERNETES_SERVICE_PORT_HTTPS", "443"),
-        var("KUBERNETES_PORT", "tcp://10.96.0.1:443"),
-        var("KUBERNETES_PORT_443_TCP", "tcp://10.96.0.1:443"),
-        var("KUBERNETES_PORT_443_TCP_PROTO", "tcp"),
-        var("KUBERNETES_PORT_443_TCP_PORT", "443"),
-        var("KUBERNETES_PORT_443_TCP_ADDR", "10.96.0.1"),
-    ]
-}
-
-/// `ClusterFirst` DNS of a pod in `namespace` (Go's `dns.Configurer`: the cluster's search
-/// domains before the host's).
-fn cluster_first(dns: &ClusterDns, namespace: &str, host_searches: &[String]) -> DnsConfig {
-    let d = &dns.cluster_domain;
-    let mut searches = vec![
-        format!("{namespace}.svc.{d}"),
-        format!("svc.{d}"),
-        d.clone(),
-    ];
-    searches.extend(host_searches.iter().cloned());
-    DnsConfig {
-        servers: vec![dns.cluster_dns.clone()],
-        searches,
-        options: vec!["ndots:5".to_string()],
+/// The `kubernetes` service of a cluster whose service network starts at 10.96.0.0 (its first
+/// address is the API server's service), whose variables every pod gets.
+fn master_service() -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some("kubernetes".into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("10.96.0.1".into()),
+            ports: Some(vec![ServicePort {
+                name: Some("https".into()),
+                port: 443,
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
-}
-
-/// The host's search domains (`/etc/resolv.conf`), which the kubelet appends.
-fn host_searches() -> Vec<String> {
-    let text = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix("search"))
-        .flat_map(|rest| rest.split_whitespace().map(str::to_string))
-        .collect()
 }
 
 /// Makes `pods` the API pod as the runtime sees it: DNS, variables and mounts, their files
@@ -78,7 +58,18 @@ pub(super) async fn as_an_api_pod(
     files: &Path,
     dns: &ClusterDns,
 ) -> Result<()> {
-    let searches = host_searches();
+    // The kubelet's own functions: its DNS settings (with the host's resolv.conf, its
+    // default `resolvConf`) and its service variables.
+    let config = kubelet_core::Config {
+        cluster_dns: vec![dns.cluster_dns.clone()],
+        cluster_domain: dns.cluster_domain.clone(),
+        ..Default::default()
+    };
+    let resolv_conf = tokio::fs::read_to_string("/etc/resolv.conf")
+        .await
+        .unwrap_or_default();
+    let host = kubelet_core::dns::parse_resolv_conf(&resolv_conf);
+    let env = kubelet_core::service_env(&[master_service()]);
     for p in pods {
         let name = p.sandbox.hostname.clone();
         let dir = files.join(&name);
@@ -97,9 +88,8 @@ pub(super) async fn as_an_api_pod(
         .await?;
         let termination_log = dir.join("termination-log");
         tokio::fs::write(&termination_log, "").await?;
-        let namespace = kubelet_core::pod::namespace(&p.sandbox.pod).to_string();
-        p.sandbox.dns = Some(cluster_first(dns, &namespace, &searches));
-        p.container.env = master_service_env();
+        p.sandbox.dns = Some(kubelet_core::dns::pod_dns(&p.sandbox.pod, &config, &host));
+        p.container.env = env.clone();
         let mount = |container_path: &str, host_path: PathBuf, read_only| Mount {
             container_path: container_path.to_string(),
             host_path,
@@ -118,24 +108,44 @@ pub(super) async fn as_an_api_pod(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench_cri::workload::workload;
 
     #[test]
-    fn cluster_first_puts_the_cluster_domains_before_the_hosts() {
+    fn the_floor_pod_gets_the_api_pods_dns_variables_and_mounts() {
+        // A runtime without drivers (the files go through the blocking pool): a signal driver
+        // holds a socket while it lives, and `proc_stats`'s test counts the process's sockets.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let files = tempfile::tempdir().expect("tempdir");
         let dns = ClusterDns {
             cluster_dns: "10.96.0.10".into(),
             cluster_domain: "cluster.local".into(),
         };
-        let got = cluster_first(&dns, "ns", &["example.org".to_string()]);
+        let mut pods = workload("floor", 1);
+        rt.block_on(as_an_api_pod(&mut pods, files.path(), &dns))
+            .expect("made");
+        let p = &pods[0];
+        let got = p.sandbox.dns.as_ref().expect("DNS settings");
         assert_eq!(got.servers, ["10.96.0.10"]);
-        assert_eq!(
-            got.searches,
-            [
-                "ns.svc.cluster.local",
-                "svc.cluster.local",
-                "cluster.local",
-                "example.org"
-            ]
-        );
+        assert_eq!(got.searches[1..3], ["svc.cluster.local", "cluster.local"]);
         assert_eq!(got.options, ["ndots:5"]);
+        let host = p
+            .container
+            .env
+            .iter()
+            .find(|v| v.name == "KUBERNETES_SERVICE_HOST")
+            .map(|v| v.value.as_str());
+        assert_eq!(host, Some("10.96.0.1"));
+        let mounts: Vec<&str> = p
+            .container
+            .mounts
+            .iter()
+            .map(|m| m.container_path.as_str())
+            .collect();
+        assert_eq!(mounts, [TOKEN_MOUNT, "/etc/hosts", "/dev/termination-log"]);
+        for m in &p.container.mounts {
+            assert!(m.host_path.exists(), "{}", m.host_path.display());
+        }
     }
 }
