@@ -52,6 +52,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The disk is shared with build caches; the node e2e kubelet evicts below 10% free (Go's
+# framework's evictionHard), so a short disk shows here first.
+echo "== disk: $(df -h --output=avail,size / | tail -n 1 | awk '{print $1 " free of " $2}')"
 echo "== node environment"
 bash scripts/node-env.sh up
 cargo run -q -p xtask -- cri-ready --endpoint "$KUBELET_RS_CRI_ENDPOINT" --timeout 60
