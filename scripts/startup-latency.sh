@@ -70,6 +70,11 @@ measure() {
   if pid=$(kubelet_pid); then
     grep -E '^(VmRSS|VmHWM|RssAnon|RssFile):' "/proc/$pid/status" | tee "$dir/$kind.memory.txt" |
       tr -s ' \t' ' ' | paste -sd' ' | sed "s/^/[startup-latency] $kind memory after the scenarios: /" >&2
+    # Its connections to the API server then: one per watch, and the requests' (one HTTP/2
+    # connection for kubelet-rs's api and events clients, one per request in flight before).
+    ss -Htnp state established "( dport = :${KUBELET_RS_APISERVER_PORT:-16443} )" 2>/dev/null |
+      grep -c "pid=$pid," | tee "$dir/$kind.connections.txt" |
+      sed "s/^/[startup-latency] $kind connections to the API server after the scenarios: /" >&2 || true
   fi
   cluster_down
 }

@@ -13,6 +13,10 @@
 //! - `heartbeat`: node status and lease requests, never throttled, with a request timeout
 //!   (Go uses a separate client for heartbeats so a busy limiter cannot make a node look
 //!   dead).
+//!
+//! The `api` and `events` clients send their requests over one HTTP/2 connection each and
+//! their watches over HTTP/1.1 connections; the `heartbeat` client speaks HTTP/1.1 only (the
+//! `connection` module's docs say why).
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -21,15 +25,16 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use super::certificate::transport::{CaptureLayer, TrackingConnector};
 use super::certificate::ClientIdentity;
-use super::client_metrics::{RequestVerb, RestClientMetricsLayer};
+use super::client_metrics::RequestVerb;
 use super::ApiError;
+use connection::{Protocols, Stack};
+
+mod connection;
 
 /// How the clients are made.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,43 +93,7 @@ impl ApiClients {
     /// Reads the kubeconfig (its current context) and builds the clients.
     pub async fn from_kubeconfig(cfg: &ClientConfig) -> Result<Self, ApiError> {
         let kube_cfg = load_kubeconfig(&cfg.kubeconfig).await?;
-        let server = kube_cfg.cluster_url.to_string();
-        let host = kube_cfg
-            .cluster_url
-            .authority()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        // A client behind a token bucket of its own.
-        let limited = |qps: f64, burst: u32| -> Result<kube::Client, ApiError> {
-            Ok(ClientBuilder::try_from(kube_cfg.clone())
-                .map_err(|source| ApiError::ClientBuild {
-                    server: server.clone(),
-                    error: source,
-                })?
-                .with_layer(&RateLimitLayer::new(qps, burst).with_host(&host))
-                .with_layer(&RestClientMetricsLayer::new(&host))
-                .build())
-        };
-        let api = limited(cfg.qps, cfg.burst)?;
-        let events = limited(cfg.event_qps, cfg.event_burst)?;
-        let mut hb_cfg = kube_cfg;
-        hb_cfg.connect_timeout = Some(cfg.heartbeat_timeout);
-        hb_cfg.read_timeout = Some(cfg.heartbeat_timeout);
-        hb_cfg.write_timeout = Some(cfg.heartbeat_timeout);
-        hb_cfg.reset_reader_on_write = true;
-        let heartbeat = ClientBuilder::try_from(hb_cfg)
-            .map_err(|source| ApiError::ClientBuild {
-                server,
-                error: source,
-            })?
-            .with_layer(&RestClientMetricsLayer::new(&host))
-            .build();
-        Ok(ApiClients {
-            api,
-            events,
-            heartbeat,
-            heartbeat_timeout: cfg.heartbeat_timeout,
-        })
+        Self::build(cfg, &kube_cfg, None)
     }
 
     /// [`ApiClients::from_kubeconfig`] presenting `identity` as the client certificate
@@ -136,22 +105,38 @@ impl ApiClients {
         identity: &ClientIdentity,
     ) -> Result<Self, ApiError> {
         let kube_cfg = load_kubeconfig(&cfg.kubeconfig).await?;
-        let api = rotating_client(
-            &kube_cfg,
-            identity,
-            Some(RateLimitLayer::new(cfg.qps, cfg.burst)),
-        )?;
-        let events = rotating_client(
-            &kube_cfg,
-            identity,
-            Some(RateLimitLayer::new(cfg.event_qps, cfg.event_burst)),
-        )?;
-        let mut hb_cfg = kube_cfg;
+        Self::build(cfg, &kube_cfg, Some(identity))
+    }
+
+    /// The three clients over `kube_cfg` (see the module docs).
+    fn build(
+        cfg: &ClientConfig,
+        kube_cfg: &kube::Config,
+        identity: Option<&ClientIdentity>,
+    ) -> Result<Self, ApiError> {
+        let limited = |qps: f64, burst: u32| {
+            Stack {
+                config: kube_cfg,
+                identity,
+                limiter: Some(RateLimitLayer::new(qps, burst)),
+                protocols: Protocols::Multiplexed,
+            }
+            .build()
+        };
+        let api = limited(cfg.qps, cfg.burst)?;
+        let events = limited(cfg.event_qps, cfg.event_burst)?;
+        let mut hb_cfg = kube_cfg.clone();
         hb_cfg.connect_timeout = Some(cfg.heartbeat_timeout);
         hb_cfg.read_timeout = Some(cfg.heartbeat_timeout);
         hb_cfg.write_timeout = Some(cfg.heartbeat_timeout);
         hb_cfg.reset_reader_on_write = true;
-        let heartbeat = rotating_client(&hb_cfg, identity, None)?;
+        let heartbeat = Stack {
+            config: &hb_cfg,
+            identity,
+            limiter: None,
+            protocols: Protocols::Http1,
+        }
+        .build()?;
         Ok(ApiClients {
             api,
             events,
@@ -169,52 +154,6 @@ impl ApiClients {
             heartbeat_timeout,
         }
     }
-}
-
-/// A kube client like `ClientBuilder::try_from(config)` builds (base URI, auth and extra
-/// headers, connect/read/write timeouts, rustls with the config's CA), whose TLS client
-/// certificate is `identity`'s and whose connections `identity` tracks.
-fn rotating_client(
-    config: &kube::Config,
-    identity: &ClientIdentity,
-    limiter: Option<RateLimitLayer>,
-) -> Result<kube::Client, ApiError> {
-    use kube::client::ConfigExt;
-    let server = config.cluster_url.to_string();
-    let build_err = |source: kube::Error| ApiError::ClientBuild {
-        server: server.clone(),
-        error: source,
-    };
-    let mut tls = config.rustls_client_config().map_err(build_err)?;
-    tls.client_auth_cert_resolver = identity.resolver();
-    // A resumed session keeps the identity it began with, so a new connection after a
-    // rotation could still present the old certificate; client-go does not resume either.
-    tls.resumption = rustls::client::Resumption::disabled();
-    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-    http.enforce_http(false);
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
-    let tracked = TrackingConnector::new(https, identity.clone());
-    let mut connector = hyper_timeout::TimeoutConnector::new(tracked);
-    connector.set_connect_timeout(config.connect_timeout);
-    connector.set_read_timeout(config.read_timeout);
-    connector.set_write_timeout(config.write_timeout);
-    connector.set_reset_reader_on_write(config.reset_reader_on_write);
-    let client: hyper_util::client::legacy::Client<_, kube::client::Body> =
-        hyper_util::client::legacy::Builder::new(hyper_util::rt::TokioExecutor::new())
-            .build(connector);
-    let service = tower::ServiceBuilder::new()
-        .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer().map_err(build_err)?)
-        .layer(config.extra_headers_layer().map_err(build_err)?)
-        .option_layer(limiter)
-        .map_err(tower::BoxError::from)
-        .layer(CaptureLayer::new(identity.clone()))
-        .service(client);
-    Ok(ClientBuilder::new(service, config.default_namespace.clone()).build())
 }
 
 /// Loads a kubeconfig file into a kube-rs [`kube::Config`] (relative certificate paths are
@@ -366,6 +305,8 @@ where
     }
 }
 
+#[cfg(test)]
+mod connection_tests;
 #[cfg(test)]
 mod rotation_tests;
 

@@ -12,13 +12,14 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt, BufReader};
 use super::*;
 use crate::apiserver::certificate::CertPair;
 
-struct Pki {
-    ca: rcgen::Certificate,
+/// A CA that issues test certificates (also used by `connection_tests`).
+pub(super) struct Pki {
+    pub(super) ca: rcgen::Certificate,
     ca_key: rcgen::KeyPair,
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(super) fn new() -> Pki {
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -28,7 +29,7 @@ impl Pki {
         Pki { ca, ca_key }
     }
 
-    fn issue(&self, cn: &str, sans: &[&str]) -> CertPair {
+    pub(super) fn issue(&self, cn: &str, sans: &[&str]) -> CertPair {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut p =
             rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
@@ -71,23 +72,7 @@ async fn serve(pki: &Pki) -> u16 {
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let cn = tls
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .and_then(|c| c.first())
-                    .and_then(|c| {
-                        let (_, cert) = x509_parser::parse_x509_certificate(c.as_ref()).ok()?;
-                        let cn = cert
-                            .subject()
-                            .iter_common_name()
-                            .next()?
-                            .as_str()
-                            .ok()?
-                            .to_string();
-                        Some(cn)
-                    })
-                    .unwrap_or_default();
+                let cn = peer_cn(tls.get_ref().1);
                 let (r, mut w) = tokio::io::split(tls);
                 let mut r = BufReader::new(r);
                 loop {
@@ -137,6 +122,24 @@ async fn serve(pki: &Pki) -> u16 {
     port
 }
 
+/// The common name of the client certificate a TLS connection was opened with ("" without one).
+pub(super) fn peer_cn(conn: &rustls::ServerConnection) -> String {
+    conn.peer_certificates()
+        .and_then(|c| c.first())
+        .and_then(|c| {
+            let (_, cert) = x509_parser::parse_x509_certificate(c.as_ref()).ok()?;
+            let cn = cert
+                .subject()
+                .iter_common_name()
+                .next()?
+                .as_str()
+                .ok()?
+                .to_string();
+            Some(cn)
+        })
+        .unwrap_or_default()
+}
+
 async fn whoami(client: &kube::Client) -> String {
     let req = http::Request::get("/whoami").body(Vec::new()).unwrap();
     client.request_text(req).await.unwrap().trim().to_string()
@@ -151,7 +154,14 @@ async fn rotation_switches_new_connections_and_lets_streams_finish() {
     let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
     config.root_cert = Some(vec![pki.ca.der().to_vec()]);
     let identity = ClientIdentity::new(Some(&a)).unwrap();
-    let client = rotating_client(&config, &identity, None).unwrap();
+    let client = connection::Stack {
+        config: &config,
+        identity: Some(&identity),
+        limiter: None,
+        protocols: connection::Protocols::Multiplexed,
+    }
+    .build()
+    .unwrap();
 
     assert_eq!(whoami(&client).await, "node-a 1");
     assert_eq!(
