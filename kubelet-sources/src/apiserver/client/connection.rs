@@ -138,6 +138,10 @@ fn https(
 ) -> Result<HttpsConnector<HttpConnector>, kube::Error> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
+    // As Go's dialer: an HTTP/2 request is a HEADERS frame and a DATA frame written apart, and
+    // with Nagle's algorithm the second waits for the API server's delayed ACK of the first
+    // (40 ms here: every status patch took 40 ms more before this).
+    http.set_nodelay(true);
     let mut builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http();
