@@ -5,8 +5,6 @@
 //! only, and a rotated identity reaches the HTTP/2 connection's requests.
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{AsyncBufReadExt, StreamExt};
@@ -14,7 +12,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame};
 
 use super::connection::{is_watch, Protocols, Stack};
-use super::rotation_tests::{peer_cn, Pki};
+use super::rotation_tests::{accept_tls, Pki};
 use super::*;
 
 type TestBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -22,66 +20,33 @@ type TestBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 /// Serves `/whoami` (one line) and `/stream` (six lines, 100 ms apart); client certificates
 /// are asked for but not required.
 async fn serve(pki: &Pki) -> u16 {
-    let server = pki.issue("127.0.0.1", &["127.0.0.1"]);
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(pki.ca.der().clone()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .allow_unauthenticated()
-    .build()
-    .unwrap();
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(server.chain.clone(), server.key_der().unwrap())
-        .unwrap();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = Arc::new(AtomicUsize::new(0));
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            let n = count.fetch_add(1, Ordering::SeqCst) + 1;
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
+    let acceptor = pki.acceptor(true, &[b"h2", b"http/1.1"]);
+    accept_tls(acceptor, |tls, cn, n| async move {
+        let answer = hyper::service::service_fn(move |req: http::Request<_>| {
+            let me = format!("{cn} {n} {:?}\n", req.version());
+            async move {
+                let body: TestBody = if req.uri().path() == "/stream" {
+                    let lines = futures::stream::iter(0..6).then(move |i| {
+                        let me = me.clone();
+                        async move {
+                            if i > 0 {
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                            }
+                            Ok::<_, Infallible>(Frame::data(Bytes::from(me)))
+                        }
+                    });
+                    BodyExt::boxed(StreamBody::new(lines))
+                } else {
+                    BodyExt::boxed(Full::new(Bytes::from(me)))
                 };
-                let cn = peer_cn(tls.get_ref().1);
-                let answer = hyper::service::service_fn(move |req: http::Request<_>| {
-                    let me = format!("{cn} {n} {:?}\n", req.version());
-                    async move {
-                        let body: TestBody = if req.uri().path() == "/stream" {
-                            let lines = futures::stream::iter(0..6).then(move |i| {
-                                let me = me.clone();
-                                async move {
-                                    if i > 0 {
-                                        tokio::time::sleep(Duration::from_millis(100)).await;
-                                    }
-                                    Ok::<_, Infallible>(Frame::data(Bytes::from(me)))
-                                }
-                            });
-                            BodyExt::boxed(StreamBody::new(lines))
-                        } else {
-                            BodyExt::boxed(Full::new(Bytes::from(me)))
-                        };
-                        Ok::<_, Infallible>(http::Response::new(body))
-                    }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(
-                    hyper_util::rt::TokioExecutor::new(),
-                )
-                .serve_connection(hyper_util::rt::TokioIo::new(tls), answer)
-                .await;
-            });
-        }
-    });
-    port
+                Ok::<_, Infallible>(http::Response::new(body))
+            }
+        });
+        let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .serve_connection(hyper_util::rt::TokioIo::new(tls), answer)
+            .await;
+    })
+    .await
 }
 
 fn config(pki: &Pki, port: u16) -> kube::Config {

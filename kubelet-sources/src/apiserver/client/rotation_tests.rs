@@ -40,90 +40,121 @@ impl Pki {
     }
 }
 
-/// Serves `/whoami` (one line) and `/stream` (six lines, 100ms apart) with
-/// `<client CN> <connection number>`, HTTP/1.1 keep-alive.
-async fn serve(pki: &Pki) -> u16 {
-    let server = pki.issue("127.0.0.1", &["127.0.0.1"]);
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(pki.ca.der().clone()).unwrap();
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        Arc::new(rustls::crypto::ring::default_provider()),
-    )
-    .build()
-    .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_client_cert_verifier(verifier)
-    .with_single_cert(server.chain.clone(), server.key_der().unwrap())
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+impl Pki {
+    /// A TLS acceptor for `127.0.0.1` offering `alpn`, asking for client certificates of this CA:
+    /// required, or (`optional`) a client may come without one.
+    pub(super) fn acceptor(&self, optional: bool, alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
+        let server = self.issue("127.0.0.1", &["127.0.0.1"]);
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        );
+        let verifier = if optional {
+            verifier.allow_unauthenticated()
+        } else {
+            verifier
+        }
+        .build()
+        .unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(server.chain.clone(), server.key_der().unwrap())
+            .unwrap();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    }
+}
+
+/// A TLS server on a free port of `127.0.0.1` (returned): each connection's stream goes to
+/// `handle` on a task of its own, with the client certificate's CN and the connection's number
+/// (from 1).
+pub(super) async fn accept_tls<F, Fut>(acceptor: tokio_rustls::TlsAcceptor, handle: F) -> u16
+where
+    F: Fn(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, String, usize) -> Fut
+        + Send
+        + Sync
+        + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    let handle = Arc::new(handle);
     let count = Arc::new(AtomicUsize::new(0));
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let acceptor = acceptor.clone();
+            let handle = handle.clone();
             let n = count.fetch_add(1, Ordering::SeqCst) + 1;
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
                 let cn = peer_cn(tls.get_ref().1);
-                let (r, mut w) = tokio::io::split(tls);
-                let mut r = BufReader::new(r);
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-                    loop {
-                        let mut h = String::new();
-                        if r.read_line(&mut h).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if h == "\r\n" {
-                            break;
-                        }
-                    }
-                    let me = format!("{cn} {n}\n");
-                    if path == "/stream" {
-                        let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
-                        if w.write_all(head.as_bytes()).await.is_err() {
-                            return;
-                        }
-                        for _ in 0..6 {
-                            let chunk = format!("{:x}\r\n{me}\r\n", me.len());
-                            if w.write_all(chunk.as_bytes()).await.is_err() {
-                                return;
-                            }
-                            let _ = w.flush().await;
-                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                        }
-                        let _ = w.write_all(b"0\r\n\r\n").await;
-                    } else {
-                        let resp = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{me}",
-                            me.len()
-                        );
-                        if w.write_all(resp.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                    let _ = w.flush().await;
-                }
+                handle(tls, cn, n).await;
             });
         }
     });
     port
 }
 
+/// Serves `/whoami` (one line) and `/stream` (six lines, 100ms apart) with
+/// `<client CN> <connection number>`, HTTP/1.1 keep-alive.
+async fn serve(pki: &Pki) -> u16 {
+    accept_tls(pki.acceptor(false, &[]), |tls, cn, n| async move {
+        let (r, mut w) = tokio::io::split(tls);
+        let mut r = BufReader::new(r);
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                return;
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                if h == "\r\n" {
+                    break;
+                }
+            }
+            let me = format!("{cn} {n}\n");
+            if path == "/stream" {
+                let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+                if w.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                for _ in 0..6 {
+                    let chunk = format!("{:x}\r\n{me}\r\n", me.len());
+                    if w.write_all(chunk.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let _ = w.flush().await;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                let _ = w.write_all(b"0\r\n\r\n").await;
+            } else {
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{me}",
+                    me.len()
+                );
+                if w.write_all(resp.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            let _ = w.flush().await;
+        }
+    })
+    .await
+}
+
 /// The common name of the client certificate a TLS connection was opened with ("" without one).
-pub(super) fn peer_cn(conn: &rustls::ServerConnection) -> String {
+fn peer_cn(conn: &rustls::ServerConnection) -> String {
     conn.peer_certificates()
         .and_then(|c| c.first())
         .and_then(|c| {
