@@ -20,7 +20,12 @@ type TestBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 /// Serves `/whoami` (one line) and `/stream` (six lines, 100 ms apart); client certificates
 /// are asked for but not required.
 async fn serve(pki: &Pki) -> u16 {
-    let acceptor = pki.acceptor(true, &[b"h2", b"http/1.1"]);
+    serve_as(pki, "127.0.0.1").await
+}
+
+/// [`serve`] with a certificate for `name` only.
+async fn serve_as(pki: &Pki, name: &str) -> u16 {
+    let acceptor = pki.acceptor(name, true, &[b"h2", b"http/1.1"]);
     accept_tls(acceptor, |tls, cn, n| async move {
         let answer = hyper::service::service_fn(move |req: http::Request<_>| {
             let me = format!("{cn} {n} {:?}\n", req.version());
@@ -140,6 +145,27 @@ async fn a_rotated_identity_moves_requests_to_a_new_http2_connection() {
     // The watch begun before goes on on its connection to its end.
     let rest: Vec<String> = watch.map(|l| l.unwrap()).collect().await;
     assert_eq!(rest, vec!["node-a 2 HTTP/1.1"; 5]);
+}
+
+#[tokio::test]
+async fn the_kubeconfigs_tls_server_name_is_checked_in_place_of_the_hosts() {
+    let pki = Pki::new();
+    let port = serve_as(&pki, "apiserver.test").await;
+    let a = pki.issue("node-a", &[]);
+    let identity = ClientIdentity::new(Some(&a)).unwrap();
+    let mut named = config(&pki, port);
+    named.tls_server_name = Some("apiserver.test".to_string());
+    for (config, identity, answer) in [
+        (&named, None, "1 HTTP/2.0"),
+        (&named, Some(&identity), "node-a 2 HTTP/2.0"),
+    ] {
+        let client = client(config, identity, Protocols::Multiplexed);
+        assert_eq!(get(&client, "/whoami").await, answer);
+    }
+    // Without it the certificate is checked against 127.0.0.1, and refused.
+    let client = client(&config(&pki, port), None, Protocols::Multiplexed);
+    let req = http::Request::get("/whoami").body(Vec::new()).unwrap();
+    assert!(client.request_text(req).await.is_err());
 }
 
 #[test]

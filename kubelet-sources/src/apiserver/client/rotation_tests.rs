@@ -41,10 +41,15 @@ impl Pki {
 }
 
 impl Pki {
-    /// A TLS acceptor for `127.0.0.1` offering `alpn`, asking for client certificates of this CA:
-    /// required, or (`optional`) a client may come without one.
-    pub(super) fn acceptor(&self, optional: bool, alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
-        let server = self.issue("127.0.0.1", &["127.0.0.1"]);
+    /// A TLS acceptor whose certificate is for `name` only, offering `alpn`, asking for client
+    /// certificates of this CA: required, or (`optional`) a client may come without one.
+    pub(super) fn acceptor(
+        &self,
+        name: &str,
+        optional: bool,
+        alpn: &[&[u8]],
+    ) -> tokio_rustls::TlsAcceptor {
+        let server = self.issue(name, &[name]);
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.ca.der().clone()).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -105,7 +110,8 @@ where
 /// Serves `/whoami` (one line) and `/stream` (six lines, 100ms apart) with
 /// `<client CN> <connection number>`, HTTP/1.1 keep-alive.
 async fn serve(pki: &Pki) -> u16 {
-    accept_tls(pki.acceptor(false, &[]), |tls, cn, n| async move {
+    let acceptor = pki.acceptor("127.0.0.1", false, &[]);
+    accept_tls(acceptor, |tls, cn, n| async move {
         let (r, mut w) = tokio::io::split(tls);
         let mut r = BufReader::new(r);
         loop {
